@@ -1,0 +1,79 @@
+/** \file
+ * The compiler library's error macros.
+ *
+ * `user_error` / `user_assert(cond)` report bad input IR or misuse of the API and throw
+ * tally::CompileError. `internal_error` / `internal_assert(cond)` report broken invariants, i.e.
+ * bugs in Tally, and throw tally::InternalError with the file, line and condition text. The
+ * message after `<<` is evaluated only on failure. They are never compiled out.
+ */
+#ifndef TALLY_ERROR_H
+#define TALLY_ERROR_H
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace tally {
+
+/** Bad input or misuse of the API: the message says what the user should change. */
+class CompileError : public std::runtime_error {
+public:
+    explicit CompileError(const std::string &msg) : std::runtime_error(msg) {}
+};
+
+/** A broken invariant inside Tally: always a bug. */
+class InternalError : public std::runtime_error {
+public:
+    explicit InternalError(const std::string &msg) : std::runtime_error(msg) {}
+};
+
+namespace detail {
+
+/** Collects a message and throws when it goes out of scope at the end of the full expression. */
+class ErrorReport {
+public:
+    ErrorReport(bool internal, const char *file, int line, const char *cond)
+        : internal(internal) {
+        if (internal) {
+            msg << "Internal error at " << file << ":" << line;
+            if (cond) {
+                msg << " (condition failed: " << cond << ")";
+            }
+            msg << ": ";
+        }
+    }
+    template <typename T>
+    ErrorReport &operator<<(const T &x) {
+        msg << x;
+        return *this;
+    }
+    [[noreturn]] ~ErrorReport() noexcept(false) {
+        if (internal) {
+            throw InternalError(msg.str());
+        }
+        throw CompileError(msg.str());
+    }
+
+private:
+    bool internal;
+    std::ostringstream msg;
+};
+
+/** Lets `cond ? (void)0 : Voidify() & report << ...` type-check. */
+struct Voidify {
+    void operator&(ErrorReport &) {}
+};
+
+}  // namespace detail
+}  // namespace tally
+
+#define user_error ::tally::detail::ErrorReport(false, __FILE__, __LINE__, nullptr)
+#define internal_error ::tally::detail::ErrorReport(true, __FILE__, __LINE__, nullptr)
+#define user_assert(c)                                                                             \
+    (c) ? (void)0                                                                                  \
+        : ::tally::detail::Voidify() & ::tally::detail::ErrorReport(false, __FILE__, __LINE__, #c)
+#define internal_assert(c)                                                                         \
+    (c) ? (void)0                                                                                  \
+        : ::tally::detail::Voidify() & ::tally::detail::ErrorReport(true, __FILE__, __LINE__, #c)
+
+#endif  // TALLY_ERROR_H

@@ -1,0 +1,185 @@
+/** \file
+ * Handles to IR nodes: intrusively reference-counted, immutable once built. `Expr` and `Stmt`
+ * wrap a pointer to a node; `as<T>()` down-casts by the node's tag and returns nullptr on a
+ * mismatch. Copying a handle is cheap; nodes are shared freely between trees.
+ */
+#ifndef TALLY_EXPR_H
+#define TALLY_EXPR_H
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+#include "tally/Type.h"
+
+namespace tally {
+
+class IRVisitor;
+
+/** The tag of every node kind. Expressions come first, then statements. */
+enum class IRNodeType : uint8_t {
+    // Expressions
+    IntImm,
+    UIntImm,
+    FloatImm,
+    StringImm,
+    Cast,
+    Reinterpret,
+    Variable,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Min,
+    Max,
+    EQ,
+    NE,
+    LT,
+    LE,
+    GT,
+    GE,
+    And,
+    Or,
+    Not,
+    Select,
+    Load,
+    Ramp,
+    Broadcast,
+    Let,
+    Call,
+    Shuffle,
+    // Statements
+    LetStmt,
+    AssertStmt,
+    ProducerConsumer,
+    For,
+    Store,
+    Allocate,
+    Free,
+    Block,
+    IfThenElse,
+    Evaluate,
+};
+
+/** The base of every node: a reference count and a tag. */
+struct IRNode {
+    explicit IRNode(IRNodeType t) : node_type(t) {}
+    virtual ~IRNode() = default;
+    IRNode(const IRNode &) = delete;
+    IRNode &operator=(const IRNode &) = delete;
+
+    /** Calls the visitor's visit overload for the concrete node type. */
+    virtual void accept(IRVisitor *v) const = 0;
+
+    mutable std::atomic<int> ref_count{0};
+    const IRNodeType node_type;
+};
+
+struct BaseExprNode : IRNode {
+    BaseExprNode(IRNodeType t, Type type) : IRNode(t), type(std::move(type)) {}
+    const Type type;
+};
+
+struct BaseStmtNode : IRNode {
+    explicit BaseStmtNode(IRNodeType t) : IRNode(t) {}
+};
+
+/** CRTP base giving each node its static tag and accept(). */
+template <typename T>
+struct ExprNode : BaseExprNode {
+    explicit ExprNode(Type type) : BaseExprNode(T::_node_type, std::move(type)) {}
+    void accept(IRVisitor *v) const override;
+};
+
+template <typename T>
+struct StmtNode : BaseStmtNode {
+    StmtNode() : BaseStmtNode(T::_node_type) {}
+    void accept(IRVisitor *v) const override;
+};
+
+/** An owning, intrusively counted pointer to a const node. */
+template <typename N>
+class IntrusivePtr {
+public:
+    IntrusivePtr() = default;
+    IntrusivePtr(const N *p) : ptr(p) { incref(); }
+    IntrusivePtr(const IntrusivePtr &o) : ptr(o.ptr) { incref(); }
+    IntrusivePtr(IntrusivePtr &&o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
+    ~IntrusivePtr() { decref(); }
+    IntrusivePtr &operator=(const IntrusivePtr &o) {
+        if (o.ptr != ptr) {
+            o.incref();
+            decref();
+            ptr = o.ptr;
+        }
+        return *this;
+    }
+    IntrusivePtr &operator=(IntrusivePtr &&o) noexcept {
+        std::swap(ptr, o.ptr);
+        return *this;
+    }
+
+    const N *get() const { return ptr; }
+    const N *operator->() const { return ptr; }
+    const N &operator*() const { return *ptr; }
+    bool defined() const { return ptr != nullptr; }
+    /** Pointer identity: the same node, not merely an equal one. */
+    bool same_as(const IntrusivePtr &o) const { return ptr == o.ptr; }
+
+private:
+    void incref() const {
+        if (ptr) {
+            ptr->ref_count.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    void decref() {
+        if (ptr && ptr->ref_count.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            delete ptr;
+        }
+        ptr = nullptr;
+    }
+    const N *ptr = nullptr;
+};
+
+/** A handle to an expression node. */
+class Expr : public IntrusivePtr<BaseExprNode> {
+public:
+    Expr() = default;
+    Expr(const BaseExprNode *n) : IntrusivePtr<BaseExprNode>(n) {}
+
+    const Type &type() const { return get()->type; }
+    IRNodeType node_type() const { return get()->node_type; }
+    void accept(IRVisitor *v) const { get()->accept(v); }
+
+    /** Down-cast by tag; nullptr if undefined or of another kind. */
+    template <typename T>
+    const T *as() const {
+        if (defined() && get()->node_type == T::_node_type) {
+            return static_cast<const T *>(get());
+        }
+        return nullptr;
+    }
+};
+
+/** A handle to a statement node. */
+class Stmt : public IntrusivePtr<BaseStmtNode> {
+public:
+    Stmt() = default;
+    Stmt(const BaseStmtNode *n) : IntrusivePtr<BaseStmtNode>(n) {}
+
+    IRNodeType node_type() const { return get()->node_type; }
+    void accept(IRVisitor *v) const { get()->accept(v); }
+
+    template <typename T>
+    const T *as() const {
+        if (defined() && get()->node_type == T::_node_type) {
+            return static_cast<const T *>(get());
+        }
+        return nullptr;
+    }
+};
+
+}  // namespace tally
+
+#endif  // TALLY_EXPR_H

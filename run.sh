@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The two commands a newcomer needs on a fresh Debian 12 machine:
+#   ./run.sh demo   install what is missing, build everything, run the main demo
+#   ./run.sh test   install what is missing, build everything, run every test (ctest)
+# Other subcommands: deps (install only), build, format-check, tsan (runtime tests under TSan).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BUILD="${TALLY_BUILD_DIR:-$ROOT/build}"
+JOBS="${TALLY_JOBS:-$(nproc)}"
+
+# The Debian packages Tally builds and tests with (ARCHITECTURE.md, "Dependencies").
+PACKAGES=(llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev libvulkan-dev
+  mesa-vulkan-drivers vulkan-tools vulkan-validationlayers glslang-tools glslang-dev spirv-tools
+  libshaderc-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev ninja-build cmake clang-format-14)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+deps() {
+    local missing=()
+    for p in "${PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+            missing+=("$p")
+        fi
+    done
+    if ((${#missing[@]} == 0)); then
+        return 0
+    fi
+    log "installing: ${missing[*]}"
+    local sudo=()
+    if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+    "${sudo[@]}" apt-get update -q
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+configure() {
+    local dir="$1"
+    shift
+    cmake -S "$ROOT" -B "$dir" -G Ninja -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >/dev/null
+}
+
+build() {
+    configure "$BUILD"
+    log "building in $BUILD"
+    cmake --build "$BUILD" -j "$JOBS"
+}
+
+format_check() {
+    log "checking formatting (clang-format-14)"
+    local files
+    mapfile -t files < <(cd "$ROOT" && git ls-files '*.h' '*.c' '*.cpp' | grep -v '^test/ir/')
+    (cd "$ROOT" && clang-format-14 --dry-run --Werror "${files[@]}")
+}
+
+runtime_layering_check() {
+    # The runtime never includes a compiler header (ARCHITECTURE.md, "Runtime separation").
+    if grep -rnE '#include *[<"](tally/|ir/|text/|codegen/|passes/)' "$ROOT/runtime"; then
+        echo "error: runtime/ includes a compiler header" >&2
+        return 1
+    fi
+}
+
+tsan() {
+    local dir="$BUILD-tsan"
+    configure "$dir" -DTALLY_SANITIZE=thread -DTALLY_BUILD_BENCH=OFF
+    log "building runtime tests under ThreadSanitizer in $dir"
+    cmake --build "$dir" -j "$JOBS" --target runtime_tests
+    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime --output-on-failure -j "$JOBS")
+}
+
+demo() {
+    build
+    log "demo: parse a Halide 14 pipeline, lower it for host-cuda-profile, print it"
+    "$BUILD/bin/tally-opt" "$ROOT/apps/demo/gpu_gpu_cpu.stmt" --target=host-cuda-profile --passes=verify
+}
+
+test_all() {
+    format_check
+    runtime_layering_check
+    build
+    log "running every test"
+    (cd "$BUILD" && MESA_SHADER_CACHE_DISABLE=true ctest --output-on-failure -j "$JOBS")
+    if [[ "${TALLY_SKIP_TSAN:-0}" != 1 ]]; then
+        tsan
+    fi
+}
+
+cmd="${1:-}"
+case "$cmd" in
+deps) deps ;;
+build) deps && build ;;
+demo) deps && demo ;;
+test) deps && test_all ;;
+format-check) format_check ;;
+tsan) deps && tsan ;;
+*)
+    echo "usage: $0 {demo|test|build|deps|format-check|tsan}" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,243 @@
+// The IR verifier. Checks what the node factories cannot see locally: that every variable is
+// bound (let, for, allocate, argument, module buffer, the implicit __user_context, or `::f`
+// naming a function of the module) with a compatible type; that loads, stores and frees name a
+// declared buffer; that loads agree with the allocation's element type; and that kernel
+// launches name kernels the module holds. Errors name the function and show the statement.
+
+#include "tally/Verifier.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "tally/Error.h"
+#include "tally/IRPrinter.h"
+#include "tally/IRVisitor.h"
+
+namespace tally {
+
+namespace {
+
+class Verify : public IRVisitor {
+public:
+    Verify(const Module &m, std::string where) : m(m), where(std::move(where)) {}
+
+    void bind_var(const std::string &n, const Type &t) { vars[n].push_back(t); }
+    void bind_buffer(const std::string &n, const Type &elem) { buffers[n].push_back(elem); }
+
+    void run(const Stmt &s) {
+        if (s.defined()) {
+            s.accept(this);
+        }
+    }
+
+private:
+    const Module &m;
+    std::string where;
+    std::map<std::string, std::vector<Type>> vars;
+    // Element type of each buffer in scope; an invalid type means "not known".
+    std::map<std::string, std::vector<Type>> buffers;
+    std::vector<const BaseStmtNode *> stmt_stack;
+
+    using IRVisitor::visit;
+
+    [[noreturn]] void fail(const std::string &msg) {
+        std::string ctx;
+        if (!stmt_stack.empty()) {
+            std::string s = to_string(Stmt(stmt_stack.back()));
+            size_t nl = s.find('\n');
+            if (nl != std::string::npos) {
+                s = s.substr(0, nl);
+            }
+            size_t start = s.find_first_not_of(' ');
+            s = start == std::string::npos ? s : s.substr(start);
+            if (s.size() > 120) {
+                s = s.substr(0, 117) + "...";
+            }
+            ctx = "\n  in statement: " + s;
+        }
+        user_error << "verify: in " << where << ": " << msg << ctx;
+    }
+
+    template <typename T>
+    void scoped_stmt(const T *op) {
+        stmt_stack.push_back(op);
+        IRVisitor::visit(op);
+        stmt_stack.pop_back();
+    }
+
+    static void pop(std::map<std::string, std::vector<Type>> &s, const std::string &n) {
+        auto it = s.find(n);
+        it->second.pop_back();
+        if (it->second.empty()) {
+            s.erase(it);
+        }
+    }
+
+    void check_buffer(const std::string &name, const Type &t, const char *what) {
+        auto it = buffers.find(name);
+        if (it != buffers.end()) {
+            const Type &elem = it->second.back();
+            if (elem.is_valid() && !types_compatible(elem, t.element_of())) {
+                fail(std::string(what) + " of " + t.to_string() + " from buffer '" + name +
+                     "' of element type " + elem.to_string());
+            }
+            return;
+        }
+        auto v = vars.find(name);
+        if (v != vars.end() && v->second.back().is_handle()) {
+            return;  // a pointer in scope names the memory
+        }
+        fail(std::string(what) + " names '" + name + "', which is not a declared buffer");
+    }
+
+    void visit(const Variable *op) override {
+        const std::string &n = op->name;
+        auto it = vars.find(n);
+        if (it != vars.end()) {
+            if (!types_compatible(it->second.back(), op->type)) {
+                fail("variable '" + n + "' used as " + op->type.to_string() + " but bound as " +
+                     it->second.back().to_string());
+            }
+            return;
+        }
+        if (n == "__user_context") {
+            return;
+        }
+        if (n.compare(0, 2, "::") == 0) {
+            if (!m.find_function(n.substr(2))) {
+                fail("'" + n + "' names no function of this module");
+            }
+            return;
+        }
+        fail("variable '" + n + "' is not bound");
+    }
+    void visit(const Let *op) override {
+        op->value.accept(this);
+        bind_var(op->name, op->value.type());
+        op->body.accept(this);
+        pop(vars, op->name);
+    }
+    void visit(const Load *op) override {
+        IRVisitor::visit(op);
+        check_buffer(op->name, op->type, "load");
+    }
+    void visit(const Call *op) override {
+        IRVisitor::visit(op);
+        if (!m.kernels.empty() && op->name.size() > 11 && op->name.compare(0, 7, "halide_") == 0 &&
+            op->name.compare(op->name.size() - 4, 4, "_run") == 0 && op->args.size() > 1) {
+            if (const StringImm *k = op->args[1].as<StringImm>()) {
+                if (!m.find_kernel(k->value)) {
+                    fail("launch of kernel '" + k->value + "', which the module does not hold");
+                }
+            }
+        }
+    }
+
+    void visit(const LetStmt *op) override {
+        stmt_stack.push_back(op);
+        op->value.accept(this);
+        stmt_stack.pop_back();
+        bind_var(op->name, op->value.type());
+        op->body.accept(this);
+        pop(vars, op->name);
+    }
+    void visit(const AssertStmt *op) override {
+        stmt_stack.push_back(op);
+        IRVisitor::visit(op);
+        if (!op->message.type().is_int() && !op->message.type().is_uint()) {
+            fail("assert message must be an integer error code, not " +
+                 op->message.type().to_string());
+        }
+        stmt_stack.pop_back();
+    }
+    void visit(const ProducerConsumer *op) override {
+        if (op->name.empty()) {
+            fail("producer/consumer with an empty name");
+        }
+        op->body.accept(this);
+    }
+    void visit(const For *op) override {
+        stmt_stack.push_back(op);
+        op->min.accept(this);
+        op->extent.accept(this);
+        if (op->min.type() != op->extent.type()) {
+            fail("loop '" + op->name + "' has bounds of different types");
+        }
+        stmt_stack.pop_back();
+        bind_var(op->name, op->min.type());
+        op->body.accept(this);
+        pop(vars, op->name);
+    }
+    void visit(const Store *op) override {
+        stmt_stack.push_back(op);
+        IRVisitor::visit(op);
+        check_buffer(op->name, op->value.type(), "store");
+        stmt_stack.pop_back();
+    }
+    void visit(const Allocate *op) override {
+        stmt_stack.push_back(op);
+        for (const Expr &e : op->extents) {
+            e.accept(this);
+            if (!e.type().is_int() && !e.type().is_uint()) {
+                fail("allocation extent of '" + op->name + "' is not an integer");
+            }
+        }
+        if (op->condition.defined()) {
+            op->condition.accept(this);
+        }
+        if (op->new_expr.defined()) {
+            op->new_expr.accept(this);
+        }
+        stmt_stack.pop_back();
+        bind_buffer(op->name, op->type);
+        bind_var(op->name, Handle());
+        op->body.accept(this);
+        pop(vars, op->name);
+        pop(buffers, op->name);
+    }
+    void visit(const Free *op) override {
+        if (!buffers.count(op->name)) {
+            stmt_stack.push_back(op);
+            fail("free of '" + op->name + "', which is not an allocation in scope");
+        }
+    }
+    void visit(const IfThenElse *op) override { scoped_stmt(op); }
+    void visit(const Evaluate *op) override { scoped_stmt(op); }
+};
+
+void bind_args(Verify &v, const std::vector<Argument> &args) {
+    for (const Argument &a : args) {
+        if (a.is_buffer()) {
+            v.bind_var(a.name + ".buffer", Handle("halide_buffer_t"));
+            v.bind_buffer(a.name, a.type);
+        } else {
+            v.bind_var(a.name, a.type.is_valid() ? a.type : Int(32));
+        }
+    }
+}
+
+}  // namespace
+
+void verify(const Module &m) {
+    std::set<std::string> seen;
+    for (const Kernel &k : m.kernels) {
+        user_assert(seen.insert(k.name).second) << "verify: kernel '" << k.name << "' defined twice";
+        Verify v(m, "kernel '" + k.name + "'");
+        bind_args(v, k.args);
+        v.run(k.body);
+    }
+    for (const LoweredFunc &f : m.functions) {
+        user_assert(seen.insert(f.name).second)
+            << "verify: function '" << f.name << "' defined twice";
+        Verify v(m, "function '" + f.name + "'");
+        for (const BufferConstant &b : m.buffers) {
+            v.bind_var(b.name + ".buffer", Handle("halide_buffer_t"));
+            v.bind_var(b.name, Handle());
+        }
+        bind_args(v, f.args);
+        v.run(f.body);
+    }
+}
+
+}  // namespace tally

@@ -1,0 +1,594 @@
+// The IR printer. Output follows Halide 14's compile_to_lowered_stmt text so that corpus files
+// and our output read alike, with these additions (docs/ir-syntax.md has the grammar):
+//  - typed function/kernel headers: `func f (in: buffer<uint16, 2>, k: float32)`;
+//  - `kernel <CUDA> name (args) { ... }` for kernels made by offload-gpu-loops;
+//  - a `(type)` prefix on a Load whose type the parser could not otherwise know (Halide never
+//    prints load types; the parser infers them, but our output must not depend on inference);
+//  - `name@call_type(...)` when a call's type differs from the default for its name.
+//
+// The parser decides the type of an unprefixed variable from the innermost binding in scope
+// (let, for, allocate) or int32 when unbound. The printer mirrors that scope and prints a
+// prefix exactly when the parser would otherwise get the type wrong.
+
+#include "tally/IRPrinter.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "tally/IRVisitor.h"
+
+namespace tally {
+
+namespace {
+
+bool is_ident_start(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.' || c == '$';
+}
+bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+
+/** Can `s` be printed bare where the grammar expects a name? */
+bool is_plain_name(const std::string &s) {
+    if (s.empty()) {
+        return false;
+    }
+    size_t i = 0;
+    if (s.compare(0, 2, "::") == 0) {
+        i = 2;
+    }
+    if (i >= s.size() || !is_ident_start(s[i])) {
+        return false;
+    }
+    if (s[i] == '.' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
+        return false;
+    }
+    for (; i < s.size(); i++) {
+        if (s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') {
+            i++;
+            continue;
+        }
+        if (!is_ident_char(s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::string quote(const std::string &s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        default:
+            if (c < 32 || c >= 127) {
+                char buf[8];
+                std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+                out += buf;
+            } else {
+                out += char(c);
+            }
+        }
+    }
+    return out + "\"";
+}
+
+std::string name_str(const std::string &s) { return is_plain_name(s) ? s : quote(s); }
+
+/** "int32" for values, "(void *)" for handles: the spelling used inside a `(T)` prefix is
+ * the same with parentheses around it. */
+std::string type_prefix(const Type &t) { return "(" + t.to_string() + ")"; }
+
+/** The spelling of a type where the grammar expects a type (allocations, headers). */
+std::string type_word(const Type &t) {
+    return t.is_handle() ? type_prefix(t) : t.to_string();
+}
+
+std::string float_str(const Type &t, double v) {
+    if (std::isnan(v)) {
+        return type_prefix(t) + "nan";
+    }
+    if (std::isinf(v)) {
+        return type_prefix(t) + (v < 0 ? "-inf" : "inf");
+    }
+    const char *suffix = t.bits() == 32 ? "f" : t.bits() == 16 ? "h" : "";
+    char buf[64];
+    // Halide prints six decimals; keep that when it reads back exactly, otherwise print
+    // enough digits to round-trip.
+    std::snprintf(buf, sizeof(buf), "%f", v);
+    double back = std::strtod(buf, nullptr);
+    bool exact = t.bits() == 32 ? float(back) == float(v) : back == v;
+    if (!exact) {
+        std::snprintf(buf, sizeof(buf), "%.17g", v);
+        std::string s = buf;
+        if (s.find_first_of(".en") == std::string::npos) {
+            s += ".0";
+        }
+        return s + suffix;
+    }
+    std::string s = buf;
+    if (t.bits() != 32 && t.bits() != 16 && t.bits() != 64) {
+        return type_prefix(t) + s;
+    }
+    if (t.is_float() && t.code() == Type::BFloat) {
+        return type_prefix(t) + s;
+    }
+    return s + suffix;
+}
+
+class Printer : public IRVisitor {
+public:
+    explicit Printer(std::ostream &os) : os(os) {}
+
+    void print_module(const Module &m) {
+        os << "module name=" << name_str(m.name) << ", target=" << m.target.to_string() << "\n";
+        for (const BufferConstant &b : m.buffers) {
+            os << "buffer " << name_str(b.name) << " = {";
+            if (b.opaque) {
+                os << "...}\n";
+            } else {
+                os << b.bytes << "\n}\n";
+            }
+        }
+        if (!m.buffers.empty()) {
+            os << "\n";
+        }
+        for (const Kernel &k : m.kernels) {
+            os << "kernel <" << device_api_name(k.device_api) << "> " << name_str(k.name) << " ";
+            print_args(k.args);
+            os << " {\n";
+            print_stmt(k.body);
+            os << "}\n\n";
+        }
+        for (const LoweredFunc &f : m.functions) {
+            os << linkage_name(f.linkage) << " func " << name_str(f.name) << " ";
+            print_args(f.args);
+            os << " {\n";
+            print_stmt(f.body);
+            os << "}\n\n";
+        }
+    }
+
+    void print_args(const std::vector<Argument> &args) {
+        os << "(";
+        for (size_t i = 0; i < args.size(); i++) {
+            const Argument &a = args[i];
+            os << (i ? ", " : "") << name_str(a.name) << ": ";
+            if (a.is_buffer()) {
+                os << "buffer<" << (a.type.is_valid() ? type_word(a.type) : "?");
+                if (a.dimensions >= 0) {
+                    os << ", " << a.dimensions;
+                }
+                os << ">";
+            } else {
+                os << (a.type.is_valid() ? type_word(a.type) : "?");
+            }
+        }
+        os << ")";
+    }
+
+    void print_stmt(const Stmt &s) {
+        if (s.defined()) {
+            s.accept(this);
+        }
+    }
+
+    void print_expr(const Expr &e, bool parens = true) {
+        bool old = implicit_parens;
+        implicit_parens = !parens;
+        e.accept(this);
+        implicit_parens = old;
+    }
+    void print_no_parens(const Expr &e) { print_expr(e, false); }
+
+private:
+    std::ostream &os;
+    int indent = 0;
+    bool implicit_parens = false;
+    // What the parser would infer for a bare name: variable and allocation scopes.
+    std::map<std::string, std::vector<Type>> var_scope, alloc_scope;
+
+    void push(std::map<std::string, std::vector<Type>> &s, const std::string &n, const Type &t) {
+        s[n].push_back(t);
+    }
+    void pop(std::map<std::string, std::vector<Type>> &s, const std::string &n) {
+        auto it = s.find(n);
+        it->second.pop_back();
+        if (it->second.empty()) {
+            s.erase(it);
+        }
+    }
+    const Type *lookup(const std::map<std::string, std::vector<Type>> &s,
+                       const std::string &n) const {
+        auto it = s.find(n);
+        return it == s.end() ? nullptr : &it->second.back();
+    }
+
+    void do_indent() {
+        for (int i = 0; i < indent; i++) {
+            os << ' ';
+        }
+    }
+    void open() {
+        if (!implicit_parens) {
+            os << "(";
+        }
+    }
+    void close() {
+        if (!implicit_parens) {
+            os << ")";
+        }
+    }
+    void print_list(const std::vector<Expr> &es) {
+        for (size_t i = 0; i < es.size(); i++) {
+            if (i) {
+                os << ", ";
+            }
+            print_no_parens(es[i]);
+        }
+    }
+
+    template <typename T>
+    void binary(const T *op, const char *sym) {
+        bool old = implicit_parens;
+        open();
+        implicit_parens = false;
+        op->a.accept(this);
+        os << sym;
+        op->b.accept(this);
+        implicit_parens = old;
+        close();
+    }
+
+    void visit(const IntImm *op) override {
+        if (op->type != Int(32)) {
+            os << type_prefix(op->type);
+        }
+        os << op->value;
+    }
+    void visit(const UIntImm *op) override { os << type_prefix(op->type) << op->value; }
+    void visit(const FloatImm *op) override { os << float_str(op->type, op->value); }
+    void visit(const StringImm *op) override { os << quote(op->value); }
+    void visit(const Cast *op) override {
+        if (op->type.is_handle()) {
+            os << type_prefix(op->type) << "(";
+        } else {
+            os << op->type.to_string() << "(";
+        }
+        print_expr(op->value);
+        os << ")";
+    }
+    void visit(const Reinterpret *op) override {
+        if (op->type != Int(32)) {
+            os << type_prefix(op->type);
+        }
+        os << "reinterpret(";
+        print_no_parens(op->value);
+        os << ")";
+    }
+    void visit(const Variable *op) override {
+        const Type *known = lookup(var_scope, op->name);
+        bool bare = known ? *known == op->type : op->type == Int(32);
+        if (!bare) {
+            os << type_prefix(op->type);
+        }
+        os << op->name;
+    }
+    void visit(const Add *op) override { binary(op, " + "); }
+    void visit(const Sub *op) override { binary(op, " - "); }
+    void visit(const Mul *op) override { binary(op, "*"); }
+    void visit(const Div *op) override { binary(op, "/"); }
+    void visit(const Mod *op) override { binary(op, " % "); }
+    void visit(const Min *op) override {
+        os << "min(";
+        print_list({op->a, op->b});
+        os << ")";
+    }
+    void visit(const Max *op) override {
+        os << "max(";
+        print_list({op->a, op->b});
+        os << ")";
+    }
+    void visit(const EQ *op) override { binary(op, " == "); }
+    void visit(const NE *op) override { binary(op, " != "); }
+    void visit(const LT *op) override { binary(op, " < "); }
+    void visit(const LE *op) override { binary(op, " <= "); }
+    void visit(const GT *op) override { binary(op, " > "); }
+    void visit(const GE *op) override { binary(op, " >= "); }
+    void visit(const And *op) override { binary(op, " && "); }
+    void visit(const Or *op) override { binary(op, " || "); }
+    void visit(const Not *op) override {
+        os << "!";
+        print_expr(op->a);
+    }
+    void visit(const Select *op) override {
+        os << "select(";
+        print_list({op->condition, op->true_value, op->false_value});
+        os << ")";
+    }
+    void visit(const Load *op) override {
+        if (op->predicate.defined()) {
+            os << "(";
+        }
+        const Type *alloc = lookup(alloc_scope, op->name);
+        if (!alloc || *alloc != op->type.element_of()) {
+            os << type_prefix(op->type);
+        }
+        os << name_str(op->name) << "[";
+        print_no_parens(op->index);
+        if (op->alignment.modulus > 1) {
+            os << " aligned(" << op->alignment.modulus << ", " << op->alignment.remainder << ")";
+        }
+        os << "]";
+        if (op->predicate.defined()) {
+            os << " if ";
+            print_expr(op->predicate);
+            os << ")";
+        }
+    }
+    void visit(const Ramp *op) override {
+        os << "ramp(";
+        print_list({op->base, op->stride});
+        os << ", " << op->lanes << ")";
+    }
+    void visit(const Broadcast *op) override {
+        os << "x" << op->lanes << "(";
+        print_no_parens(op->value);
+        os << ")";
+    }
+    void visit(const Let *op) override {
+        bool old = implicit_parens;
+        open();
+        os << "let " << name_str(op->name) << " = ";
+        print_expr(op->value);
+        os << " in ";
+        push(var_scope, op->name, op->value.type());
+        print_expr(op->body);
+        pop(var_scope, op->name);
+        implicit_parens = old;
+        close();
+    }
+    void visit(const Call *op) override {
+        if (op->type != Int(32)) {
+            os << type_prefix(op->type);
+        }
+        os << name_str(op->name);
+        if (op->call_type != Call::default_call_type(op->name)) {
+            os << "@" << call_type_name(op->call_type);
+        }
+        os << "(";
+        print_list(op->args);
+        os << ")";
+    }
+    void visit(const Shuffle *op) override {
+        if (op->is_interleave()) {
+            os << "interleave_vectors(";
+            print_list(op->vectors);
+        } else if (op->is_concat()) {
+            os << "concat_vectors(";
+            print_list(op->vectors);
+        } else if (op->is_extract_element()) {
+            os << "extract_element(";
+            print_list(op->vectors);
+            os << ", " << op->indices[0];
+        } else if (op->is_slice()) {
+            os << "slice_vectors(";
+            print_list(op->vectors);
+            os << ", " << op->indices[0] << ", " << (op->indices[1] - op->indices[0]) << ", "
+               << op->indices.size();
+        } else {
+            os << "shuffle(";
+            print_list(op->vectors);
+            os << ", [";
+            for (size_t i = 0; i < op->indices.size(); i++) {
+                os << (i ? ", " : "") << op->indices[i];
+            }
+            os << "]";
+        }
+        os << ")";
+    }
+
+    void visit(const LetStmt *op) override {
+        do_indent();
+        os << "let " << name_str(op->name) << " = ";
+        print_no_parens(op->value);
+        os << "\n";
+        push(var_scope, op->name, op->value.type());
+        print_stmt(op->body);
+        pop(var_scope, op->name);
+    }
+    void visit(const AssertStmt *op) override {
+        do_indent();
+        os << "assert(";
+        print_list({op->condition, op->message});
+        os << ")\n";
+    }
+    void visit(const ProducerConsumer *op) override {
+        do_indent();
+        os << (op->is_producer ? "produce " : "consume ") << name_str(op->name) << " {\n";
+        indent++;
+        print_stmt(op->body);
+        indent--;
+        do_indent();
+        os << "}\n";
+    }
+    void visit(const For *op) override {
+        do_indent();
+        os << for_type_name(op->for_type);
+        if (op->device_api != DeviceAPI::None) {
+            os << "<" << device_api_name(op->device_api) << ">";
+        }
+        os << " (" << name_str(op->name) << ", ";
+        print_no_parens(op->min);
+        os << ", ";
+        print_no_parens(op->extent);
+        os << ") {\n";
+        indent++;
+        push(var_scope, op->name, op->min.type());
+        print_stmt(op->body);
+        pop(var_scope, op->name);
+        indent--;
+        do_indent();
+        os << "}\n";
+    }
+    void visit(const Store *op) override {
+        do_indent();
+        if (op->predicate.defined()) {
+            os << "predicate (";
+            print_no_parens(op->predicate);
+            os << ")\n";
+            indent++;
+            do_indent();
+        }
+        os << name_str(op->name) << "[";
+        print_no_parens(op->index);
+        if (op->alignment.modulus > 1) {
+            os << " aligned(" << op->alignment.modulus << ", " << op->alignment.remainder << ")";
+        }
+        os << "] = ";
+        print_no_parens(op->value);
+        os << "\n";
+        if (op->predicate.defined()) {
+            indent--;
+        }
+    }
+    void visit(const Allocate *op) override {
+        do_indent();
+        os << "allocate " << name_str(op->name) << "[" << type_word(op->type);
+        for (const Expr &e : op->extents) {
+            os << " * ";
+            print_expr(e);
+        }
+        os << "]";
+        if (op->memory_type != MemoryType::Auto) {
+            os << " in " << memory_type_name(op->memory_type);
+        }
+        if (op->condition.defined()) {
+            os << " if ";
+            print_expr(op->condition);
+        }
+        if (op->new_expr.defined()) {
+            os << "\n";
+            do_indent();
+            os << " custom_new { ";
+            print_no_parens(op->new_expr);
+            os << " }";
+        }
+        if (!op->free_function.empty()) {
+            os << "\n";
+            do_indent();
+            os << " custom_delete { " << name_str(op->free_function) << "(" << name_str(op->name)
+               << "); }";
+        }
+        os << "\n";
+        push(alloc_scope, op->name, op->type);
+        push(var_scope, op->name, Handle());
+        print_stmt(op->body);
+        pop(var_scope, op->name);
+        pop(alloc_scope, op->name);
+    }
+    void visit(const Free *op) override {
+        do_indent();
+        os << "free " << name_str(op->name) << "\n";
+    }
+    void visit(const Block *op) override {
+        Stmt s = op;
+        while (const Block *b = s.as<Block>()) {
+            print_stmt(b->first);
+            s = b->rest;
+        }
+        print_stmt(s);
+    }
+    void visit(const IfThenElse *op) override {
+        do_indent();
+        while (true) {
+            os << "if (";
+            print_no_parens(op->condition);
+            os << ") {\n";
+            indent++;
+            print_stmt(op->then_case);
+            indent--;
+            if (!op->else_case.defined()) {
+                break;
+            }
+            if (const IfThenElse *nested = op->else_case.as<IfThenElse>()) {
+                do_indent();
+                os << "} else ";
+                op = nested;
+            } else {
+                do_indent();
+                os << "} else {\n";
+                indent++;
+                print_stmt(op->else_case);
+                indent--;
+                break;
+            }
+        }
+        do_indent();
+        os << "}\n";
+    }
+    void visit(const Evaluate *op) override {
+        do_indent();
+        print_no_parens(op->value);
+        os << "\n";
+    }
+};
+
+}  // namespace
+
+std::string to_string(const Expr &e) {
+    std::ostringstream os;
+    os << e;
+    return os.str();
+}
+
+std::string to_string(const Stmt &s) {
+    std::ostringstream os;
+    os << s;
+    return os.str();
+}
+
+std::string to_string(const Module &m) {
+    std::ostringstream os;
+    os << m;
+    return os.str();
+}
+
+std::ostream &operator<<(std::ostream &os, const Expr &e) {
+    if (!e.defined()) {
+        return os << "(undefined)";
+    }
+    Printer p(os);
+    p.print_no_parens(e);
+    return os;
+}
+
+std::ostream &operator<<(std::ostream &os, const Stmt &s) {
+    Printer p(os);
+    p.print_stmt(s);
+    return os;
+}
+
+std::ostream &operator<<(std::ostream &os, const Module &m) {
+    Printer p(os);
+    p.print_module(m);
+    return os;
+}
+
+}  // namespace tally

@@ -1,0 +1,67 @@
+/** \file
+ * The lexer of the IR text format. Tokens carry their 1-based line and column. Bytes outside
+ * printable ASCII (other than whitespace) are reported as errors, except inside the raw
+ * contents of a `buffer NAME = { ... }` blob, which the parser reads with read_blob().
+ */
+#ifndef TALLY_TEXT_LEXER_H
+#define TALLY_TEXT_LEXER_H
+
+#include <cstdint>
+#include <deque>
+#include <string>
+
+namespace tally {
+
+struct Loc {
+    int line = 1, col = 1;
+};
+
+struct Token {
+    enum Kind { End, Ident, Int, Float, String, Punct };
+    Kind kind = End;
+    std::string text;  // identifier, punctuation, string contents (unescaped), number spelling
+    uint64_t int_value = 0;
+    double float_value = 0;
+    char float_suffix = 0;  // 'f', 'h' or 0
+    Loc loc;
+};
+
+class Lexer {
+public:
+    Lexer(const std::string &text, std::string filename);
+
+    const Token &peek(int k = 0);
+    Token next();
+
+    /** Reads the raw bytes of a buffer blob starting right after the `{` just consumed: up to
+     * and including a NUL byte, or `...` for an opaque buffer (returns false). The closing
+     * `}` is left for the parser. No token may have been peeked past the `{`. */
+    bool read_blob(std::string *bytes);
+
+    /** Reads the raw rest of the current line (used for `target=...`), trimmed. No token may
+     * have been peeked. */
+    std::string read_line_raw();
+
+    /** Throws a CompileError `file:line:col: error: msg`. */
+    [[noreturn]] void error(const Loc &loc, const std::string &msg) const;
+    const std::string &filename() const { return file; }
+
+private:
+    Token lex();
+    void skip_space();
+    Loc here() const { return {line, col}; }
+    void advance(size_t n = 1);
+
+    const std::string &src;
+    std::string file;
+    size_t pos = 0;
+    int line = 1, col = 1;
+    std::deque<Token> ahead;
+};
+
+/** Renders a byte for a diagnostic: the character itself if printable, else \xNN. */
+std::string describe_byte(unsigned char c);
+
+}  // namespace tally
+
+#endif  // TALLY_TEXT_LEXER_H
