@@ -265,7 +265,7 @@ Token Lexer::lex() {
             return t;
         }
     }
-    static const char singles[] = "()[]{},=<>+-*/%!:@;";
+    static const char singles[] = "()[]{},=<>+-*/%!:@;?";
     for (const char *p = singles; *p; p++) {
         if (c == *p) {
             t.kind = Token::Punct;

@@ -41,10 +41,17 @@ public:
     /** Reads the raw rest of the current line (used for `target=...`), trimmed. No token may
      * have been peeked. */
     std::string read_line_raw();
+    /** Raw access for the target string: is the next byte a space or tab; skip one byte. */
+    bool peek_raw_is_space() const {
+        return ahead.empty() && pos < src.size() && (src[pos] == ' ' || src[pos] == '\t');
+    }
+    void skip_raw() { advance(); }
 
     /** Throws a CompileError `file:line:col: error: msg`. */
     [[noreturn]] void error(const Loc &loc, const std::string &msg) const;
     const std::string &filename() const { return file; }
+    /** Where the next raw read would start (valid only with no lookahead). */
+    Loc position() const { return {line, col}; }
 
 private:
     Token lex();

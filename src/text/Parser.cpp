@@ -267,16 +267,30 @@ private:
             err(lex.peek(), "expected '=' after 'target'");
         }
         lex.next();
+        while (lex.peek_raw_is_space()) {
+            lex.skip_raw();
+        }
+        Loc start = lex.position();
         std::string target = lex.read_line_raw();
         try {
             m->target = Target::parse(target);
         } catch (const CompileError &e) {
-            lex.error(tloc, e.what());
+            // Point at the part of the target string the message names, if it names one.
+            std::string msg = e.what();
+            size_t q1 = msg.find('\''), q2 = msg.find('\'', q1 + 1);
+            if (q1 != std::string::npos && q2 != std::string::npos) {
+                size_t at = target.find(msg.substr(q1 + 1, q2 - q1 - 1));
+                if (at != std::string::npos) {
+                    tloc = start;
+                    tloc.col += int(at);
+                }
+            }
+            lex.error(tloc, msg);
         }
     }
 
     void parse_top_level(PModule *m) {
-        const Token &t = lex.peek();
+        const Token t = lex.peek();
         if (t.kind != Token::Ident) {
             err(t, "expected 'buffer', 'kernel' or a function definition");
         }
@@ -476,11 +490,11 @@ private:
     }
 
     PStmt parse_stmt() {
-        const Token &t = lex.peek();
+        const Token t = lex.peek();
         PStmt s;
         s.loc = t.loc;
         if (t.kind == Token::Ident) {
-            const std::string &w = t.text;
+            const std::string w = t.text;
             ForType ft;
             if (w == "let") {
                 lex.next();
@@ -805,7 +819,7 @@ private:
     }
 
     PExpr parse_primary() {
-        const Token &t = lex.peek();
+        const Token t = lex.peek();
         if (t.kind == Token::Punct && t.text == "(") {
             Loc l = t.loc;
             if (at_type_prefix()) {
@@ -1086,12 +1100,13 @@ public:
             for (const PFunc &f : pm.funcs) {
                 elab_function_body(f);
             }
+            // Halide's type checks fill in what usage did not say.
+            for (const auto &kv : type_codes) {
+                learned.emplace(kv.first, kv.second);
+            }
             if (learned.size() + type_codes.size() == before && iter > 0) {
                 break;
             }
-        }
-        for (const auto &kv : type_codes) {
-            learned.emplace(kv.first, kv.second);
         }
         learning = false;
 
