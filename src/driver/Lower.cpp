@@ -1,0 +1,41 @@
+// The lowering pipeline: straight-line, one pass after another, the verifier after each.
+
+#include "tally/Lower.h"
+
+#include <iostream>
+
+#include "tally/IRPrinter.h"
+#include "tally/Verifier.h"
+
+namespace tally {
+
+namespace {
+
+void after_pass(const char *name, const Module &m, const LowerOptions &opts) {
+    if (opts.verify_each_pass) {
+        verify(m);
+    }
+    if (opts.debug_level >= 2) {
+        std::cerr << "==== IR after " << name << " ====\n" << m << "\n";
+    }
+}
+
+}  // namespace
+
+Module lower(const Module &input, const Target &target, const LowerOptions &opts) {
+    target.check_supported();
+    Module m = input;
+    m.target = target;
+    // 1. Host/device copies, while the GPU loops are still in place.
+    m = inject_host_dev_copies(m);
+    after_pass("inject-host-dev-copies", m, opts);
+    // 2. GPU loop nests become kernels and launches.
+    m = offload_gpu_loops(m);
+    after_pass("offload-gpu-loops", m, opts);
+    // 3. Profiling probes (a no-op unless the target says profile or profile_by_timer).
+    m = inject_profiling(m, opts.profiling);
+    after_pass("inject-profiling", m, opts);
+    return m;
+}
+
+}  // namespace tally
