@@ -1,9 +1,627 @@
-// Placeholder: returns its input until the pass lands.
+// inject-profiling: instruments pipelines for the Tally sampling profiler.
+//
+// Where it runs: last in lower(), after inject-host-dev-copies and offload-gpu-loops, so the copy
+// calls and kernel launches it brackets are already explicit. It also accepts IR that Halide 14
+// lowered (copies present, parallel loops already outlined into `external func` closures).
+//
+// What it assumes: copies and launches are checked the way Halide and our passes write them,
+// `let r = call(...)` followed by `assert(r == 0, r)`; Func regions are marked by
+// produce/consume. What it establishes (ARCHITECTURE.md, "Profiling semantics"):
+//  - a slot table: slot 0 `overhead`, then one slot per Func in walk order, then one slot per
+//    copied buffer and direction, `<f> (copy to device)` / `<f> (copy to host)`;
+//  - `tally_profiler_start` opens each pipeline function, and `tally_profiler_end` is registered
+//    as a destructor so that it runs on every exit, errors included;
+//  - `produce f` switches to f's slot; the end of `produce f` and of `consume f` switches back to
+//    the enclosing slot (times are exclusive);
+//  - each copy switches to its copy slot before the call and back after its check; a copy to
+//    the device is followed by a global device sync (copies may be asynchronous), a copy to the
+//    host is not (it blocks already);
+//  - each kernel launch gets exactly one buffer-free `halide_device_sync_global` with its own
+//    assert, placed after the launch's assert so that a failed launch reports as a launch;
+//  - heap allocations and device allocations are reported to the profiler per Func;
+//  - parallel loop bodies (and Halide's outlined closures) announce a worker context and set
+//    the slot on it.
+//
+// Strategy: 1. find the pipeline functions and the closures they call; 2. collect the slot table
+// by walking each pipeline (and its closures, at their call sites) in order; 3. rewrite each
+// function with the Instrument mutator; 4. add the prologue. A function that already calls
+// tally_profiler_start or tally_profiler_thread_begin is left alone, so running twice changes
+// nothing.
 
 #include "InjectProfiling.h"
 
+#include <map>
+#include <set>
+#include <vector>
+
+#include "tally/Error.h"
+#include "tally/IRMutator.h"
+#include "tally/IRVisitor.h"
+
 namespace tally {
 
-Module inject_profiling(const Module &m, const ProfilingOptions &) { return m; }
+namespace {
+
+// Slot kinds, as the runtime's tally_slot_kind enum numbers them.
+enum SlotKind { SlotFunc = 0, SlotCopyToDevice = 1, SlotCopyToHost = 2 };
+// Memory kinds, as the runtime numbers them.
+enum MemoryKind { MemoryHeap = 0, MemoryDevice = 1 };
+
+const char *const inst_name = "tally_prof";
+const char *const ctx_name = "tally_prof_ctx";
+
+Expr handle_var(const std::string &n) { return Variable::make(Handle(), n); }
+
+Expr call_i32(const std::string &n, std::vector<Expr> args) {
+    return Call::make(Int(32), n, std::move(args), Call::Extern);
+}
+
+Stmt set_current(const Expr &ctx, int slot) {
+    return Evaluate::make(call_i32("tally_profiler_set_current", {ctx, make_const(Int(32), slot)}));
+}
+
+/** Does `s` use the name `n` (as a variable)? */
+bool uses_name(const Stmt &s, const std::string &n) {
+    class Uses : public IRVisitor {
+    public:
+        const std::string &n;
+        bool found = false;
+        explicit Uses(const std::string &n) : n(n) {}
+        using IRVisitor::visit;
+        void visit(const Variable *op) override { found = found || op->name == n; }
+    } u(n);
+    s.accept(&u);
+    return u.found;
+}
+
+/** Appends `tail` at the end of `body`, inside the scopes of its trailing lets and
+ * allocations when `tail` does not use their names: the printed text then needs no braces. */
+Stmt append_inside(const Stmt &body, const Stmt &tail) {
+    if (const LetStmt *l = body.as<LetStmt>()) {
+        if (!uses_name(tail, l->name)) {
+            return LetStmt::make(l->name, l->value, append_inside(l->body, tail));
+        }
+    } else if (const Allocate *a = body.as<Allocate>()) {
+        if (!uses_name(tail, a->name)) {
+            return Allocate::make(a->name, a->type, a->memory_type, a->extents, a->condition,
+                                  append_inside(a->body, tail), a->new_expr, a->free_function);
+        }
+    } else if (const Block *b = body.as<Block>()) {
+        return Block::make(b->first, append_inside(b->rest, tail));
+    }
+    return Block::make(body, tail);
+}
+
+/** `let name = value` then `assert(name == 0, name)` around `rest`. */
+Stmt checked_let(const std::string &name, const Expr &value, const Stmt &rest) {
+    Expr v = Variable::make(value.type(), name);
+    Stmt check = AssertStmt::make(EQ::make(v, make_zero(value.type())), v);
+    return LetStmt::make(name, value, rest.defined() ? Block::make(check, rest) : check);
+}
+
+bool is_copy_call(const Call *c, bool *to_device) {
+    if (!c) {
+        return false;
+    }
+    if (c->name == "halide_copy_to_device") {
+        *to_device = true;
+        return true;
+    }
+    if (c->name == "halide_copy_to_host") {
+        *to_device = false;
+        return true;
+    }
+    return false;
+}
+
+/** `halide_<api>_run`, the launch of a device kernel. */
+bool is_launch_call(const Call *c, std::string *api) {
+    if (!c || c->name.size() <= 11 || c->name.compare(0, 7, "halide_") != 0 ||
+        c->name.compare(c->name.size() - 4, 4, "_run") != 0) {
+        return false;
+    }
+    *api = c->name.substr(7, c->name.size() - 11);
+    return !api->empty() && api->find('_') == std::string::npos;
+}
+
+/** The Func a buffer expression belongs to: `f.buffer` (possibly cast) names f. */
+std::string buffer_func(const Expr &e) {
+    Expr x = e;
+    while (const Cast *c = x.as<Cast>()) {
+        x = c->value;
+    }
+    if (const Variable *v = x.as<Variable>()) {
+        const std::string suffix = ".buffer";
+        const std::string &n = v->name;
+        if (n.size() > suffix.size() &&
+            n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+            return n.substr(0, n.size() - suffix.size());
+        }
+        return n;
+    }
+    return "<buffer>";
+}
+
+/** The closure a `halide_do_par_for(::f, ...)` call runs, or "". */
+std::string par_for_closure(const Expr &e) {
+    const Call *c = e.as<Call>();
+    if (!c || c->name != "halide_do_par_for" || c->args.empty()) {
+        return "";
+    }
+    Expr f = c->args[0];
+    while (const Cast *k = f.as<Cast>()) {
+        f = k->value;
+    }
+    const Variable *v = f.as<Variable>();
+    if (v && v->name.compare(0, 2, "::") == 0) {
+        return v->name.substr(2);
+    }
+    return "";
+}
+
+bool calls_any(const Stmt &s, const std::set<std::string> &names) {
+    class Finder : public IRVisitor {
+    public:
+        const std::set<std::string> &names;
+        bool found = false;
+        explicit Finder(const std::set<std::string> &n) : names(n) {}
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            found = found || names.count(op->name);
+            IRVisitor::visit(op);
+        }
+    } f(names);
+    if (s.defined()) {
+        s.accept(&f);
+    }
+    return f.found;
+}
+
+/** The slot table of one pipeline. */
+struct SlotTable {
+    std::vector<std::string> names{"overhead"};
+    std::vector<int> kinds{SlotFunc};
+    std::map<std::string, int> func_slot;
+    std::map<std::pair<std::string, bool>, int> copy_slot;  // (func, to_device)
+    std::map<std::string, int> closure_slot;  // slot current where a closure is called
+
+    int func(const std::string &f) const {
+        auto it = func_slot.find(f);
+        return it == func_slot.end() ? -1 : it->second;
+    }
+};
+
+/** Walks a pipeline in order: Funcs by their producers, copies by their calls, and closures
+ * at their call sites. */
+class CollectSlots : public IRVisitor {
+public:
+    CollectSlots(const Module &m, SlotTable *t) : m(m), table(t) {}
+
+    void run(const Stmt &s) {
+        s.accept(this);
+        // Copy slots follow the Func slots, in walk order.
+        for (const auto &c : copies) {
+            if (table->copy_slot.count(c)) {
+                continue;
+            }
+            table->copy_slot[c] = int(table->names.size());
+            table->names.push_back(c.first + (c.second ? " (copy to device)" : " (copy to host)"));
+            table->kinds.push_back(c.second ? SlotCopyToDevice : SlotCopyToHost);
+        }
+    }
+
+private:
+    const Module &m;
+    SlotTable *table;
+    std::vector<std::pair<std::string, bool>> copies;
+    std::vector<int> current{0};
+    std::set<std::string> visiting;
+
+    using IRVisitor::visit;
+
+    void visit(const ProducerConsumer *op) override {
+        if (!op->is_producer) {
+            IRVisitor::visit(op);
+            return;
+        }
+        if (!table->func_slot.count(op->name)) {
+            table->func_slot[op->name] = int(table->names.size());
+            table->names.push_back(op->name);
+            table->kinds.push_back(SlotFunc);
+        }
+        current.push_back(table->func_slot[op->name]);
+        IRVisitor::visit(op);
+        current.pop_back();
+    }
+    void visit(const For *op) override {
+        if (is_gpu_for_type(op->for_type)) {
+            return;  // device code: no probes inside
+        }
+        IRVisitor::visit(op);
+    }
+    void visit(const Call *op) override {
+        bool to_device;
+        if (is_copy_call(op, &to_device) && !op->args.empty()) {
+            copies.emplace_back(buffer_func(op->args[0]), to_device);
+        }
+        IRVisitor::visit(op);
+        std::string closure = par_for_closure(op);
+        if (!closure.empty() && !visiting.count(closure)) {
+            if (const LoweredFunc *f = m.find_function(closure)) {
+                table->closure_slot.emplace(closure, current.back());
+                visiting.insert(closure);
+                f->body.accept(this);
+                visiting.erase(closure);
+            }
+        }
+    }
+};
+
+/** Rewrites one function body: slot switches, copy slots, syncs, memory, worker contexts. */
+class Instrument : public IRMutator {
+public:
+    Instrument(const SlotTable &t, const ProfilingOptions &o, int entry_slot, bool worker)
+        : table(t), opts(o), ctx(handle_var(worker ? ctx_name : inst_name)),
+          inst(handle_var(inst_name)) {
+        current.push_back(entry_slot);
+    }
+
+private:
+    const SlotTable &table;
+    const ProfilingOptions &opts;
+    Expr ctx, inst;
+    std::vector<int> current;
+    struct HeapAlloc {
+        int slot;
+        std::string bytes_var;
+    };
+    std::map<std::string, std::vector<HeapAlloc>> heap_allocs;
+    // Buffers whose device allocation has been reported: Halide may call device_malloc on a
+    // buffer that device_and_host_malloc already allocated (the runtime makes it a no-op).
+    std::set<std::string> device_reported;
+
+    using IRMutator::visit;
+
+    int slot_for_buffer(const std::string &name) const {
+        int s = table.func(name);
+        if (s < 0) {
+            // Halide names tuple components `f.0`, `f.1`: bill them to f.
+            size_t dot = name.rfind('.');
+            if (dot != std::string::npos) {
+                s = table.func(name.substr(0, dot));
+            }
+        }
+        return s < 0 ? current.back() : s;
+    }
+
+    Stmt memory_call(bool alloc, int slot, MemoryKind kind, const Expr &bytes) {
+        return Evaluate::make(call_i32(alloc ? "tally_profiler_memory_allocate"
+                                             : "tally_profiler_memory_free",
+                                       {inst, make_const(Int(32), slot),
+                                        make_const(Int(32), kind), bytes}));
+    }
+
+    Expr buffer_bytes(const Expr &buf) {
+        return Call::make(UInt(64), "tally_buffer_size_in_bytes", {buf}, Call::Extern);
+    }
+
+    Stmt visit(const ProducerConsumer *op) override {
+        int enclosing = current.back();
+        if (op->is_producer) {
+            int slot = table.func(op->name);
+            internal_assert(slot >= 0) << "no slot for " << op->name;
+            current.push_back(slot);
+            Stmt body = mutate(op->body);
+            current.pop_back();
+            return ProducerConsumer::make(
+                op->name, true,
+                Block::make(set_current(ctx, slot),
+                            append_inside(body, set_current(ctx, enclosing))));
+        }
+        Stmt body = mutate(op->body);
+        return ProducerConsumer::make(op->name, false,
+                                      append_inside(body, set_current(ctx, enclosing)));
+    }
+
+    Stmt visit(const For *op) override {
+        if (is_gpu_for_type(op->for_type)) {
+            return op;
+        }
+        if (op->for_type != ForType::Parallel) {
+            return IRMutator::visit(op);
+        }
+        // A parallel body runs on worker threads: each task gets its own context.
+        Expr saved = ctx;
+        ctx = handle_var(ctx_name);
+        Stmt body = mutate(op->body);
+        ctx = saved;
+        Expr worker = handle_var(ctx_name);
+        Stmt wrapped = LetStmt::make(
+            ctx_name, Call::make(Handle(), "tally_profiler_thread_begin", {inst}, Call::Extern),
+            Block::make(set_current(worker, current.back()),
+                        append_inside(body, Evaluate::make(call_i32("tally_profiler_thread_end",
+                                                                     {worker})))));
+        return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, wrapped);
+    }
+
+    /** Splits a let body into its leading `assert(name == 0, ...)` and the rest. */
+    static bool split_check(const std::string &name, const Stmt &body, Stmt *check, Stmt *rest) {
+        Stmt first = body, tail;
+        if (const Block *b = body.as<Block>()) {
+            first = b->first;
+            tail = b->rest;
+        }
+        const AssertStmt *a = first.as<AssertStmt>();
+        if (!a) {
+            return false;
+        }
+        const EQ *eq = a->condition.as<EQ>();
+        const Variable *v = eq ? eq->a.as<Variable>() : nullptr;
+        if (!v || v->name != name) {
+            return false;
+        }
+        *check = first;
+        *rest = tail;
+        return true;
+    }
+
+    static bool starts_with_sync(const Stmt &s) {
+        Stmt first = s;
+        if (const Block *b = s.as<Block>()) {
+            first = b->first;
+        }
+        const LetStmt *l = first.as<LetStmt>();
+        const Call *c = l ? l->value.as<Call>() : nullptr;
+        if (c && c->name == "halide_device_sync_global") {
+            return true;
+        }
+        const Evaluate *e = first.as<Evaluate>();
+        c = e ? e->value.as<Call>() : nullptr;
+        return c && c->name == "halide_device_sync_global";
+    }
+
+    Stmt sync_global(const Expr &iface, const Stmt &rest) {
+        return checked_let("halide_device_sync_global_result",
+                           Call::make(Int(32), "halide_device_sync_global", {iface},
+                                      Call::Extern),
+                           rest);
+    }
+
+    static Expr interface_for_api(const std::string &api) {
+        return Call::make(Handle("halide_device_interface_t"),
+                          "halide_" + api + "_device_interface", {}, Call::Extern);
+    }
+
+    Stmt join(const Stmt &a, const Stmt &b) {
+        if (!a.defined()) {
+            return b;
+        }
+        if (!b.defined()) {
+            return a;
+        }
+        return Block::make(a, b);
+    }
+
+    Stmt visit(const LetStmt *op) override {
+        const Call *c = op->value.as<Call>();
+        bool to_device;
+        std::string api;
+        Stmt check, rest;
+        bool checked = split_check(op->name, op->body, &check, &rest);
+
+        if (is_copy_call(c, &to_device) && !c->args.empty()) {
+            // Copy slot on, the call and its check, the sync for a copy to the device, back.
+            int slot = table.copy_slot.at({buffer_func(c->args[0]), to_device});
+            Stmt after = mutate(checked ? rest : op->body);
+            Stmt tail = join(set_current(ctx, current.back()), after);
+            if (to_device && opts.inject_device_sync && !starts_with_sync(after) &&
+                c->args.size() > 1) {
+                tail = sync_global(c->args[1], tail);
+            }
+            Stmt body = checked ? Block::make(check, tail) : tail;
+            return Block::make(set_current(ctx, slot), LetStmt::make(op->name, op->value, body));
+        }
+        if (is_launch_call(c, &api) && checked) {
+            // One buffer-free sync after the launch's own check, never before it.
+            Stmt after = mutate(rest);
+            if (opts.inject_device_sync && !starts_with_sync(rest)) {
+                after = sync_global(interface_for_api(api), after);
+            }
+            return LetStmt::make(op->name, op->value, join(check, after));
+        }
+        if (c && checked &&
+            (c->name == "halide_device_malloc" || c->name == "halide_device_and_host_malloc") &&
+            !c->args.empty()) {
+            std::string buf = buffer_func(c->args[0]);
+            if (!device_reported.insert(buf).second) {
+                return IRMutator::visit(op);
+            }
+            int slot = slot_for_buffer(buf);
+            Stmt after = mutate(rest);
+            Stmt acct = memory_call(true, slot, MemoryDevice, buffer_bytes(c->args[0]));
+            if (c->name == "halide_device_and_host_malloc") {
+                acct = Block::make(acct, memory_call(true, slot, MemoryHeap,
+                                                     buffer_bytes(c->args[0])));
+            }
+            return LetStmt::make(op->name, op->value, Block::make({check, acct, after}));
+        }
+        if (c && (c->name == "halide_device_free" || c->name == "halide_device_and_host_free") &&
+            !c->args.empty()) {
+            std::string buf = buffer_func(c->args[0]);
+            if (!device_reported.erase(buf)) {
+                return IRMutator::visit(op);
+            }
+            int slot = slot_for_buffer(buf);
+            Stmt acct = memory_call(false, slot, MemoryDevice, buffer_bytes(c->args[0]));
+            if (c->name == "halide_device_and_host_free") {
+                acct = Block::make(acct, memory_call(false, slot, MemoryHeap,
+                                                     buffer_bytes(c->args[0])));
+            }
+            return Block::make(acct, IRMutator::visit(op));
+        }
+        return IRMutator::visit(op);
+    }
+
+    Stmt visit(const Evaluate *op) override {
+        const Call *c = op->value.as<Call>();
+        bool to_device;
+        if (is_copy_call(c, &to_device) && !c->args.empty()) {
+            int slot = table.copy_slot.at({buffer_func(c->args[0]), to_device});
+            Stmt s = Block::make(set_current(ctx, slot), op);
+            if (to_device && opts.inject_device_sync && c->args.size() > 1) {
+                s = Block::make(s, sync_global(c->args[1], Stmt()));
+            }
+            return Block::make(s, set_current(ctx, current.back()));
+        }
+        return op;
+    }
+
+    Stmt visit(const Allocate *op) override {
+        if (!allocation_uses_heap(op)) {
+            return IRMutator::visit(op);
+        }
+        // The size is bound once, so that the free reports the same number even where the
+        // extents' names are shadowed.
+        int slot = slot_for_buffer(op->name);
+        std::string bytes_var = op->name + ".tally_bytes";
+        Expr bytes = make_const(UInt(64), op->type.bytes() * op->type.lanes());
+        for (const Expr &e : op->extents) {
+            bytes = Mul::make(bytes, Cast::make(UInt(64), e));
+        }
+        heap_allocs[op->name].push_back({slot, bytes_var});
+        Stmt body = mutate(op->body);
+        bool freed = heap_allocs[op->name].back().bytes_var.empty();
+        heap_allocs[op->name].pop_back();
+        if (heap_allocs[op->name].empty()) {
+            heap_allocs.erase(op->name);
+        }
+        Expr bytes_v = Variable::make(UInt(64), bytes_var);
+        if (!freed) {
+            body = append_inside(body, memory_call(false, slot, MemoryHeap, bytes_v));
+        }
+        Stmt alloc = Allocate::make(op->name, op->type, op->memory_type, op->extents,
+                                    op->condition, body, op->new_expr, op->free_function);
+        return LetStmt::make(bytes_var, bytes,
+                             Block::make(memory_call(true, slot, MemoryHeap, bytes_v), alloc));
+    }
+
+    Stmt visit(const Free *op) override {
+        auto it = heap_allocs.find(op->name);
+        if (it == heap_allocs.end() || it->second.back().bytes_var.empty()) {
+            return op;
+        }
+        HeapAlloc &a = it->second.back();
+        Stmt s = Block::make(
+            memory_call(false, a.slot, MemoryHeap, Variable::make(UInt(64), a.bytes_var)), op);
+        a.bytes_var.clear();  // reported: the end of the allocation adds nothing more
+        return s;
+    }
+};
+
+Expr string_table(const std::vector<std::string> &names) {
+    std::vector<Expr> e;
+    for (const std::string &n : names) {
+        e.push_back(StringImm::make(n));
+    }
+    return Call::make(Handle(), "make_struct", e, Call::Intrinsic);
+}
+
+Expr int_table(const std::vector<int> &v) {
+    std::vector<Expr> e;
+    for (int x : v) {
+        e.push_back(make_const(Int(32), x));
+    }
+    return Call::make(Handle(), "make_struct", e, Call::Intrinsic);
+}
+
+/** Opens a pipeline: start, its check, and the end registered for every exit. */
+Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
+                       const Stmt &body) {
+    int flags = t.has_feature("profile_by_timer") ? 1 : 0;
+    Expr start = Call::make(Handle(), "tally_profiler_start",
+                            {StringImm::make(name), StringImm::make(t.to_string()),
+                             make_const(Int(32), int(table.names.size())),
+                             string_table(table.names), int_table(table.kinds),
+                             make_const(Int(32), flags)},
+                            Call::Extern);
+    Expr inst = handle_var(inst_name);
+    Expr not_null = NE::make(Reinterpret::make(UInt(64), inst), make_zero(UInt(64)));
+    Stmt check = AssertStmt::make(not_null, make_const(Int(32), -1));
+    Stmt end = Evaluate::make(Call::make(Handle(), "register_destructor",
+                                         {StringImm::make("tally_profiler_end"), inst},
+                                         Call::Intrinsic));
+    return LetStmt::make(inst_name, start, Block::make({check, end, body}));
+}
+
+/** Opens a closure that Halide outlined from a parallel loop: a worker context on the
+ * instance of the pipeline that called it. */
+Stmt closure_prologue(int slot, const Stmt &body) {
+    Expr inst = handle_var(inst_name), worker = handle_var(ctx_name);
+    Stmt inner = LetStmt::make(
+        ctx_name, Call::make(Handle(), "tally_profiler_thread_begin", {inst}, Call::Extern),
+        Block::make(set_current(worker, slot),
+                    append_inside(body, Evaluate::make(
+                                            call_i32("tally_profiler_thread_end", {worker})))));
+    return LetStmt::make(
+        inst_name, Call::make(Handle(), "tally_profiler_current_instance", {}, Call::Extern),
+        inner);
+}
+
+}  // namespace
+
+Module inject_profiling(const Module &m, const ProfilingOptions &opts) {
+    if (!m.target.profiling()) {
+        return m;
+    }
+    // 1. Pipelines are the functions no other function runs as a parallel closure.
+    std::set<std::string> closures;
+    class FindClosures : public IRVisitor {
+    public:
+        std::set<std::string> *out;
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            std::string c = par_for_closure(op);
+            if (!c.empty()) {
+                out->insert(c);
+            }
+            IRVisitor::visit(op);
+        }
+    } find;
+    find.out = &closures;
+    for (const LoweredFunc &f : m.functions) {
+        f.body.accept(&find);
+    }
+    const std::set<std::string> markers = {"tally_profiler_start", "tally_profiler_thread_begin"};
+
+    Module out = m;
+    std::map<std::string, const SlotTable *> closure_tables;
+    std::vector<SlotTable> tables(m.functions.size());
+    for (size_t i = 0; i < m.functions.size(); i++) {
+        const LoweredFunc &f = m.functions[i];
+        if (closures.count(f.name) || calls_any(f.body, markers)) {
+            continue;
+        }
+        // 2. The slot table, in walk order through the pipeline and its closures.
+        CollectSlots collect(m, &tables[i]);
+        collect.run(f.body);
+        for (const auto &kv : tables[i].closure_slot) {
+            closure_tables.emplace(kv.first, &tables[i]);
+        }
+        // 3-4. Probes, then the prologue.
+        Instrument inst(tables[i], opts, 0, false);
+        out.functions[i].body = pipeline_prologue(f.name, m.target, tables[i], inst.mutate(f.body));
+    }
+    for (size_t i = 0; i < m.functions.size(); i++) {
+        const LoweredFunc &f = m.functions[i];
+        auto it = closure_tables.find(f.name);
+        if (it == closure_tables.end() || calls_any(f.body, markers)) {
+            continue;
+        }
+        int slot = it->second->closure_slot.at(f.name);
+        Instrument inst(*it->second, opts, slot, true);
+        out.functions[i].body = closure_prologue(slot, inst.mutate(f.body));
+    }
+    return out;
+}
 
 }  // namespace tally

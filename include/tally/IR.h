@@ -366,6 +366,12 @@ bool is_const(const Expr &e);
 bool const_int_value(const Expr &e, int64_t *v);
 bool is_const_one(const Expr &e);
 bool is_const_zero(const Expr &e);
+/** Does this allocation come from the heap (halide_malloc) rather than the stack or a custom
+ * allocator? Heap: MemoryType::Heap, or Auto when the size is not a constant or exceeds
+ * `stack_limit_bytes`. Codegen and inject-profiling must agree, so both call this. */
+bool allocation_uses_heap(const Allocate *op, int64_t stack_limit_bytes = 16 * 1024);
+/** The allocation's constant size in bytes, or -1 if not constant. */
+int64_t constant_allocation_bytes(const Allocate *op);
 /** Flattens right-nested blocks into a list. */
 std::vector<Stmt> flatten_block(const Stmt &s);
 

@@ -281,6 +281,7 @@ Call::CallType Call::default_call_type(const std::string &name) {
         "rounding_halving_add", "rounding_mul_shift_right", "mul_shift_right",
         "saturating_cast",      "scatter_gather",           "concat_bits",
         "extract_bits",         "add_image_checks_marker",  "get_pointer_symbol_or_null",
+        "tally_kernel_table",
     };
     for (const char *n : intrinsics) {
         if (name == n) {
@@ -577,6 +578,37 @@ bool is_const_one(const Expr &e) {
 bool is_const_zero(const Expr &e) {
     int64_t v;
     return const_int_value(e, &v) && v == 0;
+}
+
+int64_t constant_allocation_bytes(const Allocate *op) {
+    int64_t bytes = op->type.bytes() * op->type.lanes();
+    for (const Expr &e : op->extents) {
+        int64_t v;
+        if (!const_int_value(e, &v) || v < 0) {
+            return -1;
+        }
+        if (v != 0 && bytes > INT64_MAX / v) {
+            return -1;
+        }
+        bytes *= v;
+    }
+    return bytes;
+}
+
+bool allocation_uses_heap(const Allocate *op, int64_t stack_limit_bytes) {
+    if (op->new_expr.defined() || (op->condition.defined() && is_const_zero(op->condition))) {
+        return false;
+    }
+    switch (op->memory_type) {
+    case MemoryType::Heap:
+        return true;
+    case MemoryType::Auto: {
+        int64_t bytes = constant_allocation_bytes(op);
+        return bytes < 0 || bytes > stack_limit_bytes;
+    }
+    default:
+        return false;
+    }
 }
 
 std::vector<Stmt> flatten_block(const Stmt &s) {

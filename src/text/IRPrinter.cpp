@@ -510,7 +510,19 @@ private:
     void visit(const Block *op) override {
         Stmt s = op;
         while (const Block *b = s.as<Block>()) {
-            print_stmt(b->first);
+            if (b->first.as<LetStmt>() || b->first.as<Allocate>()) {
+                // A let or allocation scopes over the rest of its block in the text; when the
+                // IR ends its scope early, say so with braces.
+                do_indent();
+                os << "{\n";
+                indent++;
+                print_stmt(b->first);
+                indent--;
+                do_indent();
+                os << "}\n";
+            } else {
+                print_stmt(b->first);
+            }
             s = b->rest;
         }
         print_stmt(s);

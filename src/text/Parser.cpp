@@ -80,7 +80,19 @@ struct PExpr {
 };
 
 struct PStmt {
-    enum Kind { LetS, AssertS, ProduceS, ConsumeS, ForS, StoreS, AllocateS, FreeS, IfS, EvalS };
+    enum Kind {
+        LetS,
+        AssertS,
+        ProduceS,
+        ConsumeS,
+        ForS,
+        StoreS,
+        AllocateS,
+        FreeS,
+        IfS,
+        EvalS,
+        ScopeS
+    };
     Kind kind = EvalS;
     Loc loc;
     std::string name;
@@ -493,6 +505,12 @@ private:
         const Token t = lex.peek();
         PStmt s;
         s.loc = t.loc;
+        if (t.kind == Token::Punct && t.text == "{") {
+            // `{ ... }`: a nested block that ends the scope of its lets and allocations.
+            s.kind = PStmt::ScopeS;
+            s.body = parse_braced_body("to open the block");
+            return s;
+        }
         if (t.kind == Token::Ident) {
             const std::string w = t.text;
             ForType ft;
@@ -1858,6 +1876,8 @@ private:
             Expr v = require(p.exprs[0], nullptr);
             return learning ? Stmt() : Evaluate::make(v);
         }
+        case PStmt::ScopeS:
+            return elab_block(p.body, p.loc);
         default:
             internal_error << "binder statement in elab_stmt";
         }
