@@ -71,8 +71,9 @@ tsan() {
 
 demo() {
     build
-    log "demo: parse a Halide 14 pipeline, lower it for host-cuda-profile, print it"
-    "$BUILD/bin/tally-opt" "$ROOT/apps/demo/gpu_gpu_cpu.stmt" --target=host-cuda-profile --passes=verify
+    log "demo: lower Halide 14's gpu_gpu_cpu pipeline (A, B on the GPU, C on the CPU) for host-cuda-profile"
+    "$BUILD/bin/tally-opt" "$ROOT/test/corpus/halide14/preoffload/gpu_gpu_cpu.cuda.stmt" \
+        --target=host-cuda-profile --passes=lower
 }
 
 test_all() {
