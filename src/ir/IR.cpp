@@ -497,6 +497,17 @@ Stmt Block::make(Stmt first, Stmt rest) {
     return n;
 }
 
+Block::~Block() {
+    Stmt r = std::move(rest);
+    while (const Block *b = r.as<Block>()) {
+        if (b->ref_count.load(std::memory_order_acquire) != 1) {
+            break;  // shared: someone else still holds the rest
+        }
+        Stmt next = std::move(const_cast<Block *>(b)->rest);
+        r = std::move(next);  // frees b, whose rest is now empty
+    }
+}
+
 Stmt Block::make(const std::vector<Stmt> &stmts) {
     Stmt result;
     for (auto it = stmts.rbegin(); it != stmts.rend(); ++it) {

@@ -239,17 +239,19 @@ Stmt IRMutator::visit(const Allocate *op) {
 Stmt IRMutator::visit(const Free *op) { return op; }
 
 Stmt IRMutator::visit(const Block *op) {
-    Stmt f = mutate(op->first), r = mutate(op->rest);
-    if (f.same_as(op->first) && r.same_as(op->rest)) {
+    // Iterative over the right spine: blocks can be very long. Subclasses that override
+    // visit(Block) still see every nested Block through mutate(first).
+    std::vector<Stmt> in = flatten_block(op), out;
+    out.reserve(in.size());
+    bool changed = false;
+    for (const Stmt &s : in) {
+        out.push_back(mutate(s));
+        changed = changed || !out.back().same_as(s);
+    }
+    if (!changed) {
         return op;
     }
-    if (!f.defined()) {
-        return r;
-    }
-    if (!r.defined()) {
-        return f;
-    }
-    return Block::make(f, r);
+    return Block::make(out);
 }
 
 Stmt IRMutator::visit(const IfThenElse *op) {

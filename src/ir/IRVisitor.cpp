@@ -115,8 +115,14 @@ void IRVisitor::visit(const Allocate *op) {
 void IRVisitor::visit(const Free *) {}
 
 void IRVisitor::visit(const Block *op) {
+    // Iterative over the right spine: blocks can be very long.
     op->first.accept(this);
-    op->rest.accept(this);
+    Stmt rest = op->rest;
+    while (const Block *b = rest.as<Block>()) {
+        b->first.accept(this);
+        rest = b->rest;
+    }
+    rest.accept(this);
 }
 
 void IRVisitor::visit(const IfThenElse *op) {

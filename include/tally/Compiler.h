@@ -1,0 +1,75 @@
+/** \file
+ * Compiling lowered modules for the host with LLVM 19: in-process (ORC LLJIT) or ahead of time
+ * (an object file and a C header). Modules come from lower(); kernels for devices are compiled
+ * by their own back ends and embedded by these entry points.
+ */
+#ifndef TALLY_COMPILER_H
+#define TALLY_COMPILER_H
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tally/Module.h"
+
+namespace tally {
+
+struct CompileOptions {
+    /** LLVM optimisation level, 0-3. */
+    int opt_level = 3;
+};
+
+/** A module compiled in-process. Keeps the code alive for as long as it lives. */
+class JITModule {
+public:
+    ~JITModule();
+    JITModule(const JITModule &) = delete;
+    JITModule &operator=(const JITModule &) = delete;
+
+    /** The module as compiled. */
+    const Module &module() const;
+    /** The pipeline entry: the function no other function runs as a parallel closure (the
+     * first such if there are several). */
+    const LoweredFunc &entry() const;
+
+    /** Calls a function of the module: `args[i]` is a `halide_buffer_t *` for a buffer
+     * argument, or a pointer to the value for a scalar argument. Returns the pipeline's result
+     * (0, or a negative runtime error code). */
+    int run(const std::string &function, void **args) const;
+    /** Calls the entry function. */
+    int run(void **args) const { return run(entry().name, args); }
+
+    /** Address of a compiled symbol, or nullptr. */
+    void *symbol(const std::string &name) const;
+
+    struct Impl;
+    explicit JITModule(std::unique_ptr<Impl> impl);
+
+private:
+    std::unique_ptr<Impl> impl;
+};
+
+/** JIT-compiles a lowered module. Throws CompileError on IR it cannot compile. */
+std::unique_ptr<JITModule> compile_jit(const Module &lowered, const CompileOptions &opts = {});
+
+/** What compile_to_files writes; empty paths are skipped. */
+struct OutputFiles {
+    std::string object;    // .o, for linking with the static runtime library
+    std::string header;    // .h declaring the entry points
+    std::string llvm_ir;   // .ll, human-readable LLVM IR
+    std::string stmt;      // the lowered module as IR text
+};
+
+/** Compiles a lowered module ahead of time for the host. */
+void compile_to_files(const Module &lowered, const OutputFiles &out,
+                      const CompileOptions &opts = {});
+
+/** The optimised LLVM IR of a lowered module, as text. */
+std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts = {});
+
+/** The C header declaring a module's entry points. */
+std::string c_header(const Module &lowered);
+
+}  // namespace tally
+
+#endif  // TALLY_COMPILER_H

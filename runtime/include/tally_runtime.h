@@ -1,0 +1,595 @@
+/** \file
+ * The Tally runtime C ABI: the only thing generated code shares with the runtime.
+ *
+ * This header is valid C11 and C++. It declares:
+ *  - halide_buffer_t and friends, layout-compatible with Halide's ABI;
+ *  - error and print hooks, and the error helpers generated assertions call;
+ *  - halide_malloc / halide_free;
+ *  - the thread pool (halide_do_par_for);
+ *  - device interfaces (a struct of function pointers per device API) and their entry points;
+ *  - the sampling profiler: the calls generated code makes (tally_profiler_start, _end,
+ *    _set_current, _thread_begin/_end, _memory_allocate/_free), the report, and a stats API.
+ *
+ * Conventions: every entry point takes `void *user_context` first, except the hot profiler calls
+ * (which take the instance or context pointer first) and the process-wide configuration calls.
+ * Functions that can fail return int32_t: 0 on success, a negative tally_error_code_t otherwise,
+ * after reporting a message through halide_error. The runtime never aborts.
+ */
+#ifndef TALLY_RUNTIME_INCLUDE_TALLY_RUNTIME_H
+#define TALLY_RUNTIME_INCLUDE_TALLY_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bumped whenever a struct layout or an entry point signature in this header changes. */
+#define TALLY_RUNTIME_ABI_VERSION 1
+
+/* ---------------------------------------------------------------------------------------------
+ * Error codes
+ * ------------------------------------------------------------------------------------------- */
+
+/** Error codes returned by runtime calls and by generated pipelines. 0 is success; failures are
+ * negative. Codes -1 to -44 have the same values as Halide 14's halide_error_code_t, so a host
+ * program written against Halide reads them the same; Tally's own codes start at -100. */
+typedef enum tally_error_code_t {
+    TALLY_SUCCESS = 0,
+    TALLY_ERROR_GENERIC = -1,
+    TALLY_ERROR_EXPLICIT_BOUNDS_TOO_SMALL = -2,
+    TALLY_ERROR_BAD_TYPE = -3,
+    TALLY_ERROR_ACCESS_OUT_OF_BOUNDS = -4,
+    TALLY_ERROR_BUFFER_ALLOCATION_TOO_LARGE = -5,
+    TALLY_ERROR_BUFFER_EXTENTS_TOO_LARGE = -6,
+    TALLY_ERROR_CONSTRAINTS_MAKE_REQUIRED_REGION_SMALLER = -7,
+    TALLY_ERROR_CONSTRAINT_VIOLATED = -8,
+    TALLY_ERROR_PARAM_TOO_SMALL = -9,
+    TALLY_ERROR_PARAM_TOO_LARGE = -10,
+    TALLY_ERROR_OUT_OF_MEMORY = -11,
+    TALLY_ERROR_BUFFER_ARGUMENT_IS_NULL = -12,
+    TALLY_ERROR_DEBUG_TO_FILE_FAILED = -13,
+    TALLY_ERROR_COPY_TO_HOST_FAILED = -14,
+    TALLY_ERROR_COPY_TO_DEVICE_FAILED = -15,
+    TALLY_ERROR_DEVICE_MALLOC_FAILED = -16,
+    TALLY_ERROR_DEVICE_SYNC_FAILED = -17,
+    TALLY_ERROR_DEVICE_FREE_FAILED = -18,
+    TALLY_ERROR_NO_DEVICE_INTERFACE = -19,
+    TALLY_ERROR_INTERNAL = -22,
+    TALLY_ERROR_DEVICE_RUN_FAILED = -23,
+    TALLY_ERROR_UNALIGNED_HOST_PTR = -24,
+    TALLY_ERROR_BAD_FOLD = -25,
+    TALLY_ERROR_FOLD_FACTOR_TOO_SMALL = -26,
+    TALLY_ERROR_REQUIREMENT_FAILED = -27,
+    TALLY_ERROR_BUFFER_EXTENTS_NEGATIVE = -28,
+    TALLY_ERROR_SPECIALIZE_FAIL = -31,
+    TALLY_ERROR_HOST_IS_NULL = -34,
+    TALLY_ERROR_BAD_EXTERN_FOLD = -35,
+    TALLY_ERROR_DEVICE_INTERFACE_NO_DEVICE = -36,
+    TALLY_ERROR_HOST_AND_DEVICE_DIRTY = -37,
+    TALLY_ERROR_BUFFER_IS_NULL = -38,
+    TALLY_ERROR_DEVICE_BUFFER_COPY_FAILED = -39,
+    TALLY_ERROR_INCOMPATIBLE_DEVICE_INTERFACE = -42,
+    TALLY_ERROR_BAD_DIMENSIONS = -43,
+    TALLY_ERROR_DEVICE_DIRTY_WITH_NO_DEVICE_SUPPORT = -44,
+    /** An argument to a runtime call was invalid (NULL, out of range). */
+    TALLY_ERROR_BAD_ARGUMENT = -100,
+    /** A runtime thread (thread pool worker or profiler sampler) could not be started. */
+    TALLY_ERROR_THREAD_START_FAILED = -101,
+    /** The POSIX timer or signal handler of the profile_by_timer mode could not be set up. */
+    TALLY_ERROR_TIMER_FAILED = -102,
+    /** Too many profiled pipeline runs are in flight at once (see TALLY_PROFILER_MAX_LIVE). */
+    TALLY_ERROR_TOO_MANY_INSTANCES = -103,
+    /** A pipeline or slot asked for by name or index does not exist. */
+    TALLY_ERROR_NOT_FOUND = -104,
+    /** Writing a report to its destination failed. */
+    TALLY_ERROR_IO = -105,
+    /** The call is not allowed from this thread (e.g. shutting the pool down from a worker). */
+    TALLY_ERROR_WRONG_THREAD = -106
+} tally_error_code_t;
+
+/** The enumerator name of an error code without the TALLY_ prefix, e.g. "ERROR_BAD_TYPE";
+ * "ERROR_UNKNOWN" for values not in the enum. Never NULL. */
+const char *tally_error_code_name(int32_t code);
+
+/* ---------------------------------------------------------------------------------------------
+ * Buffers (layout-compatible with Halide's halide_buffer_t)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Type codes, as in Halide. */
+typedef enum halide_type_code_t {
+    halide_type_int = 0,
+    halide_type_uint = 1,
+    halide_type_float = 2,
+    halide_type_handle = 3,
+    halide_type_bfloat = 4
+} halide_type_code_t;
+
+/** A scalar or vector element type: code (halide_type_code_t), bits per lane, lanes. */
+typedef struct halide_type_t {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} halide_type_t;
+
+/** One dimension of a buffer: coordinates [min, min + extent), stride in elements. */
+typedef struct halide_dimension_t {
+    int32_t min, extent, stride;
+    uint32_t flags;
+} halide_dimension_t;
+
+/** Bits of halide_buffer_t::flags. */
+typedef enum halide_buffer_flags {
+    halide_buffer_flag_host_dirty = 1,
+    halide_buffer_flag_device_dirty = 2
+} halide_buffer_flags;
+
+struct halide_device_interface_t;
+
+/** A buffer: host memory, an optional device allocation owned by a device interface, and
+ * dirty bits saying which copy is newer. Layout identical to Halide's. */
+typedef struct halide_buffer_t {
+    /** Device handle (back-end specific; for the host interface, a host pointer). 0 = none. */
+    uint64_t device;
+    /** The interface that owns `device`; NULL when there is no device allocation. */
+    const struct halide_device_interface_t *device_interface;
+    /** Host memory: points at the element with all coordinates equal to the mins. */
+    uint8_t *host;
+    /** halide_buffer_flags bits. */
+    uint64_t flags;
+    halide_type_t type;
+    int32_t dimensions;
+    halide_dimension_t *dim;
+    void *padding;
+} halide_buffer_t;
+
+/** Bytes one element of `t` occupies (lanes included). */
+uint32_t tally_type_bytes(halide_type_t t);
+
+/** Bytes spanned by the buffer's elements: (1 + sum over dims of (extent-1)*|stride|) * element
+ * size; 0 if any extent is <= 0 or buf is NULL. The span starts at tally_buffer_begin(). */
+uint64_t tally_buffer_size_in_bytes(const halide_buffer_t *buf);
+
+/** The lowest address the buffer's elements occupy (host + most negative stride offset). */
+uint8_t *tally_buffer_begin(const halide_buffer_t *buf);
+
+bool tally_buffer_get_host_dirty(const halide_buffer_t *buf);
+bool tally_buffer_get_device_dirty(const halide_buffer_t *buf);
+void tally_buffer_set_host_dirty(halide_buffer_t *buf, bool dirty);
+void tally_buffer_set_device_dirty(halide_buffer_t *buf, bool dirty);
+
+/** Halide's buffer accessors, with Halide's names and signatures (they take no user_context),
+ * so code lowered by Halide that calls them links against this runtime. */
+int32_t _halide_buffer_get_dimensions(const halide_buffer_t *buf);
+uint8_t *_halide_buffer_get_host(const halide_buffer_t *buf);
+uint64_t _halide_buffer_get_device(const halide_buffer_t *buf);
+const struct halide_device_interface_t *
+_halide_buffer_get_device_interface(const halide_buffer_t *buf);
+int32_t _halide_buffer_get_min(const halide_buffer_t *buf, int32_t d);
+int32_t _halide_buffer_get_max(const halide_buffer_t *buf, int32_t d);
+int32_t _halide_buffer_get_extent(const halide_buffer_t *buf, int32_t d);
+int32_t _halide_buffer_get_stride(const halide_buffer_t *buf, int32_t d);
+bool _halide_buffer_get_host_dirty(const halide_buffer_t *buf);
+bool _halide_buffer_get_device_dirty(const halide_buffer_t *buf);
+int32_t _halide_buffer_set_host_dirty(halide_buffer_t *buf, bool val);
+int32_t _halide_buffer_set_device_dirty(halide_buffer_t *buf, bool val);
+halide_dimension_t *_halide_buffer_get_shape(halide_buffer_t *buf);
+/** True when host and device are both null: the buffer is a bounds query. */
+bool _halide_buffer_is_bounds_query(const halide_buffer_t *buf);
+/** The type as Halide packs it into 32 bits: code | bits << 8 | lanes << 16. */
+uint32_t _halide_buffer_get_type(const halide_buffer_t *buf);
+/** Fills *dst (copying `dimensions` entries of `shape` into dst_shape, which dst->dim then points
+ * at) and returns dst. The type has one lane. */
+halide_buffer_t *_halide_buffer_init(halide_buffer_t *dst, halide_dimension_t *dst_shape,
+                                     void *host, uint64_t device,
+                                     const struct halide_device_interface_t *device_interface,
+                                     int32_t type_code, int32_t type_bits, int32_t dimensions,
+                                     halide_dimension_t *shape, uint64_t flags);
+
+/* ---------------------------------------------------------------------------------------------
+ * Hooks: errors and printing
+ * ------------------------------------------------------------------------------------------- */
+
+/** A handler for error messages or printed text. `msg` is NUL-terminated. */
+typedef void (*tally_message_handler_t)(void *user_context, const char *msg);
+
+/** Installs the handler halide_error calls; NULL restores the default (writes "Error: <msg>" and a
+ * newline to stderr). Returns the previous handler (never NULL). Thread-safe. */
+tally_message_handler_t tally_set_error_handler(tally_message_handler_t handler);
+
+/** Installs the handler halide_print calls; NULL restores the default (writes msg to stderr
+ * unchanged). Returns the previous handler (never NULL). Thread-safe. */
+tally_message_handler_t tally_set_print_handler(tally_message_handler_t handler);
+
+/** Reports an error message through the current error handler. Never aborts. */
+void halide_error(void *user_context, const char *msg);
+
+/** Prints a message through the current print handler. */
+void halide_print(void *user_context, const char *msg);
+
+/** Error helpers called by generated assertions (Halide 14 names and argument lists). Each formats
+ * a message naming what failed, reports it through halide_error and returns its negative code. */
+int32_t halide_error_bounds_inference_call_failed(void *user_context, const char *extern_stage_name,
+                                                  int32_t result);
+int32_t halide_error_extern_stage_failed(void *user_context, const char *extern_stage_name,
+                                         int32_t result);
+int32_t halide_error_explicit_bounds_too_small(void *user_context, const char *func_name,
+                                               const char *var_name, int32_t min_bound,
+                                               int32_t max_bound, int32_t min_required,
+                                               int32_t max_required);
+/** type_given and correct_type are halide_type_t packed as in _halide_buffer_get_type. */
+int32_t halide_error_bad_type(void *user_context, const char *func_name, uint32_t type_given,
+                              uint32_t correct_type);
+int32_t halide_error_bad_dimensions(void *user_context, const char *func_name,
+                                    int32_t dimensions_given, int32_t correct_dimensions);
+int32_t halide_error_access_out_of_bounds(void *user_context, const char *func_name,
+                                          int32_t dimension, int32_t min_touched,
+                                          int32_t max_touched, int32_t min_valid,
+                                          int32_t max_valid);
+int32_t halide_error_buffer_allocation_too_large(void *user_context, const char *buffer_name,
+                                                 uint64_t allocation_size, uint64_t max_size);
+int32_t halide_error_buffer_extents_negative(void *user_context, const char *buffer_name,
+                                             int32_t dimension, int32_t extent);
+int32_t halide_error_buffer_extents_too_large(void *user_context, const char *buffer_name,
+                                              int64_t actual_size, int64_t max_size);
+int32_t halide_error_constraints_make_required_region_smaller(
+    void *user_context, const char *buffer_name, int32_t dimension, int32_t constrained_min,
+    int32_t constrained_extent, int32_t required_min, int32_t required_extent);
+int32_t halide_error_constraint_violated(void *user_context, const char *var, int32_t val,
+                                         const char *constrained_var, int32_t constrained_val);
+int32_t halide_error_param_too_small_i64(void *user_context, const char *param_name, int64_t val,
+                                         int64_t min_val);
+int32_t halide_error_param_too_small_u64(void *user_context, const char *param_name, uint64_t val,
+                                         uint64_t min_val);
+int32_t halide_error_param_too_small_f64(void *user_context, const char *param_name, double val,
+                                         double min_val);
+int32_t halide_error_param_too_large_i64(void *user_context, const char *param_name, int64_t val,
+                                         int64_t max_val);
+int32_t halide_error_param_too_large_u64(void *user_context, const char *param_name, uint64_t val,
+                                         uint64_t max_val);
+int32_t halide_error_param_too_large_f64(void *user_context, const char *param_name, double val,
+                                         double max_val);
+int32_t halide_error_out_of_memory(void *user_context);
+int32_t halide_error_buffer_argument_is_null(void *user_context, const char *buffer_name);
+int32_t halide_error_unaligned_host_ptr(void *user_context, const char *func_name,
+                                        int32_t alignment);
+int32_t halide_error_host_is_null(void *user_context, const char *func_name);
+int32_t halide_error_device_dirty_with_no_device_support(void *user_context,
+                                                         const char *buffer_name);
+int32_t halide_error_bad_fold(void *user_context, const char *func_name, const char *var_name,
+                              const char *loop_name);
+int32_t halide_error_bad_extern_fold(void *user_context, const char *func_name, int32_t dim,
+                                     int32_t min, int32_t extent, int32_t valid_min,
+                                     int32_t fold_factor);
+int32_t halide_error_fold_factor_too_small(void *user_context, const char *func_name,
+                                           const char *var_name, int32_t fold_factor,
+                                           const char *loop_name, int32_t required_extent);
+int32_t halide_error_requirement_failed(void *user_context, const char *condition,
+                                        const char *message);
+int32_t halide_error_specialize_fail(void *user_context, const char *message);
+int32_t halide_error_no_device_interface(void *user_context);
+int32_t halide_error_device_interface_no_device(void *user_context);
+int32_t halide_error_host_and_device_dirty(void *user_context);
+int32_t halide_error_buffer_is_null(void *user_context, const char *routine);
+
+/* ---------------------------------------------------------------------------------------------
+ * Host memory
+ * ------------------------------------------------------------------------------------------- */
+
+/** Alignment of every halide_malloc result, in bytes. */
+#define TALLY_MALLOC_ALIGNMENT 128
+
+/** Allocates `size` bytes aligned to TALLY_MALLOC_ALIGNMENT. On failure reports through
+ * halide_error and returns NULL. size 0 returns a unique non-NULL pointer. */
+void *halide_malloc(void *user_context, size_t size);
+
+/** Frees memory from halide_malloc; NULL is a no-op. */
+void halide_free(void *user_context, void *ptr);
+
+/* ---------------------------------------------------------------------------------------------
+ * Thread pool
+ * ------------------------------------------------------------------------------------------- */
+
+/** A parallel loop body: runs iteration `task_number` with the loop's closure; nonzero = error. */
+typedef int32_t (*halide_task_t)(void *user_context, int32_t task_number, uint8_t *closure);
+
+/** Runs f(user_context, i, closure) for every i in [min, min + extent), spread over a persistent
+ * pool of threads; the calling thread helps. Returns 0 if every task returned 0, otherwise the
+ * first nonzero task result (tasks not yet started when a task fails are skipped). A call made
+ * from inside a task (nested parallelism) runs its loop serially on the calling thread. The pool
+ * starts lazily with TALLY_NUM_THREADS (env) or one thread per online core, counting the caller. */
+int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int32_t extent,
+                          uint8_t *closure);
+
+/** Sets the number of threads (caller included) parallel loops use; n <= 0 restores the default.
+ * Running workers are stopped and restarted lazily. Returns the previous setting. Must not be
+ * called from inside a task. */
+int32_t tally_set_num_threads(int32_t n);
+
+/** Stops and joins the pool's worker threads (they restart lazily on the next parallel loop).
+ * Also runs at process exit. Returns TALLY_ERROR_WRONG_THREAD if called from a worker. */
+int32_t tally_thread_pool_shutdown(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Device interfaces
+ * ------------------------------------------------------------------------------------------- */
+
+/** One device API (host, Vulkan, CUDA, ...) as a table of functions. The halide_* entry points
+ * below check arguments and dirty bits, update profiler counters and call these; back-ends only
+ * implement the raw operation. Each returns 0 or a negative tally_error_code_t (after reporting it
+ * through halide_error). */
+typedef struct halide_device_interface_t {
+    /** Short API name, e.g. "host", "vulkan", "cuda". */
+    const char *name;
+    /** Allocates buf's device memory and sets buf->device. The entry point sets
+     * buf->device_interface to `iface` on success. */
+    int32_t (*device_malloc)(void *user_context, halide_buffer_t *buf,
+                             const struct halide_device_interface_t *iface);
+    /** Frees buf's device memory. The entry point clears device, device_interface and the device
+     * dirty bit afterwards. */
+    int32_t (*device_free)(void *user_context, halide_buffer_t *buf);
+    /** Copies device memory to buf->host (blocking). */
+    int32_t (*copy_to_host)(void *user_context, halide_buffer_t *buf);
+    /** Copies buf->host to device memory (may be asynchronous). */
+    int32_t (*copy_to_device)(void *user_context, halide_buffer_t *buf);
+    /** Waits for the work queued on buf (may wait for everything). */
+    int32_t (*device_sync)(void *user_context, halide_buffer_t *buf);
+    /** Waits for all work queued on this device API; buffer-free. */
+    int32_t (*device_sync_global)(void *user_context,
+                                  const struct halide_device_interface_t *iface);
+    /** Releases the API's global resources (contexts, queues). */
+    int32_t (*release)(void *user_context, const struct halide_device_interface_t *iface);
+    /** Back-end private state. */
+    void *impl;
+    /** Room for later additions (device timestamps); must be NULL. */
+    void *reserved[4];
+} halide_device_interface_t;
+
+/** The always-available host interface: "device" memory is a second host allocation of
+ * tally_buffer_size_in_bytes(buf), so copies really copy. */
+const halide_device_interface_t *halide_host_device_interface(void);
+
+/** Allocates device memory for buf on iface if it has none. Error if buf already has device
+ * memory from a different interface. */
+int32_t halide_device_malloc(void *user_context, halide_buffer_t *buf,
+                             const halide_device_interface_t *iface);
+/** Frees buf's device memory if any (no copy back). */
+int32_t halide_device_free(void *user_context, halide_buffer_t *buf);
+/** halide_malloc for the host (if buf->host is NULL) plus halide_device_malloc. */
+int32_t halide_device_and_host_malloc(void *user_context, halide_buffer_t *buf,
+                                      const halide_device_interface_t *iface);
+/** halide_device_free plus halide_free of buf->host (set to NULL). */
+int32_t halide_device_and_host_free(void *user_context, halide_buffer_t *buf);
+/** No-op destructor Halide emits for buffers freed by halide_device_and_host_free. */
+void halide_device_host_nop_free(void *user_context, void *obj);
+/** Copies device to host if (and only if) the device copy is dirty, then clears device_dirty.
+ * Error if both dirty bits are set. Counted as a copy to host; the calling thread's profiler
+ * context is marked waiting meanwhile. */
+int32_t halide_copy_to_host(void *user_context, halide_buffer_t *buf);
+/** Makes the device copy current on iface (NULL = buf's current interface): allocates if needed,
+ * moves the buffer from another interface if needed, and copies if host_dirty (then clears it).
+ * Error if both dirty bits are set. Counted as a copy to device when a copy happens. */
+int32_t halide_copy_to_device(void *user_context, halide_buffer_t *buf,
+                              const halide_device_interface_t *iface);
+/** Waits for buf's device work (no-op without a device interface). Counted as an explicit sync;
+ * the calling thread's profiler context is marked waiting meanwhile. */
+int32_t halide_device_sync(void *user_context, halide_buffer_t *buf);
+/** Waits for all work on iface's API. Counted as an injected sync; waiting as above. */
+int32_t halide_device_sync_global(void *user_context, const halide_device_interface_t *iface);
+/** Releases iface's global resources. */
+int32_t halide_device_release(void *user_context, const halide_device_interface_t *iface);
+
+/* ---------------------------------------------------------------------------------------------
+ * Profiler
+ * ------------------------------------------------------------------------------------------- */
+
+/** Slot kinds. Slot 0 is always "overhead", of kind TALLY_SLOT_FUNC. */
+typedef enum tally_slot_kind_t {
+    TALLY_SLOT_FUNC = 0,
+    TALLY_SLOT_COPY_TO_DEVICE = 1,
+    TALLY_SLOT_COPY_TO_HOST = 2
+} tally_slot_kind_t;
+
+/** Memory kinds for tally_profiler_memory_allocate/free. */
+typedef enum tally_memory_kind_t {
+    TALLY_MEMORY_HEAP = 0,
+    TALLY_MEMORY_DEVICE = 1
+} tally_memory_kind_t;
+
+/** Flags of tally_profiler_start. */
+typedef enum tally_profiler_flags_t {
+    /** profile_by_timer: sample from a POSIX CLOCK_MONOTONIC timer's signal handler instead of the
+     * sampler thread. */
+    TALLY_PROFILER_FLAG_TIMER = 1
+} tally_profiler_flags_t;
+
+/** How many profiled runs may be in flight at once per sampling mode. */
+#define TALLY_PROFILER_MAX_LIVE 1024
+
+/** Starts one profiled run (an *instance*) of `pipeline`. The pipeline's totals live in a global
+ * registry keyed by name (and slot layout); this run's numbers are private to the instance until
+ * tally_profiler_end merges them. slot_names[i] / slot_kinds[i] describe slot i (slot_kinds may be
+ * NULL: all TALLY_SLOT_FUNC); the strings are copied. Registers the instance with the sampler
+ * (starting the sampler thread or the timer on first use) and makes it the calling thread's current
+ * context. Returns the instance pointer, which is also the calling thread's profiling context (pass
+ * it to tally_profiler_set_current), or NULL after reporting an error through halide_error (bad
+ * arguments, out of memory, sampler thread or timer failure, too many live instances). */
+void *tally_profiler_start(void *user_context, const char *pipeline, const char *target,
+                           int32_t num_slots, const char *const *slot_names,
+                           const int32_t *slot_kinds, int32_t flags);
+
+/** Ends a run: takes a final sample, rescales the run's sampled slot times so they sum to its
+ * measured wall time (CLOCK_MONOTONIC at start and end), merges everything into the pipeline's
+ * totals (runs += 1) and frees the instance. Generated code calls it on every exit path, errors
+ * included. NULL is a no-op. Returns 0. Must be called once per instance, on the thread that
+ * started it, after all of its worker tasks have ended. */
+int32_t tally_profiler_end(void *user_context, void *instance);
+
+/** The hot call: makes `slot` the current slot of `context` (an instance or a context from
+ * tally_profiler_thread_begin) with one relaxed atomic store, and makes `context` the calling
+ * thread's current context (used by the device entry points to find the run). NULL is a no-op.
+ * `slot` must be in [0, num_slots). */
+void tally_profiler_set_current(void *context, int32_t slot);
+
+/** Called by a parallel-loop task on entry: claims a worker context of `instance` (from a
+ * preallocated per-instance pool; beyond it, allocated once and reused) whose slot starts as the
+ * instance's current slot, and makes it the thread's current context. While any worker contexts of
+ * an instance are active, each sampler tick is split evenly among their slots. Returns the context,
+ * or NULL (a no-op context) if instance is NULL or memory ran out. */
+void *tally_profiler_thread_begin(void *instance);
+
+/** Called by the task on exit (every exit path): releases the context and restores the thread's
+ * previous current context. NULL is a no-op. */
+void tally_profiler_thread_end(void *context);
+
+/** Records an allocation of `bytes` of memory `kind` (tally_memory_kind_t) by slot `slot` in the
+ * run: per slot and kind, current += bytes, peak, count and total bytes; and the run-wide current
+ * and peak of that kind. Atomic: callable from any thread. `instance` may also be a worker context.
+ * Out-of-range slot or kind: reported once per run through halide_error, then ignored. */
+void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, uint64_t bytes);
+
+/** Records the free of an allocation made by slot `slot` (the allocating Func's slot, whichever
+ * thread or slot frees it): current -= bytes for that slot and run-wide. */
+void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint64_t bytes);
+
+/** Counts one kernel launch against the calling thread's current run (no-op without one). Device
+ * back-ends call it from their run functions. */
+void tally_profiler_count_launch(void);
+
+/** Sets the sampling interval in microseconds (clamped to [10, 1000000]); takes effect at the next
+ * tick. The default is TALLY_PROFILE_INTERVAL_US from the environment, else 1000. */
+void tally_profiler_set_interval_us(uint32_t us);
+
+/** The current sampling interval in microseconds. */
+uint32_t tally_profiler_get_interval_us(void);
+
+/** Prints the text report of every pipeline to the configured destination: the environment
+ * variable TALLY_PROFILE_OUTPUT = "stderr" (default: through halide_print), "stdout", or a file
+ * path (appended). Returns 0 or a negative error code. */
+int32_t tally_profiler_report(void *user_context);
+
+/** Writes the report (text if json == 0, JSON otherwise) into buf with snprintf semantics: at most
+ * size - 1 characters and a NUL if size > 0. Returns the report's length without the NUL (bytes
+ * needed minus one), or a negative error code. */
+int32_t tally_profiler_report_to_buffer(char *buf, size_t size, int32_t json);
+
+/** Forgets every pipeline's totals. Runs in flight keep working and are dropped when they end. */
+void tally_profiler_reset(void);
+
+/** Stops the sampler thread and disarms the timer; both restart when a run next starts. Runs at
+ * process exit before the report is printed. */
+void tally_profiler_shutdown(void);
+
+/** Memory numbers of one slot or pipeline, for one kind. */
+typedef struct tally_memory_stats {
+    /** Bytes currently allocated (after all runs ended: what was never freed). */
+    int64_t current;
+    /** Largest `current` seen in any one run. */
+    uint64_t peak;
+    /** Number of allocations. */
+    uint64_t num_allocs;
+    /** Sum of allocation sizes. */
+    uint64_t total_bytes;
+} tally_memory_stats;
+
+/** Totals of one slot over all finished runs of its pipeline. */
+typedef struct tally_slot_stats {
+    /** Slot name (owned by the registry; valid until tally_profiler_reset). */
+    const char *name;
+    int32_t slot;
+    /** tally_slot_kind_t. */
+    int32_t kind;
+    /** Time billed to the slot, after per-run rescaling to wall time. */
+    uint64_t time_ns;
+    /** 100 * time_ns / pipeline total_ns (0 if the total is 0). */
+    double percent;
+    /** Number of (tick, context) observations of this slot. */
+    uint64_t samples;
+    /** Average over those observations of the number of threads working in the run at that tick:
+     * the active worker contexts not blocked in a device wait, or, with no workers active, 1 for
+     * the main thread (0 while it is blocked in a device wait). */
+    double average_threads;
+    /** Buffer copies made while this slot was current, and their bytes. */
+    uint64_t copies;
+    uint64_t copy_bytes;
+    tally_memory_stats heap;
+    tally_memory_stats device;
+} tally_slot_stats;
+
+/** Totals of one pipeline over all finished runs. */
+typedef struct tally_pipeline_stats {
+    /** Pipeline name and target of its first run (owned by the registry). */
+    const char *name;
+    const char *target;
+    int32_t num_slots;
+    /** Union of the flags its runs were started with. */
+    int32_t flags;
+    uint64_t runs;
+    /** Sum of the runs' wall times. */
+    uint64_t total_ns;
+    /** Sampler ticks that billed time to its runs. */
+    uint64_t samples;
+    /** Average over ticks of the threads working in the run (counted as for slots). */
+    double average_threads;
+    /** Largest run-wide current heap / device memory of any run. */
+    uint64_t heap_peak;
+    uint64_t device_peak;
+    uint64_t kernel_launches;
+    /** halide_device_sync_global calls. */
+    uint64_t injected_syncs;
+    /** halide_device_sync calls. */
+    uint64_t explicit_syncs;
+    uint64_t copies_to_device;
+    uint64_t copies_to_device_bytes;
+    uint64_t copies_to_host;
+    uint64_t copies_to_host_bytes;
+} tally_pipeline_stats;
+
+/** Number of pipelines in the registry. */
+int32_t tally_profiler_num_pipelines(void);
+
+/** Fills *out with the totals of the pipeline named `pipeline` (the first registered, if several
+ * share the name). Returns 0, TALLY_ERROR_NOT_FOUND or TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_get_pipeline_stats(const char *pipeline, tally_pipeline_stats *out);
+
+/** As above, by registration index in [0, tally_profiler_num_pipelines()). */
+int32_t tally_profiler_get_pipeline_stats_by_index(int32_t index, tally_pipeline_stats *out);
+
+/** Fills *out with the totals of slot `slot` of the pipeline named `pipeline`. Returns 0,
+ * TALLY_ERROR_NOT_FOUND or TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_get_slot_stats(const char *pipeline, int32_t slot, tally_slot_stats *out);
+
+/** As above, by pipeline registration index. */
+int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tally_slot_stats *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Layout checks (the compiler side checks the same sizes with static_assert)
+ * ------------------------------------------------------------------------------------------- */
+
+#ifdef __cplusplus
+#define TALLY_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define TALLY_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+TALLY_STATIC_ASSERT(sizeof(halide_type_t) == 4, "halide_type_t must be 4 bytes");
+TALLY_STATIC_ASSERT(sizeof(halide_dimension_t) == 16, "halide_dimension_t must be 16 bytes");
+TALLY_STATIC_ASSERT(sizeof(halide_buffer_t) == 24 + 4 * sizeof(void *),
+                    "halide_buffer_t layout must match Halide's");
+TALLY_STATIC_ASSERT(sizeof(halide_device_interface_t) == 13 * sizeof(void *),
+                    "halide_device_interface_t is 13 pointers");
+TALLY_STATIC_ASSERT(sizeof(tally_memory_stats) == 32, "tally_memory_stats must be 32 bytes");
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_buffer_t) == 56,
+                    "halide_buffer_t must be 56 bytes on 64-bit targets");
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_slot_stats) == 128,
+                    "tally_slot_stats layout changed: bump TALLY_RUNTIME_ABI_VERSION");
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_pipeline_stats) == 128,
+                    "tally_pipeline_stats layout changed: bump TALLY_RUNTIME_ABI_VERSION");
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // TALLY_RUNTIME_INCLUDE_TALLY_RUNTIME_H

@@ -1,0 +1,205 @@
+// Declarations shared between the runtime's translation units. Not installed, not seen by
+// generated code. C11.
+#ifndef TALLY_RUNTIME_SRC_INTERNAL_H
+#define TALLY_RUNTIME_SRC_INTERNAL_H
+
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TALLY_CACHE_LINE 64
+
+// ---- errors (error.c) ----------------------------------------------------------------------
+
+// Formats a message (printf-style) into a stack buffer, reports it through halide_error and
+// returns `code`.
+int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// ---- threads (thread_pool.c) ---------------------------------------------------------------
+
+// pthread_create that honours tally_testing_fail_thread_starts. Returns 0 or an errno value.
+int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
+
+// Registers the runtime's fork handlers (once). Called by every subsystem before it first
+// creates threads, so a forked child starts with no stale thread or lock state.
+void tally_register_fork_handlers(void);
+
+// Fork handlers of each subsystem, called from the combined handlers in thread_pool.c.
+void tally_thread_pool_fork_prepare(void);
+void tally_thread_pool_fork_parent(void);
+void tally_thread_pool_fork_child(void);
+void tally_profiler_fork_prepare(void);
+void tally_profiler_fork_parent(void);
+void tally_profiler_fork_child(void);
+
+// ---- profiler (profiler.c, sampler_posix.c, report.c) --------------------------------------
+
+enum {
+    TALLY_COUNTER_LAUNCHES = 0,
+    TALLY_COUNTER_INJECTED_SYNCS,
+    TALLY_COUNTER_EXPLICIT_SYNCS,
+    TALLY_COUNTER_COPIES_TO_DEVICE,
+    TALLY_COUNTER_COPY_TO_DEVICE_BYTES,
+    TALLY_COUNTER_COPIES_TO_HOST,
+    TALLY_COUNTER_COPY_TO_HOST_BYTES,
+    TALLY_NUM_COUNTERS
+};
+
+struct tally_instance;
+
+// One thread's view of a run: the main thread's context is embedded at the start of the instance
+// (so the instance pointer is that context); worker tasks claim their own. Fields written by the
+// owning thread and read by the sampler are atomics. One cache line each, so workers writing
+// their slots do not share lines.
+typedef struct tally_context {
+    _Alignas(TALLY_CACHE_LINE) _Atomic int32_t slot;
+    // > 0 while the owning thread is blocked in a device wait.
+    _Atomic int32_t waiting;
+    // Worker contexts: 1 while a task holds it and it should be sampled.
+    _Atomic int32_t active;
+    // Worker contexts: 1 while a nested task on the same thread holds a newer context.
+    _Atomic int32_t suspended;
+    // Worker contexts: ownership (claimed before the fields are set, released after `active`).
+    _Atomic int32_t claimed;
+    int32_t is_worker;
+    struct tally_instance *instance;
+    // The thread's current context before this one became current; restored at the end.
+    struct tally_context *saved_tls;
+    // The suspended worker context of the same run this one nests in, or NULL.
+    struct tally_context *parent;
+    // Overflow contexts (beyond the preallocated pool) form a push-only list.
+    _Atomic(struct tally_context *) next_extra;
+} tally_context;
+
+// Per-slot sampled time of one run: written only by whoever holds the instance's sampling right
+// (the sampler, the timer handler, or tally_profiler_end once unregistered).
+typedef struct tally_slot_acc {
+    uint64_t time_ns;
+    uint64_t samples;
+    uint64_t thread_sum;
+} tally_slot_acc;
+
+typedef struct tally_mem_acc {
+    _Atomic int64_t current;
+    _Atomic uint64_t peak;
+    _Atomic uint64_t num_allocs;
+    _Atomic uint64_t total_bytes;
+} tally_mem_acc;
+
+typedef struct tally_copy_acc {
+    _Atomic uint64_t count;
+    _Atomic uint64_t bytes;
+} tally_copy_acc;
+
+struct tally_pipeline;
+
+#define TALLY_WORKER_POOL_SIZE 64
+
+typedef struct tally_instance {
+    tally_context main;  // must stay first: an instance pointer is its main context
+    struct tally_pipeline *pipeline;
+    int32_t num_slots;
+    int32_t flags;
+    int32_t live_index;  // index in the sampler's live table of its mode
+    _Atomic int32_t bad_call_reported;
+    uint64_t start_ns;
+    // Sampling state, owned by whoever holds the sampling right (see tally_slot_acc).
+    uint64_t last_ns;
+    uint64_t ticks;
+    uint64_t tick_thread_sum;
+    tally_slot_acc *acc;     // [num_slots]
+    tally_mem_acc *mem;      // [num_slots * 2], index slot * 2 + kind
+    tally_copy_acc *copies;  // [num_slots]
+    _Atomic int64_t mem_current[2];
+    _Atomic uint64_t mem_peak[2];
+    _Atomic uint64_t counters[TALLY_NUM_COUNTERS];
+    // Worker contexts: a preallocated pool, then an overflow list.
+    tally_context *workers;               // [TALLY_WORKER_POOL_SIZE]
+    _Atomic int32_t workers_high_water;   // 1 + highest pool index ever claimed
+    _Atomic(tally_context *) extra_head;  // overflow contexts, push-only
+} tally_instance;
+
+// Per-slot totals of a pipeline over finished runs (guarded by the registry lock).
+typedef struct tally_mem_total {
+    int64_t current;
+    uint64_t peak;
+    uint64_t num_allocs;
+    uint64_t total_bytes;
+} tally_mem_total;
+
+typedef struct tally_slot_total {
+    uint64_t time_ns;
+    uint64_t samples;
+    uint64_t thread_sum;
+    uint64_t copies;
+    uint64_t copy_bytes;
+    tally_mem_total mem[2];
+} tally_slot_total;
+
+typedef struct tally_pipeline {
+    struct tally_pipeline *next;
+    char *name;
+    char *target;
+    int32_t num_slots;
+    int32_t flags;
+    char **slot_names;
+    int32_t *slot_kinds;
+    tally_slot_total *slots;
+    uint64_t runs;
+    uint64_t total_ns;
+    uint64_t ticks;
+    uint64_t tick_thread_sum;
+    uint64_t mem_peak[2];
+    uint64_t counters[TALLY_NUM_COUNTERS];
+    int32_t active_runs;  // runs in flight
+    int32_t orphaned;     // removed from the registry by reset; freed by its last run's end
+} tally_pipeline;
+
+// The registry (profiler.c). Report code walks it with the lock held.
+extern pthread_mutex_t tally_registry_lock;
+tally_pipeline *tally_registry_first_locked(void);
+
+// Fills stats structs from a pipeline (registry lock held).
+void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_stats *out);
+void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_slot_stats *out);
+
+// The clock every profiler timestamp comes from (CLOCK_MONOTONIC unless a test replaced it).
+uint64_t tally_now_ns(void);
+
+// The calling thread's current context (NULL when none), and setting it.
+tally_context *tally_get_current_context(void);
+void tally_set_current_context(tally_context *ctx);
+
+// Bills the time since the last sample of `inst` (caller holds its sampling right).
+void tally_sample_instance(tally_instance *inst, uint64_t now);
+
+// Registers / unregisters an instance with the sampler of its mode (sampler_posix.c). Register
+// starts the sampler thread or arms the timer on first use; returns 0 or an error code (already
+// reported). Unregister returns once no sampler is sampling the instance; afterwards the caller
+// owns its sampling state.
+int32_t tally_sampler_register(void *user_context, tally_instance *inst);
+void tally_sampler_unregister(tally_instance *inst);
+// Samples every live instance of both modes on the calling thread.
+void tally_sampler_sample_all_now(void);
+// Fork handlers of the sampler (sampler_posix.c), called by profiler.c's.
+void tally_sampler_fork_prepare(void);
+void tally_sampler_fork_parent(void);
+void tally_sampler_fork_child(void);
+
+// Device waits and counters (profiler.c), used by device_interface.c. wait_begin marks the
+// calling thread's current context (if any) waiting and returns it; pass it to wait_end.
+tally_context *tally_profiler_wait_begin(void);
+void tally_profiler_wait_end(tally_context *ctx);
+void tally_profiler_count_copy(int32_t to_device, uint64_t bytes);
+void tally_profiler_count(int32_t counter);
+
+// Registers the at-exit report (report.c); called once by the first tally_profiler_start.
+void tally_report_register_atexit(void);
+
+#endif  // TALLY_RUNTIME_SRC_INTERNAL_H

@@ -1,0 +1,804 @@
+// The profiler: pipeline registry, per-run instances, the calls generated code makes, and the
+// sampling rule.
+//
+// Two levels of state:
+//  - a *pipeline* (tally_pipeline) holds totals over finished runs. Pipelines live in a global
+//    registry, a list guarded by tally_registry_lock, keyed by name and slot layout. Only
+//    tally_profiler_start (lookup) and tally_profiler_end (merge) touch it on the run path.
+//  - an *instance* (tally_instance) is one run. Everything a run records goes into its instance
+//    first, so concurrent runs of the same or different pipelines never share mutable state:
+//    memory and counters are atomics (any thread of the run may update them); sampled times are
+//    written only by whoever holds the instance's sampling right (sampler_posix.c hands it out).
+//
+// Contexts: the generated code writes "the current slot" into a context with one relaxed store
+// (tally_profiler_set_current). The main thread's context is the first member of the instance,
+// so the instance pointer doubles as that context. A parallel task claims a worker context from a
+// per-instance pool (tally_profiler_thread_begin), so the hot path never allocates; if the pool is
+// exhausted, an overflow context is allocated once and kept on a push-only list, reused by later
+// tasks. A per-thread pointer ("current context") lets the device entry points find the run.
+//
+// Sampling rule, for one tick of real elapsed time dt (see tally_sample_instance): if worker
+// contexts are active, dt is split evenly among their slots and each observation records the
+// number of working threads n (active workers not blocked in a device wait); otherwise dt goes to
+// the main context's slot with 1 thread, or 0 while it is blocked in a device wait. At the end of a
+// run the sampled times are rescaled to sum to the measured wall time.
+
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+pthread_mutex_t tally_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static tally_pipeline *registry_head, *registry_tail;
+
+tally_pipeline *tally_registry_first_locked(void) {
+    return registry_head;
+}
+
+// ---- clock and the per-thread current context ------------------------------------------
+
+static _Atomic(tally_testing_clock_t) test_clock;
+
+uint64_t tally_now_ns(void) {
+    tally_testing_clock_t clock = atomic_load_explicit(&test_clock, memory_order_relaxed);
+    if (clock) {
+        return clock();
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void tally_testing_set_clock(tally_testing_clock_t clock) {
+    atomic_store(&test_clock, clock);
+}
+
+uint64_t tally_testing_now_ns(void) {
+    return tally_now_ns();
+}
+
+void tally_testing_sample_now(void) {
+    tally_sampler_sample_all_now();
+}
+
+static _Thread_local tally_context *tls_current;
+
+tally_context *tally_get_current_context(void) {
+    return tls_current;
+}
+
+void tally_set_current_context(tally_context *ctx) {
+    tls_current = ctx;
+}
+
+// ---- small helpers --------------------------------------------------------------------
+
+static void atomic_max_u64(_Atomic uint64_t *p, uint64_t v) {
+    uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
+    while (cur < v && !atomic_compare_exchange_weak_explicit(p, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+    }
+}
+
+static char *dup_string(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)malloc(n);
+    if (d) {
+        memcpy(d, s, n);
+    }
+    return d;
+}
+
+static size_t round_up(size_t n, size_t a) {
+    return (n + a - 1) / a * a;
+}
+
+// The instance a pointer handed to the hot calls belongs to (an instance or a worker context).
+static tally_instance *instance_of(void *p) {
+    return p ? ((tally_context *)p)->instance : NULL;
+}
+
+static int32_t valid_slot(const tally_instance *inst, int32_t slot) {
+    return slot >= 0 && slot < inst->num_slots;
+}
+
+// ---- registry -------------------------------------------------------------------------
+
+static void free_pipeline(tally_pipeline *p) {
+    if (!p) {
+        return;
+    }
+    if (p->slot_names) {
+        for (int32_t i = 0; i < p->num_slots; i++) {
+            free(p->slot_names[i]);
+        }
+    }
+    free(p->slot_names);
+    free(p->slot_kinds);
+    free(p->slots);
+    free(p->name);
+    free(p->target);
+    free(p);
+}
+
+static int pipeline_matches(const tally_pipeline *p, const char *name, int32_t num_slots,
+                            const char *const *slot_names, const int32_t *slot_kinds) {
+    if (p->num_slots != num_slots || strcmp(p->name, name) != 0) {
+        return 0;
+    }
+    for (int32_t i = 0; i < num_slots; i++) {
+        int32_t kind = slot_kinds ? slot_kinds[i] : TALLY_SLOT_FUNC;
+        if (p->slot_kinds[i] != kind || strcmp(p->slot_names[i], slot_names[i]) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static tally_pipeline *new_pipeline(const char *name, const char *target, int32_t num_slots,
+                                    const char *const *slot_names, const int32_t *slot_kinds) {
+    tally_pipeline *p = (tally_pipeline *)calloc(1, sizeof(tally_pipeline));
+    if (!p) {
+        return NULL;
+    }
+    p->num_slots = num_slots;
+    p->name = dup_string(name);
+    p->target = dup_string(target ? target : "");
+    p->slot_names = (char **)calloc((size_t)num_slots, sizeof(char *));
+    p->slot_kinds = (int32_t *)calloc((size_t)num_slots, sizeof(int32_t));
+    p->slots = (tally_slot_total *)calloc((size_t)num_slots, sizeof(tally_slot_total));
+    if (!p->name || !p->target || !p->slot_names || !p->slot_kinds || !p->slots) {
+        free_pipeline(p);
+        return NULL;
+    }
+    for (int32_t i = 0; i < num_slots; i++) {
+        p->slot_kinds[i] = slot_kinds ? slot_kinds[i] : TALLY_SLOT_FUNC;
+        p->slot_names[i] = dup_string(slot_names[i]);
+        if (!p->slot_names[i]) {
+            free_pipeline(p);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+// Finds or creates the pipeline and counts one more run in flight on it.
+static tally_pipeline *acquire_pipeline(const char *name, const char *target, int32_t num_slots,
+                                        const char *const *slot_names, const int32_t *slot_kinds,
+                                        int32_t flags) {
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_pipeline *p = registry_head;
+    while (p && !pipeline_matches(p, name, num_slots, slot_names, slot_kinds)) {
+        p = p->next;
+    }
+    if (!p) {
+        p = new_pipeline(name, target, num_slots, slot_names, slot_kinds);
+        if (p) {
+            if (registry_tail) {
+                registry_tail->next = p;
+            } else {
+                registry_head = p;
+            }
+            registry_tail = p;
+        }
+    }
+    if (p) {
+        p->active_runs++;
+        p->flags |= flags;
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return p;
+}
+
+// Drops a run's hold on its pipeline (registry lock held); frees orphans with no runs left.
+static void release_pipeline_locked(tally_pipeline *p) {
+    p->active_runs--;
+    if (p->orphaned && p->active_runs == 0) {
+        free_pipeline(p);
+    }
+}
+
+void tally_profiler_reset(void) {
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_pipeline *p = registry_head;
+    while (p) {
+        tally_pipeline *next = p->next;
+        p->next = NULL;
+        if (p->active_runs == 0) {
+            free_pipeline(p);
+        } else {
+            p->orphaned = 1;
+        }
+        p = next;
+    }
+    registry_head = registry_tail = NULL;
+    pthread_mutex_unlock(&tally_registry_lock);
+}
+
+// ---- instances ------------------------------------------------------------------------
+
+// One allocation per run: the instance, its worker context pool and its per-slot arrays.
+static tally_instance *new_instance(tally_pipeline *p, int32_t num_slots, int32_t flags) {
+    size_t off_workers = round_up(sizeof(tally_instance), TALLY_CACHE_LINE);
+    size_t off_acc = off_workers + TALLY_WORKER_POOL_SIZE * sizeof(tally_context);
+    size_t off_mem = round_up(off_acc + (size_t)num_slots * sizeof(tally_slot_acc), 8);
+    size_t off_copies = round_up(off_mem + (size_t)num_slots * 2 * sizeof(tally_mem_acc), 8);
+    size_t total =
+        round_up(off_copies + (size_t)num_slots * sizeof(tally_copy_acc), TALLY_CACHE_LINE);
+    char *block = (char *)aligned_alloc(TALLY_CACHE_LINE, total);
+    if (!block) {
+        return NULL;
+    }
+    // All-zero bytes is a valid initial value for every field, atomics included.
+    memset(block, 0, total);
+    tally_instance *inst = (tally_instance *)block;
+    inst->workers = (tally_context *)(block + off_workers);
+    inst->acc = (tally_slot_acc *)(block + off_acc);
+    inst->mem = (tally_mem_acc *)(block + off_mem);
+    inst->copies = (tally_copy_acc *)(block + off_copies);
+    inst->pipeline = p;
+    inst->num_slots = num_slots;
+    inst->flags = flags;
+    inst->main.instance = inst;
+    for (int32_t i = 0; i < TALLY_WORKER_POOL_SIZE; i++) {
+        inst->workers[i].instance = inst;
+        inst->workers[i].is_worker = 1;
+    }
+    return inst;
+}
+
+static void free_instance(tally_instance *inst) {
+    tally_context *c = atomic_load(&inst->extra_head);
+    while (c) {
+        tally_context *next = atomic_load(&c->next_extra);
+        free(c);
+        c = next;
+    }
+    free(inst);
+}
+
+static void report_bad_call_once(tally_instance *inst, const char *what, int32_t slot,
+                                 int32_t kind) {
+    int32_t expected = 0;
+    if (atomic_compare_exchange_strong(&inst->bad_call_reported, &expected, 1)) {
+        tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
+                           "%s: slot %d / kind %d out of range for pipeline %s (%d slots); "
+                           "ignored",
+                           what, (int)slot, (int)kind, inst->pipeline->name, (int)inst->num_slots);
+    }
+}
+
+void *tally_profiler_start(void *user_context, const char *pipeline, const char *target,
+                           int32_t num_slots, const char *const *slot_names,
+                           const int32_t *slot_kinds, int32_t flags) {
+    if (!pipeline || num_slots < 1 || !slot_names) {
+        tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                           "tally_profiler_start: bad arguments (pipeline %s, %d slots, slot "
+                           "names %s)",
+                           pipeline ? pipeline : "NULL", (int)num_slots,
+                           slot_names ? "given" : "NULL");
+        return NULL;
+    }
+    for (int32_t i = 0; i < num_slots; i++) {
+        int32_t kind = slot_kinds ? slot_kinds[i] : TALLY_SLOT_FUNC;
+        if (!slot_names[i] || kind < TALLY_SLOT_FUNC || kind > TALLY_SLOT_COPY_TO_HOST) {
+            tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                               "tally_profiler_start: pipeline %s: slot %d has %s", pipeline,
+                               (int)i, slot_names[i] ? "an unknown kind" : "a NULL name");
+            return NULL;
+        }
+    }
+    if (flags & ~(int32_t)TALLY_PROFILER_FLAG_TIMER) {
+        tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                           "tally_profiler_start: pipeline %s: unknown flags 0x%x", pipeline,
+                           (unsigned)flags);
+        return NULL;
+    }
+    tally_register_fork_handlers();
+    tally_report_register_atexit();
+
+    tally_pipeline *p =
+        acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags);
+    tally_instance *inst = p ? new_instance(p, num_slots, flags) : NULL;
+    if (!inst) {
+        if (p) {
+            pthread_mutex_lock(&tally_registry_lock);
+            release_pipeline_locked(p);
+            pthread_mutex_unlock(&tally_registry_lock);
+        }
+        tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                           "tally_profiler_start: out of memory starting pipeline %s", pipeline);
+        return NULL;
+    }
+    inst->main.saved_tls = tls_current;
+    inst->start_ns = tally_now_ns();
+    inst->last_ns = inst->start_ns;
+    int32_t r = tally_sampler_register(user_context, inst);
+    if (r != 0) {
+        pthread_mutex_lock(&tally_registry_lock);
+        release_pipeline_locked(p);
+        pthread_mutex_unlock(&tally_registry_lock);
+        free_instance(inst);
+        return NULL;
+    }
+    tls_current = &inst->main;
+    return inst;
+}
+
+// Scales the run's slot times so they sum to `wall` exactly (the rounding remainder goes to the
+// slot with the most time). Sampling bills every nanosecond between start and end already, so
+// this only corrects for ticks that were lost or clipped; it keeps the invariant explicit.
+static void rescale_to_wall(tally_instance *inst, uint64_t wall) {
+    uint64_t sum = 0;
+    int32_t largest = 0;
+    for (int32_t s = 0; s < inst->num_slots; s++) {
+        sum += inst->acc[s].time_ns;
+        if (inst->acc[s].time_ns > inst->acc[largest].time_ns) {
+            largest = s;
+        }
+    }
+    if (sum == wall) {
+        return;
+    }
+    if (sum == 0) {
+        int32_t s = atomic_load_explicit(&inst->main.slot, memory_order_relaxed);
+        inst->acc[valid_slot(inst, s) ? s : 0].time_ns = wall;
+        return;
+    }
+    uint64_t scaled_sum = 0;
+    for (int32_t s = 0; s < inst->num_slots; s++) {
+        inst->acc[s].time_ns = (uint64_t)((unsigned __int128)inst->acc[s].time_ns * wall / sum);
+        scaled_sum += inst->acc[s].time_ns;
+    }
+    inst->acc[largest].time_ns += wall - scaled_sum;
+}
+
+static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
+    tally_pipeline *p = inst->pipeline;
+    p->runs++;
+    p->total_ns += wall;
+    p->ticks += inst->ticks;
+    p->tick_thread_sum += inst->tick_thread_sum;
+    for (int32_t k = 0; k < 2; k++) {
+        uint64_t peak = atomic_load(&inst->mem_peak[k]);
+        if (peak > p->mem_peak[k]) {
+            p->mem_peak[k] = peak;
+        }
+    }
+    for (int32_t c = 0; c < TALLY_NUM_COUNTERS; c++) {
+        p->counters[c] += atomic_load(&inst->counters[c]);
+    }
+    for (int32_t s = 0; s < inst->num_slots; s++) {
+        tally_slot_total *t = &p->slots[s];
+        t->time_ns += inst->acc[s].time_ns;
+        t->samples += inst->acc[s].samples;
+        t->thread_sum += inst->acc[s].thread_sum;
+        t->copies += atomic_load(&inst->copies[s].count);
+        t->copy_bytes += atomic_load(&inst->copies[s].bytes);
+        for (int32_t k = 0; k < 2; k++) {
+            tally_mem_acc *m = &inst->mem[s * 2 + k];
+            tally_mem_total *mt = &t->mem[k];
+            mt->current += atomic_load(&m->current);
+            uint64_t peak = atomic_load(&m->peak);
+            if (peak > mt->peak) {
+                mt->peak = peak;
+            }
+            mt->num_allocs += atomic_load(&m->num_allocs);
+            mt->total_bytes += atomic_load(&m->total_bytes);
+        }
+    }
+}
+
+int32_t tally_profiler_end(void *user_context, void *instance) {
+    (void)user_context;
+    tally_instance *inst = (tally_instance *)instance;
+    if (!inst) {
+        return 0;
+    }
+    uint64_t now = tally_now_ns();
+    // After this, no sampler touches the instance: its sampling state is ours.
+    tally_sampler_unregister(inst);
+    tally_sample_instance(inst, now);
+    uint64_t wall = now > inst->start_ns ? now - inst->start_ns : 0;
+    rescale_to_wall(inst, wall);
+
+    pthread_mutex_lock(&tally_registry_lock);
+    merge_into_pipeline_locked(inst, wall);
+    release_pipeline_locked(inst->pipeline);
+    pthread_mutex_unlock(&tally_registry_lock);
+
+    // Give the thread back the context it had before this run (a worker context of this run left
+    // current by a task that never ended counts as this run's too).
+    if (tls_current && tls_current->instance == inst) {
+        tls_current = inst->main.saved_tls;
+    }
+    free_instance(inst);
+    return 0;
+}
+
+// ---- hot calls ------------------------------------------------------------------------
+
+void tally_profiler_set_current(void *context, int32_t slot) {
+    tally_context *ctx = (tally_context *)context;
+    if (ctx) {
+        atomic_store_explicit(&ctx->slot, slot, memory_order_relaxed);
+        tls_current = ctx;
+    }
+}
+
+static tally_context *claim_worker_context(tally_instance *inst) {
+    for (int32_t i = 0; i < TALLY_WORKER_POOL_SIZE; i++) {
+        tally_context *c = &inst->workers[i];
+        int32_t expected = 0;
+        if (atomic_load_explicit(&c->claimed, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong_explicit(&c->claimed, &expected, 1, memory_order_acquire,
+                                                    memory_order_relaxed)) {
+            // Publish the high-water mark before the context can become active, so the sampler
+            // scanning up to it sees this context.
+            int32_t hw = atomic_load_explicit(&inst->workers_high_water, memory_order_relaxed);
+            while (hw < i + 1 && !atomic_compare_exchange_weak_explicit(
+                                     &inst->workers_high_water, &hw, i + 1, memory_order_release,
+                                     memory_order_relaxed)) {
+            }
+            return c;
+        }
+    }
+    for (tally_context *c = atomic_load_explicit(&inst->extra_head, memory_order_acquire); c;
+         c = atomic_load_explicit(&c->next_extra, memory_order_acquire)) {
+        int32_t expected = 0;
+        if (atomic_compare_exchange_strong_explicit(&c->claimed, &expected, 1, memory_order_acquire,
+                                                    memory_order_relaxed)) {
+            return c;
+        }
+    }
+    // Pool exhausted: allocate an overflow context, kept (and reused) until the run ends.
+    tally_context *c = (tally_context *)aligned_alloc(TALLY_CACHE_LINE, sizeof(tally_context));
+    if (!c) {
+        return NULL;
+    }
+    memset(c, 0, sizeof(*c));
+    c->instance = inst;
+    c->is_worker = 1;
+    atomic_store_explicit(&c->claimed, 1, memory_order_relaxed);
+    tally_context *head = atomic_load_explicit(&inst->extra_head, memory_order_relaxed);
+    do {
+        atomic_store_explicit(&c->next_extra, head, memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(&inst->extra_head, &head, c,
+                                                    memory_order_release, memory_order_relaxed));
+    return c;
+}
+
+void *tally_profiler_thread_begin(void *instance) {
+    tally_instance *inst = instance_of(instance);
+    if (!inst) {
+        return NULL;
+    }
+    tally_context *c = claim_worker_context(inst);
+    if (!c) {
+        return NULL;
+    }
+    tally_context *prev = tls_current;
+    c->saved_tls = prev;
+    c->parent = (prev && prev->is_worker && prev->instance == inst) ? prev : NULL;
+    tally_context *from = c->parent ? c->parent : &inst->main;
+    atomic_store_explicit(&c->slot, atomic_load_explicit(&from->slot, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->waiting, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->suspended, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->active, 1, memory_order_release);
+    if (c->parent) {
+        // A nested loop ran serially inside a task: only the innermost context is working.
+        atomic_store_explicit(&c->parent->suspended, 1, memory_order_release);
+    }
+    tls_current = c;
+    return c;
+}
+
+void tally_profiler_thread_end(void *context) {
+    tally_context *c = (tally_context *)context;
+    if (!c || !c->is_worker) {
+        return;
+    }
+    if (c->parent) {
+        atomic_store_explicit(&c->parent->suspended, 0, memory_order_release);
+    }
+    atomic_store_explicit(&c->active, 0, memory_order_release);
+    tls_current = c->saved_tls;
+    c->parent = NULL;
+    c->saved_tls = NULL;
+    atomic_store_explicit(&c->claimed, 0, memory_order_release);
+}
+
+// ---- memory and counters --------------------------------------------------------------
+
+void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
+    tally_instance *inst = instance_of(instance);
+    if (!inst) {
+        return;
+    }
+    if (!valid_slot(inst, slot) || (kind != TALLY_MEMORY_HEAP && kind != TALLY_MEMORY_DEVICE)) {
+        report_bad_call_once(inst, "tally_profiler_memory_allocate", slot, kind);
+        return;
+    }
+    tally_mem_acc *m = &inst->mem[slot * 2 + kind];
+    int64_t cur = atomic_fetch_add_explicit(&m->current, (int64_t)bytes, memory_order_relaxed) +
+                  (int64_t)bytes;
+    if (cur > 0) {
+        atomic_max_u64(&m->peak, (uint64_t)cur);
+    }
+    atomic_fetch_add_explicit(&m->num_allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->total_bytes, bytes, memory_order_relaxed);
+    int64_t run_cur =
+        atomic_fetch_add_explicit(&inst->mem_current[kind], (int64_t)bytes, memory_order_relaxed) +
+        (int64_t)bytes;
+    if (run_cur > 0) {
+        atomic_max_u64(&inst->mem_peak[kind], (uint64_t)run_cur);
+    }
+}
+
+void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
+    tally_instance *inst = instance_of(instance);
+    if (!inst) {
+        return;
+    }
+    if (!valid_slot(inst, slot) || (kind != TALLY_MEMORY_HEAP && kind != TALLY_MEMORY_DEVICE)) {
+        report_bad_call_once(inst, "tally_profiler_memory_free", slot, kind);
+        return;
+    }
+    atomic_fetch_sub_explicit(&inst->mem[slot * 2 + kind].current, (int64_t)bytes,
+                              memory_order_relaxed);
+    atomic_fetch_sub_explicit(&inst->mem_current[kind], (int64_t)bytes, memory_order_relaxed);
+}
+
+void tally_profiler_count(int32_t counter) {
+    tally_context *ctx = tls_current;
+    if (ctx) {
+        atomic_fetch_add_explicit(&ctx->instance->counters[counter], 1, memory_order_relaxed);
+    }
+}
+
+void tally_profiler_count_launch(void) {
+    tally_profiler_count(TALLY_COUNTER_LAUNCHES);
+}
+
+void tally_profiler_count_copy(int32_t to_device, uint64_t bytes) {
+    tally_context *ctx = tls_current;
+    if (!ctx) {
+        return;
+    }
+    tally_instance *inst = ctx->instance;
+    int32_t count = to_device ? TALLY_COUNTER_COPIES_TO_DEVICE : TALLY_COUNTER_COPIES_TO_HOST;
+    int32_t sum = to_device ? TALLY_COUNTER_COPY_TO_DEVICE_BYTES : TALLY_COUNTER_COPY_TO_HOST_BYTES;
+    atomic_fetch_add_explicit(&inst->counters[count], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&inst->counters[sum], bytes, memory_order_relaxed);
+    int32_t slot = atomic_load_explicit(&ctx->slot, memory_order_relaxed);
+    if (valid_slot(inst, slot)) {
+        atomic_fetch_add_explicit(&inst->copies[slot].count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&inst->copies[slot].bytes, bytes, memory_order_relaxed);
+    }
+}
+
+tally_context *tally_profiler_wait_begin(void) {
+    tally_context *ctx = tls_current;
+    if (ctx) {
+        atomic_fetch_add_explicit(&ctx->waiting, 1, memory_order_relaxed);
+    }
+    return ctx;
+}
+
+void tally_profiler_wait_end(tally_context *ctx) {
+    if (ctx) {
+        atomic_fetch_sub_explicit(&ctx->waiting, 1, memory_order_relaxed);
+    }
+}
+
+// ---- sampling -------------------------------------------------------------------------
+
+// One observation of a working context during a tick.
+typedef struct observation {
+    int32_t slot;
+    int32_t waiting;
+} observation;
+
+#define TALLY_MAX_OBSERVATIONS 512
+
+static int32_t observe(const tally_context *c, observation *obs, int32_t n) {
+    if (n < TALLY_MAX_OBSERVATIONS && atomic_load_explicit(&c->active, memory_order_acquire) &&
+        !atomic_load_explicit(&c->suspended, memory_order_acquire)) {
+        obs[n].slot = atomic_load_explicit(&c->slot, memory_order_relaxed);
+        obs[n].waiting = atomic_load_explicit(&c->waiting, memory_order_relaxed) > 0;
+        n++;
+    }
+    return n;
+}
+
+// Async-signal-safe: atomics and plain stores to state the caller holds exclusively.
+void tally_sample_instance(tally_instance *inst, uint64_t now) {
+    if (now <= inst->last_ns) {
+        return;
+    }
+    uint64_t dt = now - inst->last_ns;
+    inst->last_ns = now;
+
+    observation obs[TALLY_MAX_OBSERVATIONS];
+    int32_t n = 0;
+    int32_t hw = atomic_load_explicit(&inst->workers_high_water, memory_order_acquire);
+    for (int32_t i = 0; i < hw; i++) {
+        n = observe(&inst->workers[i], obs, n);
+    }
+    for (const tally_context *c = atomic_load_explicit(&inst->extra_head, memory_order_acquire); c;
+         c = atomic_load_explicit(&c->next_extra, memory_order_acquire)) {
+        n = observe(c, obs, n);
+    }
+
+    if (n == 0) {
+        obs[0].slot = atomic_load_explicit(&inst->main.slot, memory_order_relaxed);
+        obs[0].waiting = atomic_load_explicit(&inst->main.waiting, memory_order_relaxed) > 0;
+        n = 1;
+    }
+    uint64_t working = 0;
+    for (int32_t i = 0; i < n; i++) {
+        working += obs[i].waiting ? 0 : 1;
+    }
+    uint64_t share = dt / (uint64_t)n;
+    uint64_t remainder = dt - share * (uint64_t)n;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t s = valid_slot(inst, obs[i].slot) ? obs[i].slot : 0;
+        inst->acc[s].time_ns += share + (i == 0 ? remainder : 0);
+        inst->acc[s].samples += 1;
+        inst->acc[s].thread_sum += working;
+    }
+    inst->ticks += 1;
+    inst->tick_thread_sum += working;
+}
+
+// ---- stats ----------------------------------------------------------------------------
+
+void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_stats *out) {
+    memset(out, 0, sizeof(*out));
+    out->name = p->name;
+    out->target = p->target;
+    out->num_slots = p->num_slots;
+    out->flags = p->flags;
+    out->runs = p->runs;
+    out->total_ns = p->total_ns;
+    out->samples = p->ticks;
+    out->average_threads = p->ticks ? (double)p->tick_thread_sum / (double)p->ticks : 0.0;
+    out->heap_peak = p->mem_peak[TALLY_MEMORY_HEAP];
+    out->device_peak = p->mem_peak[TALLY_MEMORY_DEVICE];
+    out->kernel_launches = p->counters[TALLY_COUNTER_LAUNCHES];
+    out->injected_syncs = p->counters[TALLY_COUNTER_INJECTED_SYNCS];
+    out->explicit_syncs = p->counters[TALLY_COUNTER_EXPLICIT_SYNCS];
+    out->copies_to_device = p->counters[TALLY_COUNTER_COPIES_TO_DEVICE];
+    out->copies_to_device_bytes = p->counters[TALLY_COUNTER_COPY_TO_DEVICE_BYTES];
+    out->copies_to_host = p->counters[TALLY_COUNTER_COPIES_TO_HOST];
+    out->copies_to_host_bytes = p->counters[TALLY_COUNTER_COPY_TO_HOST_BYTES];
+}
+
+void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_slot_stats *out) {
+    const tally_slot_total *t = &p->slots[slot];
+    memset(out, 0, sizeof(*out));
+    out->name = p->slot_names[slot];
+    out->slot = slot;
+    out->kind = p->slot_kinds[slot];
+    out->time_ns = t->time_ns;
+    out->percent = p->total_ns ? 100.0 * (double)t->time_ns / (double)p->total_ns : 0.0;
+    out->samples = t->samples;
+    out->average_threads = t->samples ? (double)t->thread_sum / (double)t->samples : 0.0;
+    out->copies = t->copies;
+    out->copy_bytes = t->copy_bytes;
+    tally_memory_stats *dst[2] = {&out->heap, &out->device};
+    for (int32_t k = 0; k < 2; k++) {
+        dst[k]->current = t->mem[k].current;
+        dst[k]->peak = t->mem[k].peak;
+        dst[k]->num_allocs = t->mem[k].num_allocs;
+        dst[k]->total_bytes = t->mem[k].total_bytes;
+    }
+}
+
+static tally_pipeline *find_by_name_locked(const char *name) {
+    tally_pipeline *p = registry_head;
+    while (p && strcmp(p->name, name) != 0) {
+        p = p->next;
+    }
+    return p;
+}
+
+static tally_pipeline *find_by_index_locked(int32_t index) {
+    if (index < 0) {
+        return NULL;
+    }
+    tally_pipeline *p = registry_head;
+    for (int32_t i = 0; p && i < index; i++) {
+        p = p->next;
+    }
+    return p;
+}
+
+int32_t tally_profiler_num_pipelines(void) {
+    pthread_mutex_lock(&tally_registry_lock);
+    int32_t n = 0;
+    for (tally_pipeline *p = registry_head; p; p = p->next) {
+        n++;
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return n;
+}
+
+static int32_t get_pipeline_stats(tally_pipeline *(*find)(const void *), const void *key,
+                                  tally_pipeline_stats *out) {
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_pipeline *p = find(key);
+    if (p) {
+        tally_fill_pipeline_stats_locked(p, out);
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return p ? 0 : TALLY_ERROR_NOT_FOUND;
+}
+
+static int32_t get_slot_stats(tally_pipeline *(*find)(const void *), const void *key, int32_t slot,
+                              tally_slot_stats *out) {
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_pipeline *p = find(key);
+    int32_t found = p && slot >= 0 && slot < p->num_slots;
+    if (found) {
+        tally_fill_slot_stats_locked(p, slot, out);
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return found ? 0 : TALLY_ERROR_NOT_FOUND;
+}
+
+static tally_pipeline *find_name_key(const void *key) {
+    return find_by_name_locked((const char *)key);
+}
+
+static tally_pipeline *find_index_key(const void *key) {
+    return find_by_index_locked(*(const int32_t *)key);
+}
+
+int32_t tally_profiler_get_pipeline_stats(const char *pipeline, tally_pipeline_stats *out) {
+    if (!pipeline || !out) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    return get_pipeline_stats(find_name_key, pipeline, out);
+}
+
+int32_t tally_profiler_get_pipeline_stats_by_index(int32_t index, tally_pipeline_stats *out) {
+    if (!out) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    return get_pipeline_stats(find_index_key, &index, out);
+}
+
+int32_t tally_profiler_get_slot_stats(const char *pipeline, int32_t slot, tally_slot_stats *out) {
+    if (!pipeline || !out) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    return get_slot_stats(find_name_key, pipeline, slot, out);
+}
+
+int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tally_slot_stats *out) {
+    if (!out) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    return get_slot_stats(find_index_key, &index, slot, out);
+}
+
+// ---- fork -----------------------------------------------------------------------------
+
+void tally_profiler_fork_prepare(void) {
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_sampler_fork_prepare();
+}
+
+void tally_profiler_fork_parent(void) {
+    tally_sampler_fork_parent();
+    pthread_mutex_unlock(&tally_registry_lock);
+}
+
+void tally_profiler_fork_child(void) {
+    tally_sampler_fork_child();
+    pthread_mutex_unlock(&tally_registry_lock);
+}

@@ -1,0 +1,27 @@
+# Fails if any file under the runtime includes a compiler header: the runtime must build and link
+# without the compiler (include/tally/, src/, passes/, LLVM). Run as:
+#   cmake -DRUNTIME_DIR=<repo>/runtime -P check_no_compiler_includes.cmake
+if(NOT RUNTIME_DIR OR NOT IS_DIRECTORY "${RUNTIME_DIR}")
+  message(FATAL_ERROR "RUNTIME_DIR must name the runtime directory")
+endif()
+file(GLOB_RECURSE files "${RUNTIME_DIR}/*.c" "${RUNTIME_DIR}/*.cc" "${RUNTIME_DIR}/*.cpp"
+     "${RUNTIME_DIR}/*.h" "${RUNTIME_DIR}/*.hpp" "${RUNTIME_DIR}/*.inc")
+set(bad "")
+set(count 0)
+foreach(f IN LISTS files)
+  math(EXPR count "${count} + 1")
+  file(STRINGS "${f}" lines REGEX "^[ \t]*#[ \t]*include")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "[\"<](tally/|ir/|IR|passes/|src/|codegen/|llvm|clang|\\.\\./)")
+      list(APPEND bad "${f}: ${line}")
+    endif()
+  endforeach()
+endforeach()
+if(count EQUAL 0)
+  message(FATAL_ERROR "no runtime sources found under ${RUNTIME_DIR}")
+endif()
+if(bad)
+  list(JOIN bad "\n  " text)
+  message(FATAL_ERROR "runtime files include compiler headers:\n  ${text}")
+endif()
+message(STATUS "checked ${count} runtime files: no compiler includes")

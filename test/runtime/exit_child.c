@@ -1,0 +1,80 @@
+/* A plain-C program that links the runtime alone: it simulates a profiled pipeline whose
+ * generated code hits a failed assertion, ends the run on the error path and exits with an error.
+ * ProfilerExitTest runs it and checks that the report still appears at exit. Being C11 with
+ * -pedantic, it also proves the header and the runtime need no C++. Usage:
+ *   tally_runtime_exit_child fail|ok|timer|none|threads
+ * "threads" runs a parallel loop and prints the most tasks seen running at once. */
+#include "tally_runtime.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ms(uint64_t ms) {
+    uint64_t start = now_ns();
+    volatile double x = 1.0;
+    while (now_ns() - start < ms * 1000000u) {
+        x = x * 1.0000001 + 1e-9;
+    }
+}
+
+static atomic_int running_tasks;
+static atomic_int max_running_tasks;
+
+static int32_t spinning_task(void *user_context, int32_t idx, uint8_t *closure) {
+    (void)user_context;
+    (void)idx;
+    (void)closure;
+    int now = atomic_fetch_add(&running_tasks, 1) + 1;
+    int prev = atomic_load(&max_running_tasks);
+    while (now > prev && !atomic_compare_exchange_weak(&max_running_tasks, &prev, now)) {
+    }
+    spin_ms(2);
+    atomic_fetch_sub(&running_tasks, 1);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "fail";
+    if (strcmp(mode, "none") == 0) {
+        return 0; /* no pipeline ran: no report */
+    }
+    if (strcmp(mode, "threads") == 0) {
+        if (halide_do_par_for(NULL, spinning_task, 0, 64, NULL) != 0) {
+            return 3;
+        }
+        printf("max_concurrency=%d\n", atomic_load(&max_running_tasks));
+        return 0;
+    }
+    static const char *const names[] = {"overhead", "producer", "consumer",
+                                        "input (copy to device)", "consumer (copy to host)"};
+    static const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
+                                    TALLY_SLOT_COPY_TO_DEVICE, TALLY_SLOT_COPY_TO_HOST};
+    int32_t flags = strcmp(mode, "timer") == 0 ? TALLY_PROFILER_FLAG_TIMER : 0;
+    void *inst =
+        tally_profiler_start(NULL, "failing_pipeline", "host-profile", 5, names, kinds, flags);
+    if (!inst) {
+        return 2;
+    }
+    tally_profiler_set_current(inst, 1);
+    tally_profiler_memory_allocate(inst, 1, TALLY_MEMORY_HEAP, 4096);
+    spin_ms(20);
+    tally_profiler_set_current(inst, 2);
+    spin_ms(10);
+    int32_t result = 0;
+    if (strcmp(mode, "fail") == 0) {
+        /* What generated code does when an assertion fails: call the error helper, then leave
+         * through the exit block, which frees and ends the run. */
+        result = halide_error_buffer_argument_is_null(NULL, "input");
+    }
+    tally_profiler_memory_free(inst, 1, TALLY_MEMORY_HEAP, 4096);
+    tally_profiler_end(NULL, inst);
+    return result != 0 ? 1 : 0;
+}
