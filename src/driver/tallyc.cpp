@@ -1,0 +1,104 @@
+// tallyc: ahead-of-time compiler.
+//
+//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt] [-O N]
+//
+// Lowers the pipeline for the target and writes DIR/<module>.o (link it with the static runtime
+// library, libtally_runtime.a), DIR/<module>.h (the entry points), DIR/<module>.ll (LLVM IR) and
+// DIR/<module>.stmt (the lowered module). Default outputs: object and header.
+
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tally/Compiler.h"
+#include "tally/Error.h"
+#include "tally/Lower.h"
+#include "tally/Parser.h"
+
+using namespace tally;
+
+namespace {
+
+void usage(std::ostream &os) {
+    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt] [-O N]\n";
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::string input, target = "host", dir;
+    std::vector<std::string> emit = {"object", "header"};
+    int opt = 3;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto value = [&](const char *flag) -> std::string {
+            if (i + 1 >= argc) {
+                std::cerr << "tallyc: error: " << flag << " needs a value\n";
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            usage(std::cout);
+            return 0;
+        } else if (a == "-target" || a == "--target") {
+            target = value("-target");
+        } else if (a == "-o") {
+            dir = value("-o");
+        } else if (a == "-e") {
+            emit.clear();
+            std::istringstream in(value("-e"));
+            std::string e;
+            while (std::getline(in, e, ',')) {
+                if (e != "object" && e != "header" && e != "llvm" && e != "stmt") {
+                    std::cerr << "tallyc: error: unknown output '" << e
+                              << "' (expected object, header, llvm or stmt)\n";
+                    return 2;
+                }
+                emit.push_back(e);
+            }
+        } else if (a == "-O") {
+            opt = std::atoi(value("-O").c_str());
+        } else if (!a.empty() && a[0] == '-') {
+            std::cerr << "tallyc: error: unknown option '" << a << "'\n";
+            usage(std::cerr);
+            return 2;
+        } else if (input.empty()) {
+            input = a;
+        } else {
+            std::cerr << "tallyc: error: more than one input\n";
+            return 2;
+        }
+    }
+    if (input.empty() || dir.empty()) {
+        usage(std::cerr);
+        return 2;
+    }
+    try {
+        Module m = lower(parse_module_file(input), Target::parse(target));
+        OutputFiles out;
+        std::string base = dir + "/" + m.name;
+        for (const std::string &e : emit) {
+            if (e == "object") {
+                out.object = base + ".o";
+            } else if (e == "header") {
+                out.header = base + ".h";
+            } else if (e == "llvm") {
+                out.llvm_ir = base + ".ll";
+            } else {
+                out.stmt = base + ".stmt";
+            }
+        }
+        CompileOptions co;
+        co.opt_level = opt;
+        compile_to_files(m, out, co);
+    } catch (const CompileError &e) {
+        std::cerr << e.what() << "\n";
+        return 1;
+    } catch (const InternalError &e) {
+        std::cerr << "tallyc: internal error: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}
