@@ -1,9 +1,891 @@
-// Placeholder: returns its input until the pass lands.
+// inject-host-dev-copies: makes data movement between host and device explicit.
+//
+// Where it runs: first in lower(), while GPU loops are still loop nests in the function body
+// (offload-gpu-loops turns them into kernels afterwards). Device code is an outermost loop of a
+// GPU for-type (normally a gpu_block nest); everything else is host code.
+//
+// Strategy. Only buffers that some device nest loads or stores are tracked ("device buffers":
+// buffer arguments, module constants and allocations); a function that touches none is returned
+// as it came, node for node. For each tracked buffer the pass knows where a current copy of its
+// contents lives: on the host, on a device (one API), on both, or — after control flow that
+// disagrees — on neither for sure. Function arguments start on the host only; a fresh
+// allocation holds nothing yet, so both sides count as current. The walk visits host
+// statements in program order, threading that state:
+//  - a device nest that touches X (reads it, or writes it: a write may be partial, and the
+//    device needs memory for X) copies X to the device first unless the device copy is current;
+//    a write leaves X current on the device only and is followed by a device-dirty mark;
+//  - a host statement that touches X copies it to the host first unless the host copy is
+//    current; a write leaves X current on the host only and is followed by a host-dirty mark;
+//  - `if`: both branches start from the same state and the results are merged (a side is
+//    current only if it is current on both paths), so later touches copy where either path
+//    needs it and the runtime's dirty bits make the possibly redundant copy cheap;
+//  - a host loop that contains device code is walked to a fixpoint (entry state merged with the
+//    state at the end of its body, until stable) by dry runs on copies of the walker, and then
+//    once for real; buffers it reads but never writes are copied once, in front of it. Other
+//    host loops are single host statements, so their copies land in front of them too;
+//  - at the end of the function, buffer arguments whose host copy is not current are copied
+//    back.
+// Copies are placed immediately before the statement that needs them, inside the innermost
+// produce/consume, allocation, let chain or branch containing it. Each runtime call is checked
+// in Halide's form, `let r = call(...)` then `assert(r == 0, r)`, and the let scopes over the
+// rest of its block: statement lists are therefore built as sequences of items (statements,
+// and let bindings that wrap everything after them) and folded into IR at the end of each
+// block. That is also why the walker is not an IRMutator: a statement does not map to one
+// statement, and a state has to be threaded through siblings in order. Result names are made
+// unique per function with Halide's `$n` suffixes, handed out in walk order.
+//
+// Allocations that device code touches get a one-dimensional `X.buffer` descriptor over their
+// host memory, a `halide_device_malloc` right after it and a `halide_device_free` before their
+// `free X` (or at the end of their scope when there is none).
+//
+// Idempotence: copies, dirty marks and descriptors already present (from an earlier run, or
+// from Halide) are read as facts: a `halide_copy_to_*` let makes that side current, a dirty
+// mark right where one would be placed is kept instead of adding another, and an allocation
+// whose `X.buffer` is already bound gets no second descriptor. A second run therefore finds
+// nothing to add.
 
 #include "InjectHostDevCopies.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tally/Error.h"
+#include "tally/IRVisitor.h"
+
 namespace tally {
 
-Module inject_host_dev_copies(const Module &m) { return m; }
+namespace {
+
+// Runtime entry points (declared in runtime/include/tally_runtime.h, listed in
+// src/codegen/RuntimeSymbols.h) and the buffer-descriptor intrinsics Halide's lowering uses.
+const char *const copy_to_device_fn = "halide_copy_to_device";
+const char *const copy_to_host_fn = "halide_copy_to_host";
+const char *const device_malloc_fn = "halide_device_malloc";
+const char *const device_free_fn = "halide_device_free";
+const char *const set_device_dirty_fn = "_halide_buffer_set_device_dirty";
+const char *const set_host_dirty_fn = "_halide_buffer_set_host_dirty";
+const char *const buffer_init_fn = "_halide_buffer_init";
+
+const std::string buffer_suffix = ".buffer";
+
+Type buffer_ptr_type() {
+    return Handle("halide_buffer_t");
+}
+Type interface_ptr_type() {
+    return Handle("halide_device_interface_t");
+}
+Type dimension_ptr_type() {
+    return Handle("halide_dimension_t");
+}
+
+Expr int32(int64_t v) {
+    return IntImm::make(Int(32), v);
+}
+
+Expr buffer_var(const std::string &buffer) {
+    return Variable::make(buffer_ptr_type(), buffer + buffer_suffix);
+}
+
+/** X for a Variable named `X.buffer`, else empty. */
+std::string buffer_named_by(const Expr &e) {
+    const Variable *v = e.as<Variable>();
+    if (!v || v->name.size() <= buffer_suffix.size() ||
+        v->name.compare(v->name.size() - buffer_suffix.size(), buffer_suffix.size(),
+                        buffer_suffix) != 0) {
+        return "";
+    }
+    return v->name.substr(0, v->name.size() - buffer_suffix.size());
+}
+
+/** `halide_<api>_device_interface`, the runtime's name for an API's device interface. */
+std::string interface_fn(DeviceAPI api) {
+    std::string n = device_api_name(api);
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+    return "halide_" + n + "_device_interface";
+}
+
+/** The API whose interface `e` returns, or DeviceAPI::None when `e` is not such a call. */
+DeviceAPI api_of_interface(const Expr &e) {
+    const Call *c = e.as<Call>();
+    if (!c) {
+        return DeviceAPI::None;
+    }
+    for (DeviceAPI api : {DeviceAPI::CUDA, DeviceAPI::Vulkan, DeviceAPI::OpenCL,
+                          DeviceAPI::OpenGLCompute, DeviceAPI::Metal, DeviceAPI::D3D12Compute,
+                          DeviceAPI::WebGPU, DeviceAPI::Hexagon, DeviceAPI::HexagonDma}) {
+        if (c->name == interface_fn(api)) {
+            return api;
+        }
+    }
+    return DeviceAPI::None;
+}
+
+Expr device_interface(DeviceAPI api) {
+    user_assert(api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan)
+        << "inject-host-dev-copies: device API " << device_api_name(api)
+        << " is not supported (Tally supports CUDA and Vulkan)";
+    return Call::make(interface_ptr_type(), interface_fn(api), {}, Call::Extern);
+}
+
+/** The Call a `let` or `Evaluate` of a runtime call holds, if it is one named `fn`. */
+const Call *call_named(const Expr &e, const char *fn) {
+    const Call *c = e.as<Call>();
+    return c && c->name == fn ? c : nullptr;
+}
+
+/** Where the current contents of one buffer live. `device` names the API holding a current
+ * copy, or None. A fresh allocation is current everywhere (it holds nothing yet). */
+struct Residency {
+    bool host = true;
+    DeviceAPI device = DeviceAPI::None;
+    bool operator==(const Residency &o) const { return host == o.host && device == o.device; }
+};
+using State = std::map<std::string, Residency>;
+
+/** The state after two paths join: a side is current only if it is current on both. */
+State merge(const State &a, const State &b) {
+    State out = a;
+    for (auto &[name, r] : out) {
+        auto it = b.find(name);
+        if (it == b.end()) {
+            continue;
+        }
+        r.host = r.host && it->second.host;
+        if (r.device != it->second.device) {
+            r.device = DeviceAPI::None;
+        }
+    }
+    return out;
+}
+
+/** Buffers loaded and stored, each list in order of first touch; with `host_only`, those
+ * touched outside GPU loops. */
+class FindTouches : public IRVisitor {
+public:
+    explicit FindTouches(bool host_only = false) : host_only(host_only) {}
+    std::vector<std::string> touched, written;
+
+private:
+    using IRVisitor::visit;
+    bool host_only;
+    std::set<std::string> seen, seen_written;
+
+    void visit(const For *op) override {
+        if (!host_only || !is_gpu_for_type(op->for_type)) {
+            IRVisitor::visit(op);
+        }
+    }
+
+    void touch(const std::string &n) {
+        if (seen.insert(n).second) {
+            touched.push_back(n);
+        }
+    }
+    void visit(const Load *op) override {
+        IRVisitor::visit(op);
+        touch(op->name);
+    }
+    void visit(const Store *op) override {
+        IRVisitor::visit(op);
+        touch(op->name);
+        if (seen_written.insert(op->name).second) {
+            written.push_back(op->name);
+        }
+    }
+};
+
+template <typename T>
+FindTouches touches_of(const T &node, bool host_only = false) {
+    FindTouches f(host_only);
+    if (node.defined()) {
+        node.accept(&f);
+    }
+    return f;
+}
+
+/** For every buffer that device code touches, the device API of the first nest touching it
+ * (unresolved: Default_GPU stays as written). Also says whether there is device code at all. */
+class FindDeviceUse : public IRVisitor {
+public:
+    std::map<std::string, DeviceAPI> first_api;
+    bool any = false;
+
+private:
+    using IRVisitor::visit;
+    void visit(const For *op) override {
+        if (!is_gpu_for_type(op->for_type)) {
+            IRVisitor::visit(op);
+            return;
+        }
+        any = true;
+        FindTouches t;
+        op->accept(&t);
+        for (const std::string &n : t.touched) {
+            first_api.emplace(n, op->device_api);
+        }
+    }
+};
+
+FindDeviceUse device_use_of(const Stmt &s) {
+    FindDeviceUse f;
+    if (s.defined()) {
+        s.accept(&f);
+    }
+    return f;
+}
+
+/** Every name bound or used in a function, so that generated names never collide. */
+class CollectNames : public IRVisitor {
+public:
+    std::set<std::string> names;
+
+private:
+    using IRVisitor::visit;
+    void visit(const Variable *op) override { names.insert(op->name); }
+    void visit(const Let *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const LetStmt *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const For *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+    void visit(const Allocate *op) override {
+        names.insert(op->name);
+        IRVisitor::visit(op);
+    }
+};
+
+/** One entry of a statement list under construction: a statement, or a let binding that
+ * scopes over every item after it. */
+struct Item {
+    std::string let_name;
+    Expr let_value;  // defined: a let binding
+    Stmt stmt;
+};
+
+struct Seq {
+    std::vector<Item> items;
+    bool changed = false;  // anything inserted, or any statement rebuilt
+
+    void let(const std::string &n, Expr v) { items.push_back({n, std::move(v), Stmt()}); }
+    void stmt(Stmt s) { items.push_back({"", Expr(), std::move(s)}); }
+};
+
+/** Folds a sequence into IR: right-nested blocks, lets wrapping what follows them. */
+Stmt fold(const Seq &seq) {
+    Stmt rest;
+    std::vector<Stmt> run;  // statements after the last let seen (walking backwards)
+    for (auto it = seq.items.rbegin(); it != seq.items.rend(); ++it) {
+        if (!it->let_value.defined()) {
+            run.insert(run.begin(), it->stmt);
+            continue;
+        }
+        if (rest.defined()) {
+            run.push_back(rest);
+        }
+        Stmt body = Block::make(run);
+        internal_assert(body.defined()) << "let " << it->let_name << " with nothing after it";
+        rest = LetStmt::make(it->let_name, it->let_value, body);
+        run.clear();
+    }
+    if (rest.defined()) {
+        run.push_back(rest);
+    }
+    return Block::make(run);
+}
+
+/** What the walk needs to know about an allocation while inside it. */
+struct AllocFrame {
+    std::string name;
+    bool owns_device_free = false;  // we added its device malloc, so we free it
+    bool freed = false;
+};
+
+/** The walker: threads buffer residency through host statements in program order and builds
+ * the rewritten statements. Copyable on purpose: loop fixpoints run dry on copies. */
+class PlaceCopies {
+public:
+    PlaceCopies(const Target &target, std::set<std::string> names)
+        : target(target), names(std::move(names)) {}
+
+    State state;
+
+    /** Rewrites a function body; `args` are the buffer arguments, checked at the end. */
+    Stmt run(const Stmt &body, const std::vector<std::string> &args) {
+        SeqHook copy_back = [&](Seq &seq) {
+            for (const std::string &x : args) {
+                auto it = state.find(x);
+                if (it != state.end() && !it->second.host) {
+                    copy_to_host(seq, x);
+                }
+            }
+        };
+        return walk_body(body, nullptr, nullptr, &copy_back);
+    }
+
+private:
+    using SeqHook = std::function<void(Seq &)>;
+
+    Target target;
+    std::set<std::string> names;
+    std::vector<AllocFrame> allocs;
+    std::vector<std::string> lets_in_scope;
+    // What runs at the very end of the function (copying outputs back). It moves into an
+    // allocation that ends the function, so that it lands inside that scope rather than after
+    // it (which would need braces in the text).
+    const SeqHook *tail_hook = nullptr;
+    // Dirty marks owed to statements of the sequence being built. A mark goes right after the
+    // statement that wrote the buffer (`at`, an index into the sequence); placing it waits
+    // while only neutral statements follow, so that a mark already present a few statements
+    // later (Halide puts its marks after the frees that follow a kernel) is recognised.
+    struct PendingMark {
+        std::string buffer;
+        bool device;
+        size_t at;
+    };
+    std::vector<PendingMark> pending_dirty;
+
+    // -----------------------------------------------------------------------------------------
+    // Building blocks
+
+    std::string fresh_name(const std::string &base) {
+        std::string n = base;
+        for (int i = 1; names.count(n); i++) {
+            n = base + "$" + std::to_string(i);
+        }
+        names.insert(n);
+        return n;
+    }
+
+    /** `let r = call` then `assert(r == 0, r)`. */
+    void emit_checked(Seq &seq, const std::string &base, Expr call) {
+        std::string r = fresh_name(base + "_result");
+        Expr rv = Variable::make(Int(32), r);
+        seq.let(r, std::move(call));
+        seq.stmt(AssertStmt::make(EQ::make(rv, int32(0)), rv));
+        seq.changed = true;
+    }
+
+    DeviceAPI resolve(DeviceAPI api) const {
+        if (api == DeviceAPI::DefaultGPU || api == DeviceAPI::None) {
+            DeviceAPI t = target.gpu_api();
+            user_assert(t != DeviceAPI::None)
+                << "inject-host-dev-copies: a GPU loop uses Default_GPU, but target "
+                << target.to_string() << " names no GPU API (add cuda or vulkan)";
+            return t;
+        }
+        return api;
+    }
+
+    void copy_to_device(Seq &seq, const std::string &x, DeviceAPI api) {
+        emit_checked(seq, copy_to_device_fn,
+                     Call::make(Int(32), copy_to_device_fn, {buffer_var(x), device_interface(api)},
+                                Call::Extern));
+        state[x].device = api;
+    }
+
+    void copy_to_host(Seq &seq, const std::string &x) {
+        emit_checked(seq, copy_to_host_fn,
+                     Call::make(Int(32), copy_to_host_fn, {buffer_var(x)}, Call::Extern));
+        state[x].host = true;
+    }
+
+    static Stmt dirty_mark(const std::string &x, bool device) {
+        return Evaluate::make(Call::make(Int(32), device ? set_device_dirty_fn : set_host_dirty_fn,
+                                         {buffer_var(x), make_one(Bool())}, Call::Extern));
+    }
+
+    /** Places the owed dirty marks where they belong. */
+    void place_dirty_marks(Seq &seq) {
+        // Back to front, so that earlier positions stay valid and equal ones keep their order.
+        for (auto it = pending_dirty.rbegin(); it != pending_dirty.rend(); ++it) {
+            internal_assert(it->at <= seq.items.size()) << "dirty mark past the sequence end";
+            seq.items.insert(seq.items.begin() + it->at,
+                             Item{"", Expr(), dirty_mark(it->buffer, it->device)});
+            seq.changed = true;
+        }
+        pending_dirty.clear();
+    }
+
+    void owe_dirty_mark(const Seq &seq, const std::string &x, bool device) {
+        pending_dirty.push_back({x, device, seq.items.size()});
+    }
+
+    bool pending_for(const std::string &x) const {
+        return std::any_of(pending_dirty.begin(), pending_dirty.end(),
+                           [&](const PendingMark &p) { return p.buffer == x; });
+    }
+
+    /** May an owed dirty mark move past `s`? Only if `s` neither touches a tracked buffer nor
+     * moves or frees one, and holds no nested statements (a let that ends its list counts by
+     * its value alone: its body is walked as the rest of the same sequence). */
+    bool is_neutral(const Stmt &s, bool last) const {
+        auto quiet = [&](const Expr &e) {
+            return tracked(touches_of(e).touched).empty() && !call_named(e, copy_to_device_fn) &&
+                   !call_named(e, copy_to_host_fn);
+        };
+        switch (s.node_type()) {
+        case IRNodeType::LetStmt:
+            return last && quiet(s.as<LetStmt>()->value);
+        case IRNodeType::AssertStmt:
+            return quiet(s.as<AssertStmt>()->condition) && quiet(s.as<AssertStmt>()->message);
+        case IRNodeType::Evaluate:
+            return quiet(s.as<Evaluate>()->value);
+        case IRNodeType::Free:
+            return !pending_for(s.as<Free>()->name);
+        default:
+            return false;
+        }
+    }
+
+    /** The buffers among `names` that this walk tracks, in order. */
+    std::vector<std::string> tracked(const std::vector<std::string> &ns) const {
+        std::vector<std::string> out;
+        for (const std::string &n : ns) {
+            if (state.count(n)) {
+                out.push_back(n);
+            }
+        }
+        return out;
+    }
+
+    /** Copies to the host whatever `node` reads or writes that is not current there. */
+    template <typename T>
+    void host_touch(Seq &seq, const T &node) {
+        for (const std::string &x : tracked(touches_of(node).touched)) {
+            if (!state[x].host) {
+                copy_to_host(seq, x);
+            }
+        }
+    }
+
+    static bool contains_device_code(const Stmt &s) { return device_use_of(s).any; }
+
+    // -----------------------------------------------------------------------------------------
+    // The walk
+
+    /** Rewrites a nested statement list; returns `s` itself when nothing changed. `prologue`
+     * and `epilogue` add items at its start and end; `tail` is the function-end hook, which an
+     * allocation ending this list may take over. */
+    Stmt walk_body(const Stmt &s, const SeqHook &prologue = nullptr,
+                   const SeqHook &epilogue = nullptr, const SeqHook *tail = nullptr) {
+        internal_assert(pending_dirty.empty()) << "dirty marks owed across a nested body";
+        Seq seq;
+        size_t lets_mark = lets_in_scope.size();
+        const SeqHook *outer_tail = tail_hook;
+        tail_hook = tail;
+        if (prologue) {
+            prologue(seq);
+        }
+        if (s.defined()) {
+            walk(s, seq, true);
+        }
+        place_dirty_marks(seq);
+        if (tail_hook) {
+            (*tail_hook)(seq);
+        }
+        if (epilogue) {
+            epilogue(seq);
+        }
+        tail_hook = outer_tail;
+        lets_in_scope.resize(lets_mark);
+        return seq.changed ? fold(seq) : s;
+    }
+
+    /** Appends `s`, with what it needs before and after, to `seq`. `last`: nothing follows `s`
+     * in its list, so a let chain starting at `s` may be spliced into `seq`. */
+    void walk(Stmt s, Seq &seq, bool last) {
+        // The tail of a list (the last statement of a block, the body of a let that ends its
+        // list) is followed by a loop rather than recursion: let chains run thousands long.
+        while (true) {
+            if (const Evaluate *op = s.as<Evaluate>(); op && consume_dirty_mark(op)) {
+                seq.stmt(s);
+                return;
+            }
+            if (s.as<Block>()) {
+                std::vector<Stmt> stmts = flatten_block(s);
+                for (size_t i = 0; i + 1 < stmts.size(); i++) {
+                    walk(stmts[i], seq, false);
+                }
+                s = stmts.back();
+                continue;
+            }
+            if (!is_neutral(s, last)) {
+                place_dirty_marks(seq);
+            }
+            const LetStmt *let = s.as<LetStmt>();
+            if (!let) {
+                return walk_one(s, seq, last);
+            }
+            walk_let_value(let, seq);
+            if (!last) {
+                lets_in_scope.push_back(let->name);
+                Stmt body = walk_body(let->body);
+                lets_in_scope.pop_back();
+                push_rebuilt(seq, s,
+                             body.same_as(let->body) ? s
+                                                     : LetStmt::make(let->name, let->value, body));
+                return;
+            }
+            seq.let(let->name, let->value);
+            lets_in_scope.push_back(let->name);
+            s = let->body;
+        }
+    }
+
+    /** A statement other than a block or a let. */
+    void walk_one(const Stmt &s, Seq &seq, bool last) {
+        switch (s.node_type()) {
+        case IRNodeType::ProducerConsumer: {
+            const ProducerConsumer *op = s.as<ProducerConsumer>();
+            Stmt body = walk_body(op->body);
+            push_rebuilt(seq, s,
+                         body.same_as(op->body)
+                             ? s
+                             : ProducerConsumer::make(op->name, op->is_producer, body));
+            return;
+        }
+        case IRNodeType::Allocate:
+            return walk_allocate(s.as<Allocate>(), s, seq, last);
+        case IRNodeType::IfThenElse:
+            return walk_if(s.as<IfThenElse>(), s, seq);
+        case IRNodeType::For:
+            return walk_for(s.as<For>(), s, seq);
+        case IRNodeType::Free:
+            return walk_free(s.as<Free>(), s, seq);
+        default:
+            return walk_host_leaf(s, seq);
+        }
+    }
+
+    static void push_rebuilt(Seq &seq, const Stmt &old, const Stmt &now) {
+        seq.stmt(now);
+        seq.changed = seq.changed || !now.same_as(old);
+    }
+
+    /** A dirty mark we would have placed here already exists: keep it, owe nothing. */
+    bool consume_dirty_mark(const Evaluate *op) {
+        const Call *c = call_named(op->value, set_device_dirty_fn);
+        bool device = c != nullptr;
+        if (!c) {
+            c = call_named(op->value, set_host_dirty_fn);
+        }
+        if (!c || c->args.empty()) {
+            return false;
+        }
+        std::string x = buffer_named_by(c->args[0]);
+        auto it =
+            std::find_if(pending_dirty.begin(), pending_dirty.end(),
+                         [&](const PendingMark &p) { return p.buffer == x && p.device == device; });
+        if (it == pending_dirty.end()) {
+            return false;
+        }
+        pending_dirty.erase(it);
+        return true;
+    }
+
+    /** A let's value: host reads copy first; copies already in place (an earlier run, or
+     * Halide's lowering) are facts. */
+    void walk_let_value(const LetStmt *op, Seq &seq) {
+        host_touch(seq, op->value);
+        if (const Call *c = call_named(op->value, copy_to_device_fn); c && !c->args.empty()) {
+            std::string x = buffer_named_by(c->args[0]);
+            if (state.count(x)) {
+                DeviceAPI api = c->args.size() > 1 ? api_of_interface(c->args[1]) : DeviceAPI::None;
+                state[x].device = api == DeviceAPI::None ? resolve(DeviceAPI::DefaultGPU) : api;
+            }
+        } else if (const Call *c = call_named(op->value, copy_to_host_fn); c && !c->args.empty()) {
+            std::string x = buffer_named_by(c->args[0]);
+            if (state.count(x)) {
+                state[x].host = true;
+            }
+        }
+    }
+
+    void walk_allocate(const Allocate *op, const Stmt &s, Seq &seq, bool last) {
+        const std::string &x = op->name;
+        const SeqHook *tail = last ? tail_hook : nullptr;
+        if (tail) {
+            tail_hook = nullptr;
+        }
+        for (const Expr &e : op->extents) {
+            host_touch(seq, e);
+        }
+        host_touch(seq, op->condition);
+        host_touch(seq, op->new_expr);
+
+        FindDeviceUse use = device_use_of(op->body);
+        auto api_it = use.first_api.find(x);
+        bool on_device = api_it != use.first_api.end();
+
+        // Shadowing: the allocation hides any outer buffer of the same name while it lives.
+        auto outer = state.find(x);
+        bool had_outer = outer != state.end();
+        Residency outer_r = had_outer ? outer->second : Residency();
+        state.erase(x);
+
+        Stmt body;
+        if (!on_device) {
+            body = walk_body(op->body, nullptr, nullptr, tail);
+        } else {
+            DeviceAPI api = resolve(api_it->second);
+            std::string desc = x + buffer_suffix;
+            bool has_descriptor =
+                std::find(lets_in_scope.begin(), lets_in_scope.end(), desc) != lets_in_scope.end();
+            if (const LetStmt *first = flatten_block(op->body).front().as<LetStmt>()) {
+                has_descriptor = has_descriptor || first->name == desc;
+            }
+            state[x] = Residency{true, api};
+            allocs.push_back({x, !has_descriptor, false});
+            SeqHook prologue = nullptr, epilogue = nullptr;
+            if (!has_descriptor) {
+                prologue = [&](Seq &inner) {
+                    names.insert(desc);
+                    inner.let(desc, make_descriptor(op));
+                    inner.changed = true;
+                    lets_in_scope.push_back(desc);
+                    emit_checked(inner, device_malloc_fn,
+                                 Call::make(Int(32), device_malloc_fn,
+                                            {buffer_var(x), device_interface(api)}, Call::Extern));
+                };
+                epilogue = [&](Seq &inner) {
+                    if (!allocs.back().freed) {
+                        emit_device_free(inner, x);
+                    }
+                };
+            }
+            body = walk_body(op->body, prologue, epilogue, tail);
+            allocs.pop_back();
+        }
+
+        state.erase(x);
+        if (had_outer) {
+            state[x] = outer_r;
+        }
+        push_rebuilt(seq, s,
+                     body.same_as(op->body)
+                         ? s
+                         : Allocate::make(x, op->type, op->memory_type, op->extents, op->condition,
+                                          body, op->new_expr, op->free_function));
+    }
+
+    /** `let X.buffer = _halide_buffer_init(...)`: a 1-D descriptor over the allocation, whose
+     * extent is the product of the allocation's (constant factors folded, last). */
+    static Expr make_descriptor(const Allocate *op) {
+        Expr total;
+        int64_t constant = 1;
+        for (const Expr &e : op->extents) {
+            int64_t v;
+            if (const_int_value(e, &v)) {
+                constant *= v;
+                user_assert(constant <= INT32_MAX)
+                    << "inject-host-dev-copies: allocation " << op->name << " has more than "
+                    << INT32_MAX << " elements, too many for a buffer descriptor";
+                continue;
+            }
+            Expr e32 = e.type() == Int(32) ? e : Cast::make(Int(32), e);
+            total = total.defined() ? Mul::make(total, e32) : e32;
+        }
+        if (!total.defined()) {
+            total = int32(constant);
+        } else if (constant != 1) {
+            total = Mul::make(total, int32(constant));
+        }
+        auto shape = [&]() {
+            return Call::make(dimension_ptr_type(), "make_struct",
+                              {int32(0), total, int32(1), int32(0)},
+                              Call::default_call_type("make_struct"));
+        };
+        Expr storage = Call::make(buffer_ptr_type(), "alloca",
+                                  {Call::make(Int(32), "size_of_halide_buffer_t", {},
+                                              Call::default_call_type("size_of_halide_buffer_t"))},
+                                  Call::default_call_type("alloca"));
+        Expr no_interface = Reinterpret::make(interface_ptr_type(), make_zero(UInt(64)));
+        return Call::make(buffer_ptr_type(), buffer_init_fn,
+                          {storage, shape(), Variable::make(Handle(), op->name),
+                           make_zero(UInt(64)), no_interface, int32(op->type.code()),
+                           int32(op->type.bits()), int32(1), shape(), make_zero(UInt(64))},
+                          Call::Extern);
+    }
+
+    void emit_device_free(Seq &seq, const std::string &x) {
+        emit_checked(seq, device_free_fn,
+                     Call::make(Int(32), device_free_fn, {buffer_var(x)}, Call::Extern));
+    }
+
+    void walk_free(const Free *op, const Stmt &s, Seq &seq) {
+        for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
+            if (it->name == op->name) {
+                if (it->owns_device_free && !it->freed) {
+                    emit_device_free(seq, op->name);
+                    it->freed = true;
+                }
+                break;
+            }
+        }
+        seq.stmt(s);
+    }
+
+    void walk_if(const IfThenElse *op, const Stmt &s, Seq &seq) {
+        host_touch(seq, op->condition);
+        State before = state;
+        Stmt then_case = walk_body(op->then_case);
+        State after_then = state;
+        state = before;
+        Stmt else_case = walk_body(op->else_case);
+        state = merge(after_then, state);
+        bool same = then_case.same_as(op->then_case) && else_case.same_as(op->else_case);
+        push_rebuilt(seq, s, same ? s : IfThenElse::make(op->condition, then_case, else_case));
+    }
+
+    void walk_for(const For *op, const Stmt &s, Seq &seq) {
+        if (is_gpu_for_type(op->for_type)) {
+            return walk_device_nest(op, s, seq);
+        }
+        if (!contains_device_code(op->body)) {
+            return walk_host_leaf(s, seq);
+        }
+        host_touch(seq, op->min);
+        host_touch(seq, op->extent);
+        hoist_loop_invariant_copies(op->body, seq);
+        // Fixpoint: the body may start in the state the loop was entered with or in the one a
+        // previous iteration left. Dry runs work on copies, so they emit and name nothing.
+        State entry = state;
+        while (true) {
+            PlaceCopies dry = *this;
+            dry.state = entry;
+            dry.walk_body(op->body);
+            State next = merge(entry, dry.state);
+            if (next == entry) {
+                break;
+            }
+            entry = next;
+        }
+        state = entry;
+        Stmt body = walk_body(op->body);
+        // The loop may run zero times; at the fixpoint, merging changes nothing more.
+        state = merge(entry, state);
+        push_rebuilt(seq, s,
+                     body.same_as(op->body) ? s
+                                            : For::make(op->name, op->min, op->extent, op->for_type,
+                                                        op->device_api, body));
+    }
+
+    /** A buffer the loop reads but never writes is copied once, in front of the loop, to
+     * each side that reads it (for device reads, the API of the first nest), rather than on
+     * every iteration. */
+    void hoist_loop_invariant_copies(const Stmt &body, Seq &seq) {
+        FindTouches all = touches_of(body);
+        std::vector<std::string> on_host = touches_of(body, true).touched;
+        std::map<std::string, DeviceAPI> on_device = device_use_of(body).first_api;
+        for (const std::string &x : tracked(all.touched)) {
+            if (std::count(all.written.begin(), all.written.end(), x)) {
+                continue;
+            }
+            auto d = on_device.find(x);
+            if (d != on_device.end() && state[x].device != resolve(d->second)) {
+                copy_to_device(seq, x, resolve(d->second));
+            }
+            if (std::count(on_host.begin(), on_host.end(), x) && !state[x].host) {
+                copy_to_host(seq, x);
+            }
+        }
+    }
+
+    void walk_device_nest(const For *op, const Stmt &s, Seq &seq) {
+        FindTouches t = touches_of(s);
+        std::vector<std::string> touched = tracked(t.touched);
+        if (touched.empty()) {
+            seq.stmt(s);
+            return;
+        }
+        DeviceAPI api = resolve(op->device_api);
+        for (const std::string &x : touched) {
+            if (state[x].device != api) {
+                copy_to_device(seq, x, api);
+            }
+        }
+        seq.stmt(s);
+        for (const std::string &x : tracked(t.written)) {
+            state[x] = Residency{false, api};
+            owe_dirty_mark(seq, x, true);
+        }
+    }
+
+    void walk_host_leaf(const Stmt &s, Seq &seq) {
+        host_touch(seq, s);
+        seq.stmt(s);
+        for (const std::string &x : tracked(touches_of(s).written)) {
+            state[x] = Residency{true, DeviceAPI::None};
+            owe_dirty_mark(seq, x, false);
+        }
+    }
+};
+
+/** The names a function already uses, so that generated names never collide. */
+std::set<std::string> names_in(const LoweredFunc &f) {
+    CollectNames collect;
+    f.body.accept(&collect);
+    for (const Argument &a : f.args) {
+        collect.names.insert(a.name);
+        if (a.is_buffer()) {
+            collect.names.insert(a.name + buffer_suffix);
+        }
+    }
+    return std::move(collect.names);
+}
+
+std::vector<std::string> buffer_args(const LoweredFunc &f) {
+    std::vector<std::string> out;
+    for (const Argument &a : f.args) {
+        if (a.is_buffer()) {
+            out.push_back(a.name);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Module inject_host_dev_copies(const Module &m) {
+    Module out = m;
+    for (LoweredFunc &f : out.functions) {
+        // 1. Find the buffers that device code touches; without any, the function stays as it
+        //    is (same nodes).
+        FindDeviceUse use = device_use_of(f.body);
+        if (use.first_api.empty()) {
+            continue;
+        }
+        // 2. Buffer arguments and module constants start with their contents on the host only.
+        PlaceCopies place(m.target, names_in(f));
+        std::vector<std::string> args = buffer_args(f);
+        for (const BufferConstant &b : m.buffers) {
+            if (use.first_api.count(b.name)) {
+                place.state[b.name] = Residency{true, DeviceAPI::None};
+            }
+        }
+        for (const std::string &x : args) {
+            if (use.first_api.count(x)) {
+                place.state[x] = Residency{true, DeviceAPI::None};
+            }
+        }
+        // 3. Walk the host code in program order placing copies, dirty marks and device
+        //    allocations, then copy back the arguments last written on the device.
+        f.body = place.run(f.body, args);
+    }
+    return out;
+}
 
 }  // namespace tally

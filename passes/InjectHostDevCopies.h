@@ -12,9 +12,12 @@ namespace tally {
  *
  * Inserts, each as a checked call (`let r = call(...)` then `assert(r == 0, r)`):
  * `halide_copy_to_device(X.buffer, <interface>)` before device code (an outermost gpu_block loop
- * nest) reads a buffer whose current contents are on the host; `halide_copy_to_host(X.buffer)`
- * before host code reads a buffer whose current contents are on the device, and at the end of
- * the function for output buffers last written on the device; dirty-bit updates after device
+ * nest) reads or writes a buffer whose current contents are on the host (a write may be partial,
+ * and the copy is what gives a buffer argument its device allocation; the runtime moves no data
+ * unless the host copy is dirty); `halide_copy_to_host(X.buffer)` before host code reads or
+ * writes a buffer whose current contents are on the device, and at the end of the function for
+ * output buffers last written on the device. Copies of buffers a loop only reads are hoisted
+ * in front of the loop; dirty-bit updates after device
  * and host writes; and, for allocations that device code touches, a buffer descriptor
  * `X.buffer`, `halide_device_malloc` after the allocation and `halide_device_free` before its
  * end. No copy is inserted where the data is already where it is read; a buffer that bounces

@@ -153,14 +153,14 @@ public:
             os << "kernel <" << device_api_name(k.device_api) << "> " << name_str(k.name) << " ";
             print_args(k.args);
             os << " {\n";
-            print_stmt(k.body);
+            print_body(k.args, k.body);
             os << "}\n\n";
         }
         for (const LoweredFunc &f : m.functions) {
             os << linkage_name(f.linkage) << " func " << name_str(f.name) << " ";
             print_args(f.args);
             os << " {\n";
-            print_stmt(f.body);
+            print_body(f.args, f.body);
             os << "}\n\n";
         }
     }
@@ -181,6 +181,23 @@ public:
             }
         }
         os << ")";
+    }
+
+    /** A function or kernel body: its typed arguments are in scope (the parser puts them
+     * there), so their bare names need no prefix. */
+    void print_body(const std::vector<Argument> &args, const Stmt &body) {
+        std::vector<std::string> pushed;
+        for (const Argument &a : args) {
+            // Buffer descriptors keep Halide's spelling, `(halide_buffer_t *)X.buffer`.
+            if (!a.is_buffer() && a.type.is_valid()) {
+                pushed.push_back(a.name);
+                push(var_scope, a.name, a.type);
+            }
+        }
+        print_stmt(body);
+        for (const std::string &n : pushed) {
+            pop(var_scope, n);
+        }
     }
 
     void print_stmt(const Stmt &s) {

@@ -1657,6 +1657,17 @@ private:
         var_scope.clear();
         alloc_scope.clear();
         type_lets.clear();
+        // Typed arguments are in scope, so their bare names have their declared types.
+        for (const PArg &a : f.args) {
+            if (!a.typed) {
+                continue;
+            }
+            if (a.arg.is_buffer()) {
+                push(var_scope, a.name + ".buffer", Handle("halide_buffer_t"));
+            } else if (a.arg.type.is_valid()) {
+                push(var_scope, a.name, a.arg.type);
+            }
+        }
         Stmt s = elab_block(f.body, f.loc);
         return s;
     }
