@@ -56,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/LargeStack.h"
 #include "tally/Error.h"
 #include "tally/IRVisitor.h"
 
@@ -859,7 +860,7 @@ std::vector<std::string> buffer_args(const LoweredFunc &f) {
 
 }  // namespace
 
-Module inject_host_dev_copies(const Module &m) {
+static Module inject_host_dev_copies_impl(const Module &m) {
     Module out = m;
     for (LoweredFunc &f : out.functions) {
         // 1. Find the buffers that device code touches; without any, the function stays as it
@@ -886,6 +887,10 @@ Module inject_host_dev_copies(const Module &m) {
         f.body = place.run(f.body, args);
     }
     return out;
+}
+
+Module inject_host_dev_copies(const Module &m) {
+    return with_large_stack([&]() { return inject_host_dev_copies_impl(m); });
 }
 
 }  // namespace tally

@@ -34,6 +34,7 @@
 #include <set>
 #include <vector>
 
+#include "ir/LargeStack.h"
 #include "tally/Error.h"
 #include "tally/IRMutator.h"
 #include "tally/IRVisitor.h"
@@ -569,7 +570,7 @@ Stmt closure_prologue(int slot, const Stmt &body) {
 
 }  // namespace
 
-Module inject_profiling(const Module &m, const ProfilingOptions &opts) {
+static Module inject_profiling_impl(const Module &m, const ProfilingOptions &opts) {
     if (!m.target.profiling()) {
         return m;
     }
@@ -622,6 +623,10 @@ Module inject_profiling(const Module &m, const ProfilingOptions &opts) {
         out.functions[i].body = closure_prologue(slot, inst.mutate(f.body));
     }
     return out;
+}
+
+Module inject_profiling(const Module &m, const ProfilingOptions &opts) {
+    return with_large_stack([&]() { return inject_profiling_impl(m, opts); });
 }
 
 }  // namespace tally

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "codegen/RuntimeSymbols.h"
+#include "ir/LargeStack.h"
 #include "tally/Error.h"
 #include "tally/IREquality.h"
 #include "tally/IRMutator.h"
@@ -573,7 +574,7 @@ private:
 
 }  // namespace
 
-Module offload_gpu_loops(const Module &m) {
+static Module offload_gpu_loops_impl(const Module &m) {
     Module out = m;
     // 1. Kernel names already taken by the module's kernels and functions.
     KernelNames names(out);
@@ -584,6 +585,10 @@ Module offload_gpu_loops(const Module &m) {
         f.body = offload.mutate(f.body);
     }
     return out;
+}
+
+Module offload_gpu_loops(const Module &m) {
+    return with_large_stack([&]() { return offload_gpu_loops_impl(m); });
 }
 
 }  // namespace tally

@@ -98,6 +98,11 @@ struct StmtNode : BaseStmtNode {
     void accept(IRVisitor *v) const override;
 };
 
+/** Deletes a node whose count reached zero. Deleting a node releases its children; those
+ * releases are queued and done in a loop rather than recursively, so that freeing a very deep
+ * tree (say, a hundred thousand nested lets) cannot overflow the stack. */
+void destroy_ir_node(const IRNode *n);
+
 /** An owning, intrusively counted pointer to a const node. */
 template <typename N>
 class IntrusivePtr {
@@ -135,7 +140,7 @@ private:
     }
     void decref() {
         if (ptr && ptr->ref_count.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            delete ptr;
+            destroy_ir_node(ptr);
         }
         ptr = nullptr;
     }

@@ -337,8 +337,6 @@ struct Free : StmtNode<Free> {
 struct Block : StmtNode<Block> {
     static const IRNodeType _node_type = IRNodeType::Block;
     Stmt first, rest;
-    /** Releases a long right spine iteratively, so that huge blocks cannot overflow the stack. */
-    ~Block() override;
     static Stmt make(Stmt first, Stmt rest);
     /** Builds right-nested blocks; skips undefined entries; undefined if all are. */
     static Stmt make(const std::vector<Stmt> &stmts);

@@ -362,6 +362,11 @@ int32_t halide_device_and_host_malloc(void *user_context, halide_buffer_t *buf,
                                       const halide_device_interface_t *iface);
 /** halide_device_free plus halide_free of buf->host (set to NULL). */
 int32_t halide_device_and_host_free(void *user_context, halide_buffer_t *buf);
+
+/** Halide's destructor forms of halide_device_free / halide_device_and_host_free, registered by
+ * lowered code to release device memory on every exit; errors are reported, not returned. */
+void halide_device_free_as_destructor(void *user_context, void *buf);
+void halide_device_and_host_free_as_destructor(void *user_context, void *buf);
 /** No-op destructor Halide emits for buffers freed by halide_device_and_host_free. */
 void halide_device_host_nop_free(void *user_context, void *obj);
 /** Copies device to host if (and only if) the device copy is dirty, then clears device_dirty.
@@ -439,6 +444,11 @@ void tally_profiler_set_current(void *context, int32_t slot);
  * an instance are active, each sampler tick is split evenly among their slots. Returns the context,
  * or NULL (a no-op context) if instance is NULL or memory ran out. */
 void *tally_profiler_thread_begin(void *instance);
+
+/** The run the calling thread works for: the instance of its current context, which tasks of
+ * halide_do_par_for inherit from the thread that started the loop; NULL outside a run. Code
+ * that Halide outlined into closures uses it to open worker contexts. */
+void *tally_profiler_current_instance(void);
 
 /** Called by the task on exit (every exit path): releases the context and restores the thread's
  * previous current context. NULL is a no-op. */

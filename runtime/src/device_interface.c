@@ -239,3 +239,11 @@ int32_t halide_device_release(void *user_context, const halide_device_interface_
     }
     return iface->release(user_context, iface);
 }
+
+void halide_device_free_as_destructor(void *user_context, void *buf) {
+    (void)halide_device_free(user_context, (halide_buffer_t *)buf);
+}
+
+void halide_device_and_host_free_as_destructor(void *user_context, void *buf) {
+    (void)halide_device_and_host_free(user_context, (halide_buffer_t *)buf);
+}

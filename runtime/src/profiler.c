@@ -470,6 +470,10 @@ static tally_context *claim_worker_context(tally_instance *inst) {
     return c;
 }
 
+void *tally_profiler_current_instance(void) {
+    return tls_current ? (void *)tls_current->instance : NULL;
+}
+
 void *tally_profiler_thread_begin(void *instance) {
     tally_instance *inst = instance_of(instance);
     if (!inst) {

@@ -37,6 +37,10 @@ typedef struct par_job {
     int32_t finished;  // iterations run or skipped (pool lock)
     _Atomic int32_t result;
     struct par_job *next_job;
+    // The caller's profiler context: tasks run with it current, so that code Halide outlined
+    // into closures can find the run (tally_profiler_current_instance) and device calls made
+    // by tasks are counted against it.
+    tally_context *caller_ctx;
 } par_job;
 
 static struct {
@@ -153,6 +157,7 @@ static void run_task(par_job *job, int32_t idx) {
     if (atomic_load_explicit(&job->result, memory_order_relaxed) != 0) {
         return;  // an earlier task failed: skip
     }
+    tally_set_current_context(job->caller_ctx);
     tls_task_depth++;
     int32_t r = job->f(job->user_context, idx, job->closure);
     tls_task_depth--;
@@ -286,6 +291,7 @@ int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int3
     job.finished = 0;
     atomic_init(&job.result, 0);
     job.next_job = NULL;
+    job.caller_ctx = saved_ctx;
 
     pthread_mutex_lock(&pool.lock);
     ensure_workers_locked();

@@ -1,5 +1,6 @@
 // The lowering pipeline: straight-line, one pass after another, the verifier after each.
 
+#include "ir/LargeStack.h"
 #include "tally/Lower.h"
 
 #include <iostream>
@@ -22,7 +23,7 @@ void after_pass(const char *name, const Module &m, const LowerOptions &opts) {
 
 }  // namespace
 
-Module lower(const Module &input, const Target &target, const LowerOptions &opts) {
+static Module lower_impl(const Module &input, const Target &target, const LowerOptions &opts) {
     target.check_supported();
     Module m = input;
     m.target = target;
@@ -36,6 +37,10 @@ Module lower(const Module &input, const Target &target, const LowerOptions &opts
     m = inject_profiling(m, opts.profiling);
     after_pass("inject-profiling", m, opts);
     return m;
+}
+
+Module lower(const Module &input, const Target &target, const LowerOptions &opts) {
+    return with_large_stack([&]() { return lower_impl(input, target, opts); });
 }
 
 }  // namespace tally

@@ -108,6 +108,23 @@ const char *call_type_name(Call::CallType t) {
     return "?";
 }
 
+void destroy_ir_node(const IRNode *n) {
+    thread_local std::vector<const IRNode *> *pending = nullptr;
+    if (pending) {
+        pending->push_back(n);
+        return;
+    }
+    std::vector<const IRNode *> queue;
+    pending = &queue;
+    delete n;
+    while (!queue.empty()) {
+        const IRNode *x = queue.back();
+        queue.pop_back();
+        delete x;
+    }
+    pending = nullptr;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 Expr IntImm::make(Type t, int64_t value) {
@@ -495,17 +512,6 @@ Stmt Block::make(Stmt first, Stmt rest) {
     n->first = std::move(first);
     n->rest = std::move(rest);
     return n;
-}
-
-Block::~Block() {
-    Stmt r = std::move(rest);
-    while (const Block *b = r.as<Block>()) {
-        if (b->ref_count.load(std::memory_order_acquire) != 1) {
-            break;  // shared: someone else still holds the rest
-        }
-        Stmt next = std::move(const_cast<Block *>(b)->rest);
-        r = std::move(next);  // frees b, whose rest is now empty
-    }
 }
 
 Stmt Block::make(const std::vector<Stmt> &stmts) {

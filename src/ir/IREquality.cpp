@@ -1,5 +1,6 @@
 // Structural equality of expressions, statements and modules.
 
+#include "ir/LargeStack.h"
 #include "tally/IREquality.h"
 
 #include "tally/IRPrinter.h"
@@ -178,7 +179,7 @@ public:
 bool equal(const Expr &a, const Expr &b) { return Comparer().expr(a, b); }
 bool equal(const Stmt &a, const Stmt &b) { return Comparer().stmt(a, b); }
 
-bool equal(const Module &a, const Module &b, std::string *why) {
+static bool equal_impl(const Module &a, const Module &b, std::string *why) {
     auto fail = [&](const std::string &m) {
         if (why) {
             *why = m;
@@ -228,6 +229,10 @@ bool equal(const Module &a, const Module &b, std::string *why) {
         }
     }
     return true;
+}
+
+bool equal(const Module &a, const Module &b, std::string *why) {
+    return with_large_stack([&]() { return equal_impl(a, b, why); });
 }
 
 }  // namespace tally

@@ -4,6 +4,7 @@
 // declared buffer; that loads agree with the allocation's element type; and that kernel
 // launches name kernels the module holds. Errors name the function and show the statement.
 
+#include "ir/LargeStack.h"
 #include "tally/Verifier.h"
 
 #include <map>
@@ -219,7 +220,7 @@ void bind_args(Verify &v, const std::vector<Argument> &args) {
 
 }  // namespace
 
-void verify(const Module &m) {
+static void verify_impl(const Module &m) {
     std::set<std::string> seen;
     for (const Kernel &k : m.kernels) {
         user_assert(seen.insert(k.name).second) << "verify: kernel '" << k.name << "' defined twice";
@@ -238,6 +239,10 @@ void verify(const Module &m) {
         bind_args(v, f.args);
         v.run(f.body);
     }
+}
+
+void verify(const Module &m) {
+    with_large_stack([&]() { verify_impl(m); });
 }
 
 }  // namespace tally

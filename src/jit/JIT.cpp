@@ -25,6 +25,7 @@
 #include <llvm/TargetParser/Host.h>
 
 #include "codegen/CodeGen_Host.h"
+#include "ir/LargeStack.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
@@ -106,7 +107,7 @@ int JITModule::run(const std::string &function, void **args) const {
     return fn(args);
 }
 
-std::unique_ptr<JITModule> compile_jit(const Module &lowered, const CompileOptions &opts) {
+static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered, const CompileOptions &opts) {
     std::vector<const LoweredFunc *> entries = pipeline_functions(lowered);
     user_assert(!entries.empty()) << "module '" << lowered.name << "' has no pipeline function";
 
@@ -162,6 +163,10 @@ std::unique_ptr<JITModule> compile_jit(const Module &lowered, const CompileOptio
         }
     }
     return std::make_unique<JITModule>(std::move(impl));
+}
+
+std::unique_ptr<JITModule> compile_jit(const Module &lowered, const CompileOptions &opts) {
+    return with_large_stack([&]() { return compile_jit_impl(lowered, opts); });
 }
 
 std::string c_header(const Module &lowered) {
@@ -228,7 +233,7 @@ void write_text(const std::string &path, const std::string &text) {
 
 }  // namespace
 
-std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts) {
+static std::string compile_to_llvm_ir_impl(const Module &lowered, const CompileOptions &opts) {
     auto tm = host_target_machine(opts.opt_level);
     llvm::LLVMContext ctx;
     auto m = optimized(lowered, ctx, *tm, opts.opt_level);
@@ -238,7 +243,11 @@ std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts
     return s;
 }
 
-void compile_to_files(const Module &lowered, const OutputFiles &out, const CompileOptions &opts) {
+std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts) {
+    return with_large_stack([&]() { return compile_to_llvm_ir_impl(lowered, opts); });
+}
+
+static void compile_to_files_impl(const Module &lowered, const OutputFiles &out, const CompileOptions &opts) {
     if (!out.stmt.empty()) {
         write_text(out.stmt, to_string(lowered));
     }
@@ -268,6 +277,10 @@ void compile_to_files(const Module &lowered, const OutputFiles &out, const Compi
         os.flush();
         user_assert(!os.has_error()) << out.object << ": error: write failed";
     }
+}
+
+void compile_to_files(const Module &lowered, const OutputFiles &out, const CompileOptions &opts) {
+    with_large_stack([&]() { compile_to_files_impl(lowered, out, opts); });
 }
 
 }  // namespace tally

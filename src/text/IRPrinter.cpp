@@ -10,6 +10,7 @@
 // (let, for, allocate) or int32 when unbound. The printer mirrors that scope and prints a
 // prefix exactly when the parser would otherwise get the type wrong.
 
+#include "ir/LargeStack.h"
 #include "tally/IRPrinter.h"
 
 #include <cmath>
@@ -614,10 +615,19 @@ std::ostream &operator<<(std::ostream &os, const Stmt &s) {
     return os;
 }
 
-std::ostream &operator<<(std::ostream &os, const Module &m) {
+static std::ostream &print_module_impl(std::ostream &os, const Module &m) {
     Printer p(os);
     p.print_module(m);
     return os;
+}
+
+std::ostream &operator<<(std::ostream &os, const Module &m) {
+    std::string text = with_large_stack([&]() {
+        std::ostringstream o;
+        print_module_impl(o, m);
+        return o.str();
+    });
+    return os << text;
 }
 
 }  // namespace tally

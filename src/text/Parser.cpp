@@ -16,6 +16,7 @@
 // Function arguments that the text leaves untyped (Halide's `func f (input, out)`) are then
 // inferred from the body: `X.buffer` referenced means X is a buffer argument.
 
+#include "ir/LargeStack.h"
 #include "tally/Parser.h"
 
 #include <cstring>
@@ -2052,7 +2053,7 @@ private:
 
 }  // namespace
 
-Module parse_module(const std::string &text, const std::string &filename) {
+static Module parse_module_impl(const std::string &text, const std::string &filename) {
     SyntaxParser p(text, filename);
     PModule pm = p.parse();
     // Duplicate definitions are caught here, where locations are known.
@@ -2072,6 +2073,10 @@ Module parse_module(const std::string &text, const std::string &filename) {
     return e.run(pm);
 }
 
+Module parse_module(const std::string &text, const std::string &filename) {
+    return with_large_stack([&]() { return parse_module_impl(text, filename); });
+}
+
 Module parse_module_file(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
     user_assert(in.good()) << path << ": error: cannot open file";
@@ -2080,11 +2085,15 @@ Module parse_module_file(const std::string &path) {
     return parse_module(ss.str(), path);
 }
 
-Expr parse_expr(const std::string &text) {
+static Expr parse_expr_impl(const std::string &text) {
     SyntaxParser p(text, "<expr>");
     PExpr pe = p.parse_single_expr();
     Elaborator e(p.lex);
     return e.elab_standalone(pe);
+}
+
+Expr parse_expr(const std::string &text) {
+    return with_large_stack([&]() { return parse_expr_impl(text); });
 }
 
 }  // namespace tally
