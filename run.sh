@@ -71,9 +71,11 @@ tsan() {
 
 demo() {
     build
-    log "demo: lower Halide 14's gpu_gpu_cpu pipeline (A, B on the GPU, C on the CPU) for host-cuda-profile"
-    "$BUILD/bin/tally-opt" "$ROOT/test/corpus/halide14/preoffload/gpu_gpu_cpu.cuda.stmt" \
-        --target=host-cuda-profile --passes=lower
+    log "demo: the 3x3 blur app (uint16, 2048x1536, parallel and vectorized), JIT-compiled for"
+    log "host-profile and run 50 times; the profiler prints its report when the process exits"
+    "$BUILD/bin/tally-run" "$ROOT/apps/blur/blur.stmt" -target host-profile \
+        --size input=2050x1538 --size output=2048x1536 --scalar width=2048 --scalar height=1536 \
+        --runs 50
 }
 
 test_all() {
