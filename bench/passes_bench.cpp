@@ -35,8 +35,8 @@ std::string generate(int stages) {
         } else {
             s << " for (" << f << ".s0.x, 0, 1024) {\n"
               << "  " << f << "[" << f << ".s0.x] = (((float32)" << prev << "[" << f
-              << ".s0.x]*1.5f) + float32(" << f << ".s0.x % 7)) - ((float32)" << prev << "["
-              << f << ".s0.x]/3.0f)\n }\n";
+              << ".s0.x]*1.5f) + float32(" << f << ".s0.x % 7)) - ((float32)" << prev << "[" << f
+              << ".s0.x]/3.0f)\n }\n";
         }
         s << "}\n";
         prev = f;
@@ -77,11 +77,21 @@ struct Count : IRVisitor {
     TALLY_COUNT(AssertStmt)
     TALLY_COUNT(Evaluate)
 #undef TALLY_COUNT
-    void visit(const Variable *) override { nodes++; }
-    void visit(const IntImm *) override { nodes++; }
-    void visit(const FloatImm *) override { nodes++; }
-    void visit(const UIntImm *) override { nodes++; }
-    void visit(const StringImm *) override { nodes++; }
+    void visit(const Variable *) override {
+        nodes++;
+    }
+    void visit(const IntImm *) override {
+        nodes++;
+    }
+    void visit(const FloatImm *) override {
+        nodes++;
+    }
+    void visit(const UIntImm *) override {
+        nodes++;
+    }
+    void visit(const StringImm *) override {
+        nodes++;
+    }
 };
 
 int64_t count_nodes(const Module &m) {
@@ -93,18 +103,22 @@ int64_t count_nodes(const Module &m) {
 }
 
 // Roughly 36 nodes per stage: 10^4, 10^5 and 10^6 nodes.
-int stages_for(int64_t nodes) { return int(nodes / 36); }
+int stages_for(int64_t nodes) {
+    return int(nodes / 36);
+}
 
 void BM_InjectProfiling(benchmark::State &state) {
-    Module m = offload_gpu_loops(inject_host_dev_copies(parse_module(generate(stages_for(state.range(0))))));
+    Module m = offload_gpu_loops(
+        inject_host_dev_copies(parse_module(generate(stages_for(state.range(0))))));
     int64_t nodes = count_nodes(m);
     for (auto _ : state) {
         Module out = inject_profiling(m);
         benchmark::DoNotOptimize(out.functions[0].body.get());
     }
     state.counters["nodes"] = double(nodes);
-    state.counters["ns_per_node"] = benchmark::Counter(
-        double(nodes) * state.iterations(), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.counters["ns_per_node"] =
+        benchmark::Counter(double(nodes) * state.iterations(),
+                           benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_Lower(benchmark::State &state) {
@@ -118,8 +132,9 @@ void BM_Lower(benchmark::State &state) {
         benchmark::DoNotOptimize(out.functions[0].body.get());
     }
     state.counters["nodes"] = double(nodes);
-    state.counters["ns_per_node"] = benchmark::Counter(
-        double(nodes) * state.iterations(), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.counters["ns_per_node"] =
+        benchmark::Counter(double(nodes) * state.iterations(),
+                           benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 }  // namespace

@@ -51,7 +51,9 @@ enum MemoryKind { MemoryHeap = 0, MemoryDevice = 1 };
 const char *const inst_name = "tally_prof";
 const char *const ctx_name = "tally_prof_ctx";
 
-Expr handle_var(const std::string &n) { return Variable::make(Handle(), n); }
+Expr handle_var(const std::string &n) {
+    return Variable::make(Handle(), n);
+}
 
 Expr call_i32(const std::string &n, std::vector<Expr> args) {
     return Call::make(Int(32), n, std::move(args), Call::Extern);
@@ -296,10 +298,9 @@ private:
     }
 
     Stmt memory_call(bool alloc, int slot, MemoryKind kind, const Expr &bytes) {
-        return Evaluate::make(call_i32(alloc ? "tally_profiler_memory_allocate"
-                                             : "tally_profiler_memory_free",
-                                       {inst, make_const(Int(32), slot),
-                                        make_const(Int(32), kind), bytes}));
+        return Evaluate::make(
+            call_i32(alloc ? "tally_profiler_memory_allocate" : "tally_profiler_memory_free",
+                     {inst, make_const(Int(32), slot), make_const(Int(32), kind), bytes}));
     }
 
     Expr buffer_bytes(const Expr &buf) {
@@ -340,8 +341,8 @@ private:
         Stmt wrapped = LetStmt::make(
             ctx_name, Call::make(Handle(), "tally_profiler_thread_begin", {inst}, Call::Extern),
             Block::make(set_current(worker, current.back()),
-                        append_inside(body, Evaluate::make(call_i32("tally_profiler_thread_end",
-                                                                     {worker})))));
+                        append_inside(body, Evaluate::make(
+                                                call_i32("tally_profiler_thread_end", {worker})))));
         return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, wrapped);
     }
 
@@ -383,8 +384,7 @@ private:
 
     Stmt sync_global(const Expr &iface, const Stmt &rest) {
         return checked_let("halide_device_sync_global_result",
-                           Call::make(Int(32), "halide_device_sync_global", {iface},
-                                      Call::Extern),
+                           Call::make(Int(32), "halide_device_sync_global", {iface}, Call::Extern),
                            rest);
     }
 
@@ -441,8 +441,8 @@ private:
             Stmt after = mutate(rest);
             Stmt acct = memory_call(true, slot, MemoryDevice, buffer_bytes(c->args[0]));
             if (c->name == "halide_device_and_host_malloc") {
-                acct = Block::make(acct, memory_call(true, slot, MemoryHeap,
-                                                     buffer_bytes(c->args[0])));
+                acct = Block::make(acct,
+                                   memory_call(true, slot, MemoryHeap, buffer_bytes(c->args[0])));
             }
             return LetStmt::make(op->name, op->value, Block::make({check, acct, after}));
         }
@@ -455,8 +455,8 @@ private:
             int slot = slot_for_buffer(buf);
             Stmt acct = memory_call(false, slot, MemoryDevice, buffer_bytes(c->args[0]));
             if (c->name == "halide_device_and_host_free") {
-                acct = Block::make(acct, memory_call(false, slot, MemoryHeap,
-                                                     buffer_bytes(c->args[0])));
+                acct = Block::make(acct,
+                                   memory_call(false, slot, MemoryHeap, buffer_bytes(c->args[0])));
             }
             return Block::make(acct, IRMutator::visit(op));
         }
@@ -500,8 +500,8 @@ private:
         if (!freed) {
             body = append_inside(body, memory_call(false, slot, MemoryHeap, bytes_v));
         }
-        Stmt alloc = Allocate::make(op->name, op->type, op->memory_type, op->extents,
-                                    op->condition, body, op->new_expr, op->free_function);
+        Stmt alloc = Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
+                                    body, op->new_expr, op->free_function);
         return LetStmt::make(bytes_var, bytes,
                              Block::make(memory_call(true, slot, MemoryHeap, bytes_v), alloc));
     }
@@ -539,18 +539,18 @@ Expr int_table(const std::vector<int> &v) {
 Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
                        const Stmt &body) {
     int flags = t.has_feature("profile_by_timer") ? 1 : 0;
-    Expr start = Call::make(Handle(), "tally_profiler_start",
-                            {StringImm::make(name), StringImm::make(t.to_string()),
-                             make_const(Int(32), int(table.names.size())),
-                             string_table(table.names), int_table(table.kinds),
-                             make_const(Int(32), flags)},
-                            Call::Extern);
+    Expr start =
+        Call::make(Handle(), "tally_profiler_start",
+                   {StringImm::make(name), StringImm::make(t.to_string()),
+                    make_const(Int(32), int(table.names.size())), string_table(table.names),
+                    int_table(table.kinds), make_const(Int(32), flags)},
+                   Call::Extern);
     Expr inst = handle_var(inst_name);
     Expr not_null = NE::make(Reinterpret::make(UInt(64), inst), make_zero(UInt(64)));
     Stmt check = AssertStmt::make(not_null, make_const(Int(32), -1));
-    Stmt end = Evaluate::make(Call::make(Handle(), "register_destructor",
-                                         {StringImm::make("tally_profiler_end"), inst},
-                                         Call::Intrinsic));
+    Stmt end =
+        Evaluate::make(Call::make(Handle(), "register_destructor",
+                                  {StringImm::make("tally_profiler_end"), inst}, Call::Intrinsic));
     return LetStmt::make(inst_name, start, Block::make({check, end, body}));
 }
 
@@ -560,12 +560,12 @@ Stmt closure_prologue(int slot, const Stmt &body) {
     Expr inst = handle_var(inst_name), worker = handle_var(ctx_name);
     Stmt inner = LetStmt::make(
         ctx_name, Call::make(Handle(), "tally_profiler_thread_begin", {inst}, Call::Extern),
-        Block::make(set_current(worker, slot),
-                    append_inside(body, Evaluate::make(
-                                            call_i32("tally_profiler_thread_end", {worker})))));
-    return LetStmt::make(
-        inst_name, Call::make(Handle(), "tally_profiler_current_instance", {}, Call::Extern),
-        inner);
+        Block::make(
+            set_current(worker, slot),
+            append_inside(body, Evaluate::make(call_i32("tally_profiler_thread_end", {worker})))));
+    return LetStmt::make(inst_name,
+                         Call::make(Handle(), "tally_profiler_current_instance", {}, Call::Extern),
+                         inner);
 }
 
 }  // namespace

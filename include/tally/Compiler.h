@@ -54,10 +54,10 @@ std::unique_ptr<JITModule> compile_jit(const Module &lowered, const CompileOptio
 
 /** What compile_to_files writes; empty paths are skipped. */
 struct OutputFiles {
-    std::string object;    // .o, for linking with the static runtime library
-    std::string header;    // .h declaring the entry points
-    std::string llvm_ir;   // .ll, human-readable LLVM IR
-    std::string stmt;      // the lowered module as IR text
+    std::string object;   // .o, for linking with the static runtime library
+    std::string header;   // .h declaring the entry points
+    std::string llvm_ir;  // .ll, human-readable LLVM IR
+    std::string stmt;     // the lowered module as IR text
 };
 
 /** Compiles a lowered module ahead of time for the host. */

@@ -32,8 +32,7 @@ namespace detail {
 /** Collects a message and throws when it goes out of scope at the end of the full expression. */
 class ErrorReport {
 public:
-    ErrorReport(bool internal, const char *file, int line, const char *cond)
-        : internal(internal) {
+    ErrorReport(bool internal, const char *file, int line, const char *cond) : internal(internal) {
         if (internal) {
             msg << "Internal error at " << file << ":" << line;
             if (cond) {

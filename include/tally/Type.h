@@ -67,10 +67,18 @@ private:
     std::string handle_name_;
 };
 
-inline Type Int(int bits, int lanes = 1) { return Type(Type::Int, bits, lanes); }
-inline Type UInt(int bits, int lanes = 1) { return Type(Type::UInt, bits, lanes); }
-inline Type Float(int bits, int lanes = 1) { return Type(Type::Float, bits, lanes); }
-inline Type Bool(int lanes = 1) { return Type(Type::UInt, 1, lanes); }
+inline Type Int(int bits, int lanes = 1) {
+    return Type(Type::Int, bits, lanes);
+}
+inline Type UInt(int bits, int lanes = 1) {
+    return Type(Type::UInt, bits, lanes);
+}
+inline Type Float(int bits, int lanes = 1) {
+    return Type(Type::Float, bits, lanes);
+}
+inline Type Bool(int lanes = 1) {
+    return Type(Type::UInt, 1, lanes);
+}
 inline Type Handle(const std::string &pointee = "void", int lanes = 1) {
     return Type(Type::Handle, 64, lanes, pointee);
 }

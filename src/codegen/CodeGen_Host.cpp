@@ -85,8 +85,8 @@ public:
         i32 = builder.getInt32Ty();
         i64 = builder.getInt64Ty();
         ptr = builder.getPtrTy();
-        buffer_t = llvm::StructType::create(
-            ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr}, "struct.halide_buffer_t");
+        buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
+                                            "struct.halide_buffer_t");
     }
 
     std::unique_ptr<llvm::Module> run() {
@@ -146,7 +146,7 @@ private:
             if (t.code() == Type::BFloat) {
                 return builder.getBFloatTy();
             }
-            return t.bits() == 16 ? builder.getHalfTy()
+            return t.bits() == 16   ? builder.getHalfTy()
                    : t.bits() == 32 ? builder.getFloatTy()
                                     : builder.getDoubleTy();
         }
@@ -313,8 +313,7 @@ private:
     }
 
     /** Euclidean division and modulo; x / 0 == 0 and x % 0 == 0. */
-    void div_mod(const Type &t, llvm::Value *a, llvm::Value *b, llvm::Value **q,
-                 llvm::Value **r) {
+    void div_mod(const Type &t, llvm::Value *a, llvm::Value *b, llvm::Value **q, llvm::Value **r) {
         llvm::Type *lt = a->getType();
         llvm::Value *zero = llvm::Constant::getNullValue(lt), *one = llvm::ConstantInt::get(lt, 1);
         llvm::Value *b_zero = builder.CreateICmpEQ(b, zero);
@@ -357,8 +356,8 @@ private:
         llvm::Value *a = codegen(op->a), *b = codegen(op->b);
         if (op->type.is_float()) {
             // a - b * floor(a / b)
-            llvm::Value *f = builder.CreateUnaryIntrinsic(llvm::Intrinsic::floor,
-                                                          builder.CreateFDiv(a, b));
+            llvm::Value *f =
+                builder.CreateUnaryIntrinsic(llvm::Intrinsic::floor, builder.CreateFDiv(a, b));
             value = builder.CreateFSub(a, builder.CreateFMul(b, f));
             return;
         }
@@ -429,7 +428,9 @@ private:
         llvm::Value *a = codegen(op->a), *b = codegen(op->b);
         value = builder.CreateOr(a, b);
     }
-    void visit(const Not *op) override { value = builder.CreateNot(codegen(op->a)); }
+    void visit(const Not *op) override {
+        value = builder.CreateNot(codegen(op->a));
+    }
     void visit(const Select *op) override {
         llvm::Value *c = codegen(op->condition);
         llvm::Value *t = codegen(op->true_value), *f = codegen(op->false_value);
@@ -736,8 +737,8 @@ private:
             user_assert(a && a->getAllocatedType()->isStructTy())
                 << "load_typed_struct_member: the prototype must be a make_struct";
             auto *st = llvm::cast<llvm::StructType>(a->getAllocatedType());
-            llvm::Value *v = builder.CreateLoad(st->getElementType(idx),
-                                                builder.CreateStructGEP(st, p, idx));
+            llvm::Value *v =
+                builder.CreateLoad(st->getElementType(idx), builder.CreateStructGEP(st, p, idx));
             value = v;
         } else if (n == "alloca") {
             int64_t bytes;
@@ -772,7 +773,7 @@ private:
             }
         } else if (n == "bitwise_and" || n == "bitwise_or" || n == "bitwise_xor") {
             llvm::Value *a = codegen(op->args[0]), *b = codegen(op->args[1]);
-            value = n == "bitwise_and" ? builder.CreateAnd(a, b)
+            value = n == "bitwise_and"  ? builder.CreateAnd(a, b)
                     : n == "bitwise_or" ? builder.CreateOr(a, b)
                                         : builder.CreateXor(a, b);
         } else if (n == "bitwise_not") {
@@ -790,8 +791,9 @@ private:
         } else if (n == "div_round_to_zero" || n == "mod_round_to_zero") {
             llvm::Value *a = codegen(op->args[0]), *b = codegen(op->args[1]);
             bool s = op->type.is_int();
-            value = n == "div_round_to_zero" ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
-                                             : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
+            value = n == "div_round_to_zero"
+                        ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
+                        : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
         } else if (n == "tally_kernel_table") {
             llvm::GlobalVariable *g = mod->getGlobalVariable("tally_kernel_table");
             value = g ? static_cast<llvm::Value *>(g)
@@ -902,7 +904,9 @@ private:
         codegen(op->body);
         pop_var(op->name);
     }
-    void visit(const ProducerConsumer *op) override { codegen(op->body); }
+    void visit(const ProducerConsumer *op) override {
+        codegen(op->body);
+    }
     void visit(const Block *op) override {
         Stmt s = op;
         while (const Block *b = s.as<Block>()) {
@@ -911,7 +915,9 @@ private:
         }
         codegen(s);
     }
-    void visit(const Evaluate *op) override { codegen(op->value); }
+    void visit(const Evaluate *op) override {
+        codegen(op->value);
+    }
     void visit(const IfThenElse *op) override {
         llvm::Value *c = codegen(op->condition);
         llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx, "then", fs->fn);
@@ -988,9 +994,11 @@ private:
             llvm::Value *p = builder.CreateCall(malloc_fn, {fs->user_context, bytes}, op->name);
             if (cond) {
                 // A false condition means no allocation.
-                p = builder.CreateSelect(cond, p, llvm::ConstantPointerNull::get(builder.getPtrTy()));
+                p = builder.CreateSelect(cond, p,
+                                         llvm::ConstantPointerNull::get(builder.getPtrTy()));
             }
-            llvm::Value *ok = builder.CreateICmpNE(p, llvm::ConstantPointerNull::get(builder.getPtrTy()));
+            llvm::Value *ok =
+                builder.CreateICmpNE(p, llvm::ConstantPointerNull::get(builder.getPtrTy()));
             if (cond) {
                 ok = builder.CreateOr(ok, builder.CreateNot(cond));
             }
@@ -1154,11 +1162,11 @@ private:
             params.push_back(a.is_buffer() ? ptr : llvm_type(a.type.is_valid() ? a.type : Int(32)));
         }
         llvm::FunctionType *ft = llvm::FunctionType::get(i32, params, false);
-        llvm::Function *fn = llvm::Function::Create(
-            ft,
-            f.linkage == LinkageType::Internal ? llvm::Function::InternalLinkage
-                                               : llvm::Function::ExternalLinkage,
-            f.name, mod.get());
+        llvm::Function *fn = llvm::Function::Create(ft,
+                                                    f.linkage == LinkageType::Internal
+                                                        ? llvm::Function::InternalLinkage
+                                                        : llvm::Function::ExternalLinkage,
+                                                    f.name, mod.get());
         for (size_t i = 0; i < f.args.size(); i++) {
             fn->getArg(i)->setName(f.args[i].is_buffer() ? f.args[i].name + ".buffer"
                                                          : f.args[i].name);
@@ -1251,8 +1259,8 @@ private:
         builder.SetInsertPoint(entry);
         std::vector<llvm::Value *> args;
         for (size_t i = 0; i < f.args.size(); i++) {
-            llvm::Value *slot = builder.CreateLoad(
-                ptr, builder.CreateConstInBoundsGEP1_64(ptr, w->getArg(0), i));
+            llvm::Value *slot =
+                builder.CreateLoad(ptr, builder.CreateConstInBoundsGEP1_64(ptr, w->getArg(0), i));
             if (f.args[i].is_buffer()) {
                 args.push_back(slot);
             } else {
@@ -1317,8 +1325,8 @@ void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level) {
                                  : level == 1 ? llvm::OptimizationLevel::O1
                                  : level == 2 ? llvm::OptimizationLevel::O2
                                               : llvm::OptimizationLevel::O3;
-    llvm::ModulePassManager mpm = level <= 0 ? pb.buildO0DefaultPipeline(ol)
-                                             : pb.buildPerModuleDefaultPipeline(ol);
+    llvm::ModulePassManager mpm =
+        level <= 0 ? pb.buildO0DefaultPipeline(ol) : pb.buildPerModuleDefaultPipeline(ol);
     mpm.run(m, mam);
 }
 

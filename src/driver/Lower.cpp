@@ -1,7 +1,7 @@
 // The lowering pipeline: straight-line, one pass after another, the verifier after each.
 
-#include "ir/LargeStack.h"
 #include "tally/Lower.h"
+#include "ir/LargeStack.h"
 
 #include <iostream>
 

@@ -197,8 +197,8 @@ int main(int argc, char **argv) {
                 args[i] = st.data();
                 continue;
             }
-            user_assert(a.type.is_valid()) << "buffer argument '" << a.name
-                                           << "' has no element type";
+            user_assert(a.type.is_valid())
+                << "buffer argument '" << a.name << "' has no element type";
             HostBuffer &b = bufs[i];
             std::vector<int> shape;  // Halide order: dim 0 innermost
             if (inputs.count(a.name)) {

@@ -147,7 +147,9 @@ Expr FloatImm::make(Type t, double value) {
     return new FloatImm(t, value);
 }
 
-Expr StringImm::make(const std::string &value) { return new StringImm(value); }
+Expr StringImm::make(const std::string &value) {
+    return new StringImm(value);
+}
 
 Expr Cast::make(Type t, Expr value) {
     internal_assert(value.defined()) << "Cast of undefined";
@@ -200,21 +202,51 @@ Expr make_logical(Expr a, Expr b) {
 
 }  // namespace
 
-Expr Add::make(Expr a, Expr b) { return make_arith<Add>(std::move(a), std::move(b)); }
-Expr Sub::make(Expr a, Expr b) { return make_arith<Sub>(std::move(a), std::move(b)); }
-Expr Mul::make(Expr a, Expr b) { return make_arith<Mul>(std::move(a), std::move(b)); }
-Expr Div::make(Expr a, Expr b) { return make_arith<Div>(std::move(a), std::move(b)); }
-Expr Mod::make(Expr a, Expr b) { return make_arith<Mod>(std::move(a), std::move(b)); }
-Expr Min::make(Expr a, Expr b) { return make_arith<Min>(std::move(a), std::move(b)); }
-Expr Max::make(Expr a, Expr b) { return make_arith<Max>(std::move(a), std::move(b)); }
-Expr EQ::make(Expr a, Expr b) { return make_cmp<EQ>(std::move(a), std::move(b)); }
-Expr NE::make(Expr a, Expr b) { return make_cmp<NE>(std::move(a), std::move(b)); }
-Expr LT::make(Expr a, Expr b) { return make_cmp<LT>(std::move(a), std::move(b)); }
-Expr LE::make(Expr a, Expr b) { return make_cmp<LE>(std::move(a), std::move(b)); }
-Expr GT::make(Expr a, Expr b) { return make_cmp<GT>(std::move(a), std::move(b)); }
-Expr GE::make(Expr a, Expr b) { return make_cmp<GE>(std::move(a), std::move(b)); }
-Expr And::make(Expr a, Expr b) { return make_logical<And>(std::move(a), std::move(b)); }
-Expr Or::make(Expr a, Expr b) { return make_logical<Or>(std::move(a), std::move(b)); }
+Expr Add::make(Expr a, Expr b) {
+    return make_arith<Add>(std::move(a), std::move(b));
+}
+Expr Sub::make(Expr a, Expr b) {
+    return make_arith<Sub>(std::move(a), std::move(b));
+}
+Expr Mul::make(Expr a, Expr b) {
+    return make_arith<Mul>(std::move(a), std::move(b));
+}
+Expr Div::make(Expr a, Expr b) {
+    return make_arith<Div>(std::move(a), std::move(b));
+}
+Expr Mod::make(Expr a, Expr b) {
+    return make_arith<Mod>(std::move(a), std::move(b));
+}
+Expr Min::make(Expr a, Expr b) {
+    return make_arith<Min>(std::move(a), std::move(b));
+}
+Expr Max::make(Expr a, Expr b) {
+    return make_arith<Max>(std::move(a), std::move(b));
+}
+Expr EQ::make(Expr a, Expr b) {
+    return make_cmp<EQ>(std::move(a), std::move(b));
+}
+Expr NE::make(Expr a, Expr b) {
+    return make_cmp<NE>(std::move(a), std::move(b));
+}
+Expr LT::make(Expr a, Expr b) {
+    return make_cmp<LT>(std::move(a), std::move(b));
+}
+Expr LE::make(Expr a, Expr b) {
+    return make_cmp<LE>(std::move(a), std::move(b));
+}
+Expr GT::make(Expr a, Expr b) {
+    return make_cmp<GT>(std::move(a), std::move(b));
+}
+Expr GE::make(Expr a, Expr b) {
+    return make_cmp<GE>(std::move(a), std::move(b));
+}
+Expr And::make(Expr a, Expr b) {
+    return make_logical<And>(std::move(a), std::move(b));
+}
+Expr Or::make(Expr a, Expr b) {
+    return make_logical<Or>(std::move(a), std::move(b));
+}
 
 Expr Not::make(Expr a) {
     internal_assert(a.defined() && a.type().is_bool()) << "Not of a non-bool";
@@ -274,30 +306,78 @@ Expr Call::make(Type t, const std::string &name, std::vector<Expr> args, CallTyp
 Call::CallType Call::default_call_type(const std::string &name) {
     // Halide's intrinsics that appear in lowered statements; everything else is extern.
     static const char *const intrinsics[] = {
-        "make_struct",          "load_typed_struct_member", "alloca",
-        "register_destructor",  "return_second",            "stringify",
-        "abs",                  "absd",                     "bitwise_and",
-        "bitwise_or",           "bitwise_xor",              "bitwise_not",
-        "shift_left",           "shift_right",              "count_leading_zeros",
-        "count_trailing_zeros", "popcount",                 "if_then_else",
-        "likely",               "likely_if_innermost",      "promise_clamped",
-        "unsafe_promise_clamped", "strict_float",           "undef",
-        "size_of_halide_buffer_t", "lerp",                  "div_round_to_zero",
-        "mod_round_to_zero",    "mulhi_shr",                "sorted_avg",
-        "saturating_add",       "saturating_sub",           "widening_add",
-        "widening_sub",         "widening_mul",             "rounding_shift_left",
-        "rounding_shift_right", "signed_integer_overflow",  "prefetch",
-        "gpu_thread_barrier",   "declare_box_touched",      "debug_to_file",
-        "dynamic_shuffle",      "get_user_context",         "get_runtime_vtable",
-        "unreachable",          "hvx_gather",               "hvx_scatter",
-        "image_load",           "image_store",              "require",
-        "require_mask",         "memoize_expr",             "extract_mask_element",
-        "bundle",               "target_arch_is",           "target_bits",
-        "target_has_feature",   "target_natural_vector_size", "target_os_is",
-        "round",                "halving_add",              "halving_sub",
-        "rounding_halving_add", "rounding_mul_shift_right", "mul_shift_right",
-        "saturating_cast",      "scatter_gather",           "concat_bits",
-        "extract_bits",         "add_image_checks_marker",  "get_pointer_symbol_or_null",
+        "make_struct",
+        "load_typed_struct_member",
+        "alloca",
+        "register_destructor",
+        "return_second",
+        "stringify",
+        "abs",
+        "absd",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "bitwise_not",
+        "shift_left",
+        "shift_right",
+        "count_leading_zeros",
+        "count_trailing_zeros",
+        "popcount",
+        "if_then_else",
+        "likely",
+        "likely_if_innermost",
+        "promise_clamped",
+        "unsafe_promise_clamped",
+        "strict_float",
+        "undef",
+        "size_of_halide_buffer_t",
+        "lerp",
+        "div_round_to_zero",
+        "mod_round_to_zero",
+        "mulhi_shr",
+        "sorted_avg",
+        "saturating_add",
+        "saturating_sub",
+        "widening_add",
+        "widening_sub",
+        "widening_mul",
+        "rounding_shift_left",
+        "rounding_shift_right",
+        "signed_integer_overflow",
+        "prefetch",
+        "gpu_thread_barrier",
+        "declare_box_touched",
+        "debug_to_file",
+        "dynamic_shuffle",
+        "get_user_context",
+        "get_runtime_vtable",
+        "unreachable",
+        "hvx_gather",
+        "hvx_scatter",
+        "image_load",
+        "image_store",
+        "require",
+        "require_mask",
+        "memoize_expr",
+        "extract_mask_element",
+        "bundle",
+        "target_arch_is",
+        "target_bits",
+        "target_has_feature",
+        "target_natural_vector_size",
+        "target_os_is",
+        "round",
+        "halving_add",
+        "halving_sub",
+        "rounding_halving_add",
+        "rounding_mul_shift_right",
+        "mul_shift_right",
+        "saturating_cast",
+        "scatter_gather",
+        "concat_bits",
+        "extract_bits",
+        "add_image_checks_marker",
+        "get_pointer_symbol_or_null",
         "tally_kernel_table",
     };
     for (const char *n : intrinsics) {
@@ -360,7 +440,9 @@ Expr Shuffle::make_slice(Expr vector, int begin, int stride, int size) {
     return make({std::move(vector)}, idx);
 }
 
-Expr Shuffle::make_extract_element(Expr vector, int i) { return make({std::move(vector)}, {i}); }
+Expr Shuffle::make_extract_element(Expr vector, int i) {
+    return make({std::move(vector)}, {i});
+}
 
 bool Shuffle::is_interleave() const {
     int n = vectors.size();
@@ -418,7 +500,9 @@ bool Shuffle::is_slice() const {
     return true;
 }
 
-bool Shuffle::is_extract_element() const { return vectors.size() == 1 && indices.size() == 1; }
+bool Shuffle::is_extract_element() const {
+    return vectors.size() == 1 && indices.size() == 1;
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -561,8 +645,12 @@ Expr make_const(Type t, int64_t v) {
     internal_error << "make_const of type " << t.to_string();
 }
 
-Expr make_zero(Type t) { return make_const(t, 0); }
-Expr make_one(Type t) { return make_const(t, 1); }
+Expr make_zero(Type t) {
+    return make_const(t, 0);
+}
+Expr make_one(Type t) {
+    return make_const(t, 1);
+}
 
 bool is_const(const Expr &e) {
     return e.as<IntImm>() || e.as<UIntImm>() || e.as<FloatImm>() || e.as<StringImm>() ||

@@ -1,7 +1,7 @@
 // Structural equality of expressions, statements and modules.
 
-#include "ir/LargeStack.h"
 #include "tally/IREquality.h"
+#include "ir/LargeStack.h"
 
 #include "tally/IRPrinter.h"
 
@@ -66,8 +66,8 @@ public:
         }
         case IRNodeType::Load: {
             const Load *x = a.as<Load>(), *y = b.as<Load>();
-            return x->name == y->name && x->alignment == y->alignment &&
-                   expr(x->index, y->index) && expr(x->predicate, y->predicate);
+            return x->name == y->name && x->alignment == y->alignment && expr(x->index, y->index) &&
+                   expr(x->predicate, y->predicate);
         }
         case IRNodeType::Ramp: {
             const Ramp *x = a.as<Ramp>(), *y = b.as<Ramp>();
@@ -124,8 +124,7 @@ public:
         }
         case IRNodeType::ProducerConsumer: {
             const ProducerConsumer *x = a.as<ProducerConsumer>(), *y = b.as<ProducerConsumer>();
-            return x->name == y->name && x->is_producer == y->is_producer &&
-                   stmt(x->body, y->body);
+            return x->name == y->name && x->is_producer == y->is_producer && stmt(x->body, y->body);
         }
         case IRNodeType::For: {
             const For *x = a.as<For>(), *y = b.as<For>();
@@ -135,9 +134,8 @@ public:
         }
         case IRNodeType::Store: {
             const Store *x = a.as<Store>(), *y = b.as<Store>();
-            return x->name == y->name && x->alignment == y->alignment &&
-                   expr(x->value, y->value) && expr(x->index, y->index) &&
-                   expr(x->predicate, y->predicate);
+            return x->name == y->name && x->alignment == y->alignment && expr(x->value, y->value) &&
+                   expr(x->index, y->index) && expr(x->predicate, y->predicate);
         }
         case IRNodeType::Allocate: {
             const Allocate *x = a.as<Allocate>(), *y = b.as<Allocate>();
@@ -176,8 +174,12 @@ public:
 
 }  // namespace
 
-bool equal(const Expr &a, const Expr &b) { return Comparer().expr(a, b); }
-bool equal(const Stmt &a, const Stmt &b) { return Comparer().stmt(a, b); }
+bool equal(const Expr &a, const Expr &b) {
+    return Comparer().expr(a, b);
+}
+bool equal(const Stmt &a, const Stmt &b) {
+    return Comparer().stmt(a, b);
+}
 
 static bool equal_impl(const Module &a, const Module &b, std::string *why) {
     auto fail = [&](const std::string &m) {

@@ -86,11 +86,21 @@ bool IRMutator::mutate_exprs(const std::vector<Expr> &in, std::vector<Expr> *out
     return changed;
 }
 
-Expr IRMutator::visit(const IntImm *op) { return op; }
-Expr IRMutator::visit(const UIntImm *op) { return op; }
-Expr IRMutator::visit(const FloatImm *op) { return op; }
-Expr IRMutator::visit(const StringImm *op) { return op; }
-Expr IRMutator::visit(const Variable *op) { return op; }
+Expr IRMutator::visit(const IntImm *op) {
+    return op;
+}
+Expr IRMutator::visit(const UIntImm *op) {
+    return op;
+}
+Expr IRMutator::visit(const FloatImm *op) {
+    return op;
+}
+Expr IRMutator::visit(const StringImm *op) {
+    return op;
+}
+Expr IRMutator::visit(const Variable *op) {
+    return op;
+}
 
 Expr IRMutator::visit(const Cast *op) {
     Expr v = mutate(op->value);
@@ -232,11 +242,12 @@ Stmt IRMutator::visit(const Allocate *op) {
     if (!changed && c.same_as(op->condition) && n.same_as(op->new_expr) && b.same_as(op->body)) {
         return op;
     }
-    return Allocate::make(op->name, op->type, op->memory_type, extents, c, b, n,
-                          op->free_function);
+    return Allocate::make(op->name, op->type, op->memory_type, extents, c, b, n, op->free_function);
 }
 
-Stmt IRMutator::visit(const Free *op) { return op; }
+Stmt IRMutator::visit(const Free *op) {
+    return op;
+}
 
 Stmt IRMutator::visit(const Block *op) {
     // Iterative over the right spine: blocks can be very long. Subclasses that override

@@ -8,8 +8,12 @@ void IRVisitor::visit(const IntImm *) {}
 void IRVisitor::visit(const UIntImm *) {}
 void IRVisitor::visit(const FloatImm *) {}
 void IRVisitor::visit(const StringImm *) {}
-void IRVisitor::visit(const Cast *op) { op->value.accept(this); }
-void IRVisitor::visit(const Reinterpret *op) { op->value.accept(this); }
+void IRVisitor::visit(const Cast *op) {
+    op->value.accept(this);
+}
+void IRVisitor::visit(const Reinterpret *op) {
+    op->value.accept(this);
+}
 void IRVisitor::visit(const Variable *) {}
 
 #define TALLY_VISIT_BINARY(N)                                                                      \
@@ -34,7 +38,9 @@ TALLY_VISIT_BINARY(And)
 TALLY_VISIT_BINARY(Or)
 #undef TALLY_VISIT_BINARY
 
-void IRVisitor::visit(const Not *op) { op->a.accept(this); }
+void IRVisitor::visit(const Not *op) {
+    op->a.accept(this);
+}
 
 void IRVisitor::visit(const Select *op) {
     op->condition.accept(this);
@@ -54,7 +60,9 @@ void IRVisitor::visit(const Ramp *op) {
     op->stride.accept(this);
 }
 
-void IRVisitor::visit(const Broadcast *op) { op->value.accept(this); }
+void IRVisitor::visit(const Broadcast *op) {
+    op->value.accept(this);
+}
 
 void IRVisitor::visit(const Let *op) {
     op->value.accept(this);
@@ -83,7 +91,9 @@ void IRVisitor::visit(const AssertStmt *op) {
     op->message.accept(this);
 }
 
-void IRVisitor::visit(const ProducerConsumer *op) { op->body.accept(this); }
+void IRVisitor::visit(const ProducerConsumer *op) {
+    op->body.accept(this);
+}
 
 void IRVisitor::visit(const For *op) {
     op->min.accept(this);
@@ -133,6 +143,8 @@ void IRVisitor::visit(const IfThenElse *op) {
     }
 }
 
-void IRVisitor::visit(const Evaluate *op) { op->value.accept(this); }
+void IRVisitor::visit(const Evaluate *op) {
+    op->value.accept(this);
+}
 
 }  // namespace tally

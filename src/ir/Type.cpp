@@ -21,7 +21,9 @@ Type::Type(Code code, int bits, int lanes, std::string handle_name)
     }
 }
 
-Type Type::with_lanes(int lanes) const { return Type(code_, bits_, lanes, handle_name_); }
+Type Type::with_lanes(int lanes) const {
+    return Type(code_, bits_, lanes, handle_name_);
+}
 
 int64_t Type::min_int() const {
     if (is_uint() || bits_ == 0) {

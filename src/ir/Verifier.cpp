@@ -4,8 +4,8 @@
 // declared buffer; that loads agree with the allocation's element type; and that kernel
 // launches name kernels the module holds. Errors name the function and show the statement.
 
-#include "ir/LargeStack.h"
 #include "tally/Verifier.h"
+#include "ir/LargeStack.h"
 
 #include <map>
 #include <set>
@@ -223,7 +223,8 @@ void bind_args(Verify &v, const std::vector<Argument> &args) {
 static void verify_impl(const Module &m) {
     std::set<std::string> seen;
     for (const Kernel &k : m.kernels) {
-        user_assert(seen.insert(k.name).second) << "verify: kernel '" << k.name << "' defined twice";
+        user_assert(seen.insert(k.name).second)
+            << "verify: kernel '" << k.name << "' defined twice";
         Verify v(m, "kernel '" + k.name + "'");
         bind_args(v, k.args);
         v.run(k.body);

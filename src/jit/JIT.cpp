@@ -88,8 +88,12 @@ struct JITModule::Impl {
 JITModule::JITModule(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
 JITModule::~JITModule() = default;
 
-const Module &JITModule::module() const { return impl->module; }
-const LoweredFunc &JITModule::entry() const { return *impl->entry; }
+const Module &JITModule::module() const {
+    return impl->module;
+}
+const LoweredFunc &JITModule::entry() const {
+    return *impl->entry;
+}
 
 void *JITModule::symbol(const std::string &name) const {
     auto sym = impl->jit->lookup(name);
@@ -107,15 +111,15 @@ int JITModule::run(const std::string &function, void **args) const {
     return fn(args);
 }
 
-static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered, const CompileOptions &opts) {
+static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
+                                                   const CompileOptions &opts) {
     std::vector<const LoweredFunc *> entries = pipeline_functions(lowered);
     user_assert(!entries.empty()) << "module '" << lowered.name << "' has no pipeline function";
 
     auto impl = std::make_unique<JITModule::Impl>();
     impl->module = lowered;
     for (const LoweredFunc &f : impl->module.functions) {
-        if (&f - impl->module.functions.data() ==
-            entries[0] - lowered.functions.data()) {
+        if (&f - impl->module.functions.data() == entries[0] - lowered.functions.data()) {
             impl->entry = &f;
         }
     }
@@ -149,8 +153,7 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered, const 
         user_error << "cannot search the process for symbols: " << llvm_error(proc.takeError());
     }
     jd.addGenerator(std::move(*proc));
-    if (auto err = (*jit)->addIRModule(
-            llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)))) {
+    if (auto err = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)))) {
         user_error << "cannot add the module to the JIT: " << llvm_error(std::move(err));
     }
     impl->jit = std::move(*jit);
@@ -197,7 +200,8 @@ std::string c_header(const Module &lowered) {
         for (size_t i = 0; i < f->args.size(); i++) {
             const Argument &a = f->args[i];
             h << (i ? ", " : "")
-              << (a.is_buffer() ? "halide_buffer_t *" : c_type(a.type.is_valid() ? a.type : Int(32)) + " ");
+              << (a.is_buffer() ? "halide_buffer_t *"
+                                : c_type(a.type.is_valid() ? a.type : Int(32)) + " ");
             std::string n = a.name;
             for (char &c : n) {
                 c = std::isalnum((unsigned char)c) ? c : '_';
@@ -247,7 +251,8 @@ std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts
     return with_large_stack([&]() { return compile_to_llvm_ir_impl(lowered, opts); });
 }
 
-static void compile_to_files_impl(const Module &lowered, const OutputFiles &out, const CompileOptions &opts) {
+static void compile_to_files_impl(const Module &lowered, const OutputFiles &out,
+                                  const CompileOptions &opts) {
     if (!out.stmt.empty()) {
         write_text(out.stmt, to_string(lowered));
     }

@@ -10,8 +10,8 @@
 // (let, for, allocate) or int32 when unbound. The printer mirrors that scope and prints a
 // prefix exactly when the parser would otherwise get the type wrong.
 
-#include "ir/LargeStack.h"
 #include "tally/IRPrinter.h"
+#include "ir/LargeStack.h"
 
 #include <cmath>
 #include <cstdio>
@@ -29,7 +29,9 @@ namespace {
 bool is_ident_start(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.' || c == '$';
 }
-bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+bool is_ident_char(char c) {
+    return is_ident_start(c) || (c >= '0' && c <= '9');
+}
 
 /** Can `s` be printed bare where the grammar expects a name? */
 bool is_plain_name(const std::string &s) {
@@ -90,11 +92,15 @@ std::string quote(const std::string &s) {
     return out + "\"";
 }
 
-std::string name_str(const std::string &s) { return is_plain_name(s) ? s : quote(s); }
+std::string name_str(const std::string &s) {
+    return is_plain_name(s) ? s : quote(s);
+}
 
 /** "int32" for values, "(void *)" for handles: the spelling used inside a `(T)` prefix is
  * the same with parentheses around it. */
-std::string type_prefix(const Type &t) { return "(" + t.to_string() + ")"; }
+std::string type_prefix(const Type &t) {
+    return "(" + t.to_string() + ")";
+}
 
 /** The spelling of a type where the grammar expects a type (allocations, headers). */
 std::string type_word(const Type &t) {

@@ -13,9 +13,15 @@ namespace tally {
 
 namespace {
 
-bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_ident_char(char c) { return is_alpha(c) || is_digit(c) || c == '.' || c == '$'; }
+bool is_alpha(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+bool is_ident_char(char c) {
+    return is_alpha(c) || is_digit(c) || c == '.' || c == '$';
+}
 
 }  // namespace
 
@@ -28,7 +34,8 @@ std::string describe_byte(unsigned char c) {
     return buf;
 }
 
-Lexer::Lexer(const std::string &text, std::string filename) : src(text), file(std::move(filename)) {}
+Lexer::Lexer(const std::string &text, std::string filename)
+    : src(text), file(std::move(filename)) {}
 
 void Lexer::error(const Loc &loc, const std::string &msg) const {
     user_error << file << ":" << loc.line << ":" << loc.col << ": error: " << msg;
@@ -173,8 +180,8 @@ Token Lexer::lex() {
             advance();
         }
         if (is_alpha(peekc(0))) {
-            error(here(), "unexpected " + describe_byte(peekc(0)) + " after number '" + t.text +
-                              "'");
+            error(here(),
+                  "unexpected " + describe_byte(peekc(0)) + " after number '" + t.text + "'");
         }
         if (is_float) {
             t.kind = Token::Float;
@@ -227,7 +234,7 @@ Token Lexer::lex() {
                     break;
                 case 'x': {
                     auto hex = [](char h) {
-                        return is_digit(h) ? h - '0'
+                        return is_digit(h)              ? h - '0'
                                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
                                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
                                                         : -1;

@@ -16,8 +16,8 @@
 // Function arguments that the text leaves untyped (Halide's `func f (input, out)`) are then
 // inferred from the body: `X.buffer` referenced means X is a buffer argument.
 
-#include "ir/LargeStack.h"
 #include "tally/Parser.h"
+#include "ir/LargeStack.h"
 
 #include <cstring>
 #include <fstream>
@@ -199,8 +199,7 @@ private:
         SyntaxParser *p;
         DepthGuard(SyntaxParser *p, const Loc &loc) : p(p) {
             if (++p->depth > max_nesting) {
-                p->lex.error(loc, "nesting deeper than " + std::to_string(max_nesting) +
-                                      " levels");
+                p->lex.error(loc, "nesting deeper than " + std::to_string(max_nesting) + " levels");
             }
         }
         ~DepthGuard() { p->depth--; }
@@ -748,9 +747,8 @@ private:
         PExpr e = parse_add();
         while (true) {
             const Token &t = lex.peek();
-            if (t.kind == Token::Punct &&
-                (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" ||
-                 t.text == ">" || t.text == ">=")) {
+            if (t.kind == Token::Punct && (t.text == "==" || t.text == "!=" || t.text == "<" ||
+                                           t.text == "<=" || t.text == ">" || t.text == ">=")) {
                 Token op = lex.next();
                 e = binary(op.loc, op.text, std::move(e), parse_add());
             } else {
@@ -1267,7 +1265,7 @@ private:
         case PExpr::IntLit:
             return elab_int(e);
         case PExpr::FloatLit: {
-            Type t = e.prefix.is_valid()      ? e.prefix
+            Type t = e.prefix.is_valid()     ? e.prefix
                      : e.float_suffix == 'f' ? Float(32)
                      : e.float_suffix == 'h' ? Float(16)
                                              : Float(64);
@@ -1280,7 +1278,7 @@ private:
             if (!e.prefix.is_float() || e.prefix.is_vector()) {
                 error(e.loc, "'" + e.name + "' needs a float type prefix, e.g. (float32)inf");
             }
-            double v = e.name == "nan"  ? std::numeric_limits<double>::quiet_NaN()
+            double v = e.name == "nan"   ? std::numeric_limits<double>::quiet_NaN()
                        : e.name == "inf" ? std::numeric_limits<double>::infinity()
                                          : -std::numeric_limits<double>::infinity();
             return FloatImm::make(e.prefix, v);
@@ -1348,8 +1346,8 @@ private:
             }
             Type t = e.prefix.is_valid() ? e.prefix : Int(32);
             if (t.bits() * t.lanes() != v.type().bits() * v.type().lanes()) {
-                error(e.loc, "reinterpret from " + v.type().to_string() + " to " +
-                                 t.to_string() + " changes the bit width");
+                error(e.loc, "reinterpret from " + v.type().to_string() + " to " + t.to_string() +
+                                 " changes the bit width");
             }
             return Reinterpret::make(t, v);
         }
@@ -1460,19 +1458,32 @@ private:
         if (x.type().is_handle() && !(op == "==" || op == "!=")) {
             error(e.loc, what + " is not defined on handles");
         }
-        if (op == "+") return Add::make(x, y);
-        if (op == "-") return Sub::make(x, y);
-        if (op == "*") return Mul::make(x, y);
-        if (op == "/") return Div::make(x, y);
-        if (op == "%") return Mod::make(x, y);
-        if (op == "min") return Min::make(x, y);
-        if (op == "max") return Max::make(x, y);
-        if (op == "==") return EQ::make(x, y);
-        if (op == "!=") return NE::make(x, y);
-        if (op == "<") return LT::make(x, y);
-        if (op == "<=") return LE::make(x, y);
-        if (op == ">") return GT::make(x, y);
-        if (op == ">=") return GE::make(x, y);
+        if (op == "+")
+            return Add::make(x, y);
+        if (op == "-")
+            return Sub::make(x, y);
+        if (op == "*")
+            return Mul::make(x, y);
+        if (op == "/")
+            return Div::make(x, y);
+        if (op == "%")
+            return Mod::make(x, y);
+        if (op == "min")
+            return Min::make(x, y);
+        if (op == "max")
+            return Max::make(x, y);
+        if (op == "==")
+            return EQ::make(x, y);
+        if (op == "!=")
+            return NE::make(x, y);
+        if (op == "<")
+            return LT::make(x, y);
+        if (op == "<=")
+            return LE::make(x, y);
+        if (op == ">")
+            return GT::make(x, y);
+        if (op == ">=")
+            return GE::make(x, y);
         internal_error << "unknown binary operator " << op;
     }
 
@@ -1738,14 +1749,15 @@ private:
             if (p.kind == PStmt::LetS || p.kind == PStmt::AllocateS) {
                 if (!rest.defined()) {
                     error(p.loc, std::string("'") + (p.kind == PStmt::LetS ? "let" : "allocate") +
-                                     " " + p.name + "' is not followed by the statements it "
-                                                    "scopes");
+                                     " " + p.name +
+                                     "' is not followed by the statements it "
+                                     "scopes");
                 }
                 if (p.kind == PStmt::LetS) {
                     rest = LetStmt::make(p.name, it->value, rest);
                 } else {
-                    rest = Allocate::make(p.name, p.type, p.memory_type, it->extents,
-                                          it->condition, rest, it->new_expr, p.free_function);
+                    rest = Allocate::make(p.name, p.type, p.memory_type, it->extents, it->condition,
+                                          rest, it->new_expr, p.free_function);
                 }
             } else {
                 rest = rest.defined() ? Block::make(it->plain, rest) : it->plain;
@@ -1800,15 +1812,16 @@ private:
                 return Stmt();
             }
             if (!c.type().is_bool() || c.type().is_vector()) {
-                error(p.exprs[0].loc, "assert condition must be a scalar bool, not " +
-                                          c.type().to_string());
+                error(p.exprs[0].loc,
+                      "assert condition must be a scalar bool, not " + c.type().to_string());
             }
             return AssertStmt::make(c, m);
         }
         case PStmt::ProduceS:
         case PStmt::ConsumeS: {
             Stmt body = elab_block(p.body, p.loc);
-            return learning ? Stmt() : ProducerConsumer::make(p.name, p.kind == PStmt::ProduceS, body);
+            return learning ? Stmt()
+                            : ProducerConsumer::make(p.name, p.kind == PStmt::ProduceS, body);
         }
         case PStmt::ForS: {
             Type i32 = Int(32);
@@ -1827,8 +1840,7 @@ private:
             push(var_scope, p.name, vt);
             Stmt body = elab_block(p.body, p.loc);
             pop(var_scope, p.name);
-            return learning ? Stmt()
-                            : For::make(p.name, mn, ex, p.for_type, p.device_api, body);
+            return learning ? Stmt() : For::make(p.name, mn, ex, p.for_type, p.device_api, body);
         }
         case PStmt::StoreS: {
             Type i32 = Int(32);
@@ -1879,8 +1891,8 @@ private:
                 return Stmt();
             }
             if (!c.type().is_bool() || c.type().is_vector()) {
-                error(p.exprs[0].loc, "if condition must be a scalar bool, not " +
-                                          c.type().to_string());
+                error(p.exprs[0].loc,
+                      "if condition must be a scalar bool, not " + c.type().to_string());
             }
             return IfThenElse::make(c, t, f);
         }

@@ -24,11 +24,11 @@ const std::string corpus = TALLY_CORPUS_DIR;
 
 /** What a (possibly instrumented) module looks like, profiler-wise. */
 struct Probes : public IRVisitor {
-    std::set<std::string> produces;          // every producer
-    std::set<std::string> switched;          // producers whose first statement switches slot
-    std::vector<std::string> slot_names;     // from tally_profiler_start
-    std::set<std::string> halide_funcs;      // from Halide's profiling_func_names stores
-    int launches = 0, launch_syncs = 0;      // checked launches; syncs right after their check
+    std::set<std::string> produces;       // every producer
+    std::set<std::string> switched;       // producers whose first statement switches slot
+    std::vector<std::string> slot_names;  // from tally_profiler_start
+    std::set<std::string> halide_funcs;   // from Halide's profiling_func_names stores
+    int launches = 0, launch_syncs = 0;   // checked launches; syncs right after their check
     int copies_to_device = 0, to_device_syncs = 0;
     int copies_to_host = 0, to_host_syncs = 0;
     int starts = 0;
@@ -166,7 +166,8 @@ TEST(InjectProfiling, ReturnsTheSameNodesWithoutAProfilingTarget) {
 }
 
 TEST(InjectProfiling, SecondRunChangesNothing) {
-    Module once = inject_profiling(with_profile(parse_module_file(corpus + "/conv_chain.host.stmt")));
+    Module once =
+        inject_profiling(with_profile(parse_module_file(corpus + "/conv_chain.host.stmt")));
     Module twice = inject_profiling(once);
     for (size_t i = 0; i < once.functions.size(); i++) {
         EXPECT_TRUE(twice.functions[i].body.same_as(once.functions[i].body))
