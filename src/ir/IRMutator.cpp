@@ -3,6 +3,8 @@
 
 #include "tally/IRMutator.h"
 
+#include <algorithm>
+
 #include "tally/Error.h"
 
 namespace tally {
@@ -250,19 +252,41 @@ Stmt IRMutator::visit(const Free *op) {
 }
 
 Stmt IRMutator::visit(const Block *op) {
-    // Iterative over the right spine: blocks can be very long. Subclasses that override
-    // visit(Block) still see every nested Block through mutate(first).
-    std::vector<Stmt> in = flatten_block(op), out;
-    out.reserve(in.size());
-    bool changed = false;
-    for (const Stmt &s : in) {
-        out.push_back(mutate(s));
-        changed = changed || !out.back().same_as(s);
+    // Iterative over the right spine: blocks can be very long. Only the prefix up to the last
+    // changed statement is rebuilt; the rest of the block is kept as the same node.
+    std::vector<const Block *> spine;
+    Stmt s = op;
+    while (const Block *b = s.as<Block>()) {
+        spine.push_back(b);
+        s = b->rest;
     }
-    if (!changed) {
+    const Stmt &last = s;
+    std::vector<Stmt> out;
+    out.reserve(spine.size() + 1);
+    int last_changed = -1;
+    for (size_t i = 0; i < spine.size(); i++) {
+        out.push_back(mutate(spine[i]->first));
+        if (!out.back().same_as(spine[i]->first)) {
+            last_changed = int(i);
+        }
+    }
+    Stmt new_last = mutate(last);
+    Stmt rest;
+    if (!new_last.same_as(last)) {
+        rest = new_last;
+        last_changed = int(spine.size());
+    } else if (last_changed < 0) {
         return op;
+    } else {
+        rest = spine[last_changed]->rest;
     }
-    return Block::make(out);
+    for (int i = std::min(last_changed, int(spine.size()) - 1); i >= 0; i--) {
+        if (!out[i].defined()) {
+            continue;
+        }
+        rest = rest.defined() ? Block::make(out[i], rest) : out[i];
+    }
+    return rest;
 }
 
 Stmt IRMutator::visit(const IfThenElse *op) {

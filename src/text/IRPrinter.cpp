@@ -92,8 +92,30 @@ std::string quote(const std::string &s) {
     return out + "\"";
 }
 
+/** A name as the grammar reads it anywhere: bare, or `quoted` (with the string escapes) when
+ * it is not an identifier. */
 std::string name_str(const std::string &s) {
-    return is_plain_name(s) ? s : quote(s);
+    if (is_plain_name(s)) {
+        return s;
+    }
+    std::string out = "`";
+    for (unsigned char c : s) {
+        if (c == '`' || c == '\\') {
+            out += '\\';
+            out += char(c);
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c < 32 || c >= 127) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+            out += buf;
+        } else {
+            out += char(c);
+        }
+    }
+    return out + "`";
 }
 
 /** "int32" for values, "(void *)" for handles: the spelling used inside a `(T)` prefix is
@@ -312,7 +334,7 @@ private:
         if (!bare) {
             os << type_prefix(op->type);
         }
-        os << op->name;
+        os << name_str(op->name);
     }
     void visit(const Add *op) override { binary(op, " + "); }
     void visit(const Sub *op) override { binary(op, " - "); }

@@ -120,9 +120,11 @@ std::string Lexer::read_line_raw() {
 }
 
 Token Lexer::lex() {
+    int line_before = line;
     skip_space();
     Token t;
     t.loc = here();
+    t.newline_before = line != line_before || pos == 0;
     if (pos >= src.size()) {
         t.kind = Token::End;
         return t;
@@ -198,15 +200,17 @@ Token Lexer::lex() {
         return t;
     }
 
-    if (c == '"') {
+    if (c == '"' || c == '`') {
+        // A string literal, or a `quoted name` (any characters, same escapes).
+        const char quote = c;
         advance();
         std::string s;
         while (true) {
             if (pos >= src.size() || src[pos] == '\n') {
-                error(t.loc, "unterminated string literal");
+                error(t.loc, quote == '"' ? "unterminated string literal" : "unterminated name");
             }
             char d = src[pos];
-            if (d == '"') {
+            if (d == quote) {
                 advance();
                 break;
             }
@@ -225,6 +229,9 @@ Token Lexer::lex() {
                     break;
                 case '"':
                     s += '"';
+                    break;
+                case '`':
+                    s += '`';
                     break;
                 case '\\':
                     s += '\\';
@@ -258,7 +265,15 @@ Token Lexer::lex() {
             s += d;
             advance();
         }
-        t.kind = Token::String;
+        if (quote == '`') {
+            if (s.empty()) {
+                error(t.loc, "empty name");
+            }
+            t.kind = Token::Ident;
+            t.quoted = true;
+        } else {
+            t.kind = Token::String;
+        }
         t.text = s;
         return t;
     }

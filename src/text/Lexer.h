@@ -22,7 +22,9 @@ struct Token {
     std::string text;  // identifier, punctuation, string contents (unescaped), number spelling
     uint64_t int_value = 0;
     double float_value = 0;
-    char float_suffix = 0;  // 'f', 'h' or 0
+    char float_suffix = 0;        // 'f', 'h' or 0
+    bool newline_before = false;  // a line break separates it from the previous token
+    bool quoted = false;          // an identifier written as `quoted name`
     Loc loc;
 };
 

@@ -37,7 +37,7 @@ namespace tally {
 namespace {
 
 // Syntactic nesting beyond this is rejected rather than risking the stack.
-constexpr int max_nesting = 400;
+constexpr int max_nesting = 10000;
 
 // ---------------------------------------------------------------------------------------------
 // Syntax tree
@@ -194,6 +194,18 @@ public:
 
 private:
     int depth = 0;
+    // Brackets currently open. At 0 an expression ends at a line break: statements are one per
+    // line, so `x` followed by a line starting with `(` is two statements, not a call.
+    int group_depth = 0;
+
+    struct Group {
+        SyntaxParser *p;
+        explicit Group(SyntaxParser *p) : p(p) { p->group_depth++; }
+        ~Group() { p->group_depth--; }
+    };
+
+    /** May the expression continue with the next token (same line, or inside brackets)? */
+    bool continues() { return group_depth > 0 || !lex.peek().newline_before; }
 
     struct DepthGuard {
         SyntaxParser *p;
@@ -403,7 +415,7 @@ private:
         }
         int i = k + 1;
         int words = 0;
-        while (lex.peek(i).kind == Token::Ident) {
+        while (lex.peek(i).kind == Token::Ident && !lex.peek(i).quoted) {
             i++;
             words++;
         }
@@ -423,7 +435,7 @@ private:
         if (handle_prefix_length(0)) {
             return true;
         }
-        return is_punct("(") && lex.peek(1).kind == Token::Ident &&
+        return is_punct("(") && lex.peek(1).kind == Token::Ident && !lex.peek(1).quoted &&
                parse_type_name(lex.peek(1).text).is_valid() && is_punct(")", 2);
     }
 
@@ -496,7 +508,11 @@ private:
     std::vector<PStmt> parse_braced_body(const char *what) {
         expect_punct("{", what);
         DepthGuard g(this, lex.peek().loc);
+        // Statements inside braces are one per line again, whatever encloses the braces.
+        int saved = group_depth;
+        group_depth = 0;
         std::vector<PStmt> body = parse_stmts(false);
+        group_depth = saved;
         expect_punct("}", "to close the block");
         return body;
     }
@@ -511,7 +527,7 @@ private:
             s.body = parse_braced_body("to open the block");
             return s;
         }
-        if (t.kind == Token::Ident) {
+        if (t.kind == Token::Ident && !t.quoted) {
             const std::string w = t.text;
             ForType ft;
             if (w == "let") {
@@ -540,6 +556,7 @@ private:
             if (w == "assert" && is_punct("(", 1)) {
                 lex.next();
                 lex.next();
+                Group g(this);
                 s.kind = PStmt::AssertS;
                 s.exprs.push_back(parse_expr());
                 expect_punct(",", "between the assert's condition and message");
@@ -573,13 +590,16 @@ private:
                     }
                     expect_punct(">", "after the device API");
                 }
-                expect_punct("(", "to open the loop header");
-                s.name = expect_name("for the loop variable");
-                expect_punct(",", "after the loop variable");
-                s.exprs.push_back(parse_expr());
-                expect_punct(",", "after the loop minimum");
-                s.exprs.push_back(parse_expr());
-                expect_punct(")", "to close the loop header");
+                {
+                    expect_punct("(", "to open the loop header");
+                    Group g(this);
+                    s.name = expect_name("for the loop variable");
+                    expect_punct(",", "after the loop variable");
+                    s.exprs.push_back(parse_expr());
+                    expect_punct(",", "after the loop minimum");
+                    s.exprs.push_back(parse_expr());
+                    expect_punct(")", "to close the loop header");
+                }
                 s.body = parse_braced_body("to open the loop body");
                 return s;
             }
@@ -602,8 +622,12 @@ private:
             if (w == "predicate" && is_punct("(", 1)) {
                 lex.next();
                 lex.next();
-                PExpr pred = parse_expr();
-                expect_punct(")", "to close the store predicate");
+                PExpr pred;
+                {
+                    Group g(this);
+                    pred = parse_expr();
+                    expect_punct(")", "to close the store predicate");
+                }
                 PStmt st = parse_stmt();
                 if (st.kind != PStmt::StoreS) {
                     lex.error(st.loc, "a 'predicate' must be followed by a store");
@@ -636,9 +660,12 @@ private:
         PStmt s;
         s.loc = loc;
         s.kind = PStmt::IfS;
-        expect_punct("(", "after 'if'");
-        s.exprs.push_back(parse_expr());
-        expect_punct(")", "to close the if condition");
+        {
+            expect_punct("(", "after 'if'");
+            Group g(this);
+            s.exprs.push_back(parse_expr());
+            expect_punct(")", "to close the if condition");
+        }
         s.body = parse_braced_body("to open the then-branch");
         if (is_ident("else")) {
             lex.next();
@@ -658,13 +685,16 @@ private:
     void parse_allocate(PStmt *s) {
         s->kind = PStmt::AllocateS;
         s->name = expect_name("after 'allocate'");
-        expect_punct("[", "after the allocation name");
-        s->type = parse_type("for the allocation's elements");
-        while (is_punct("*")) {
-            lex.next();
-            s->exprs.push_back(parse_unary());
+        {
+            expect_punct("[", "after the allocation name");
+            Group g(this);
+            s->type = parse_type("for the allocation's elements");
+            while (is_punct("*")) {
+                lex.next();
+                s->exprs.push_back(parse_unary());
+            }
+            expect_punct("]", "to close the allocation size");
         }
-        expect_punct("]", "to close the allocation size");
         if (is_ident("in")) {
             lex.next();
             Token mt = lex.peek();
@@ -720,14 +750,11 @@ private:
         return e;
     }
 
-    PExpr parse_expr() {
-        DepthGuard g(this, lex.peek().loc);
-        return parse_or();
-    }
+    PExpr parse_expr() { return parse_or(); }
 
     PExpr parse_or() {
         PExpr e = parse_and();
-        while (is_punct("||")) {
+        while (is_punct("||") && continues()) {
             Loc l = lex.next().loc;
             e = binary(l, "||", std::move(e), parse_and());
         }
@@ -736,7 +763,7 @@ private:
 
     PExpr parse_and() {
         PExpr e = parse_cmp();
-        while (is_punct("&&")) {
+        while (is_punct("&&") && continues()) {
             Loc l = lex.next().loc;
             e = binary(l, "&&", std::move(e), parse_cmp());
         }
@@ -747,8 +774,9 @@ private:
         PExpr e = parse_add();
         while (true) {
             const Token &t = lex.peek();
-            if (t.kind == Token::Punct && (t.text == "==" || t.text == "!=" || t.text == "<" ||
-                                           t.text == "<=" || t.text == ">" || t.text == ">=")) {
+            if (t.kind == Token::Punct && continues() &&
+                (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" ||
+                 t.text == ">" || t.text == ">=")) {
                 Token op = lex.next();
                 e = binary(op.loc, op.text, std::move(e), parse_add());
             } else {
@@ -759,7 +787,7 @@ private:
 
     PExpr parse_add() {
         PExpr e = parse_mul();
-        while (is_punct("+") || is_punct("-")) {
+        while ((is_punct("+") || is_punct("-")) && continues()) {
             Token op = lex.next();
             e = binary(op.loc, op.text, std::move(e), parse_mul());
         }
@@ -768,7 +796,7 @@ private:
 
     PExpr parse_mul() {
         PExpr e = parse_unary();
-        while (is_punct("*") || is_punct("/") || is_punct("%")) {
+        while ((is_punct("*") || is_punct("/") || is_punct("%")) && continues()) {
             Token op = lex.next();
             e = binary(op.loc, op.text, std::move(e), parse_unary());
         }
@@ -820,6 +848,7 @@ private:
 
     std::vector<PExpr> parse_call_args(const char *what) {
         expect_punct("(", what);
+        Group g(this);
         std::vector<PExpr> args;
         if (!is_punct(")")) {
             while (true) {
@@ -844,6 +873,7 @@ private:
                 return parse_prefixed(l, prefix);
             }
             lex.next();
+            Group g(this);
             PExpr e = parse_expr();
             if (is_ident("if") && e.kind == PExpr::LoadE && !e.has_predicate) {
                 // A predicated load: `(name[index] if predicate)`.
@@ -865,7 +895,7 @@ private:
             return e;
         }
         if (t.kind == Token::Ident) {
-            if (t.text == "let") {
+            if (t.text == "let" && !t.quoted) {
                 PExpr e;
                 e.kind = PExpr::LetE;
                 e.loc = lex.next().loc;
@@ -919,6 +949,7 @@ private:
         if (t.kind == Token::Punct && t.text == "(") {
             // `(T)(e)`: Halide's spelling of a cast to a handle type.
             lex.next();
+            Group g(this);
             PExpr e;
             e.kind = PExpr::CastE;
             e.loc = loc;
@@ -942,7 +973,7 @@ private:
         e.loc = t.loc;
         e.prefix = prefix;
         e.name = t.text;
-        if (is_punct("@")) {
+        if (is_punct("@") && continues()) {
             lex.next();
             Token ct = lex.peek();
             std::string n = expect_name("for the call type");
@@ -961,8 +992,9 @@ private:
                 err(lex.peek(), "expected '(' after the call type");
             }
         }
-        if (is_punct("[")) {
+        if (is_punct("[") && continues()) {
             lex.next();
+            Group g(this);
             e.kind = PExpr::LoadE;
             e.kids.push_back(parse_expr());
             if (is_ident("aligned") && is_punct("(", 1)) {
@@ -976,12 +1008,12 @@ private:
             expect_punct("]", "to close the index");
             return e;
         }
-        if (!is_punct("(")) {
+        if (!is_punct("(") || (!continues() && !e.has_call_type)) {
             e.kind = PExpr::Var;
             return e;
         }
         const std::string &n = e.name;
-        if (!e.has_call_type) {
+        if (!e.has_call_type && !t.quoted) {
             Type ct = parse_type_name(n);
             if (ct.is_valid() && !prefix.is_valid()) {
                 e.kind = PExpr::CastE;
@@ -1049,6 +1081,7 @@ private:
     PExpr parse_shuffle(PExpr e) {
         e.kind = PExpr::ShuffleE;
         expect_punct("(", "after the shuffle");
+        Group g(this);
         const std::string &n = e.name;
         int trailing = n == "slice_vectors" ? 3 : n == "extract_element" ? 1 : 0;
         while (true) {

@@ -1,0 +1,170 @@
+// Unit tests of target strings: parsing and canonical printing (Halide's sorted feature order),
+// diagnostics naming the bad part, and the queries passes rely on (GPU API, profiling, support).
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tally/Error.h"
+#include "tally/Target.h"
+
+namespace tally {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+/** The `target=` of every corpus module file's first line. */
+std::vector<std::string> corpus_targets() {
+    std::vector<std::string> out;
+    for (const fs::directory_entry &e : fs::directory_iterator(TALLY_CORPUS_DIR)) {
+        if (e.path().extension() != ".stmt") {
+            continue;
+        }
+        std::ifstream in(e.path());
+        std::string line;
+        std::getline(in, line);
+        size_t at = line.find("target=");
+        if (at != std::string::npos) {
+            out.push_back(line.substr(at + 7));
+        }
+    }
+    return out;
+}
+
+TEST(Target, EveryCorpusHeaderTargetRoundTrips) {
+    std::vector<std::string> targets = corpus_targets();
+    ASSERT_EQ(targets.size(), 19u);
+    for (const std::string &s : targets) {
+        Target t = Target::parse(s);
+        EXPECT_EQ(t.to_string(), s);
+        EXPECT_EQ(Target::parse(t.to_string()), t) << s;
+        EXPECT_FALSE(t.host) << s;
+        EXPECT_EQ(t.arch, Target::X86) << s;
+        EXPECT_EQ(t.bits, 64) << s;
+        EXPECT_EQ(t.os, Target::Linux) << s;
+        EXPECT_TRUE(t.has_feature("avx2")) << s;
+    }
+}
+
+TEST(Target, HostTargetsRoundTripInCanonicalOrder) {
+    struct Case {
+        const char *in, *canonical;
+    };
+    for (const Case &c : {Case{"host", "host"}, Case{"host-profile", "host-profile"},
+                          Case{"host-vulkan-profile", "host-profile-vulkan"},
+                          Case{"host-cuda-debug-profile", "host-cuda-debug-profile"},
+                          Case{"host-profile_by_timer", "host-profile_by_timer"}}) {
+        Target t = Target::parse(c.in);
+        EXPECT_TRUE(t.host) << c.in;
+        EXPECT_EQ(t.to_string(), c.canonical) << c.in;
+        EXPECT_EQ(Target::parse(t.to_string()), t) << c.in;
+    }
+}
+
+TEST(Target, FeaturesAreSortedAndUnique) {
+    Target t = Target::parse("x86-64-linux-sse41-avx2-avx-avx2");
+    EXPECT_EQ(t.features, (std::vector<std::string>{"avx", "avx2", "sse41"}));
+    EXPECT_EQ(t.to_string(), "x86-64-linux-avx-avx2-sse41");
+    EXPECT_TRUE(std::is_sorted(t.features.begin(), t.features.end()));
+
+    Target h = Target::parse("host-vulkan-profile-debug");
+    EXPECT_EQ(h.features, (std::vector<std::string>{"debug", "profile", "vulkan"}));
+}
+
+TEST(Target, UnknownFeatureErrorNamesIt) {
+    EXPECT_THAT([] { Target::parse("host-profile-bogus"); },
+                ThrowsMessage<CompileError>(HasSubstr("unknown target feature 'bogus'")));
+    EXPECT_THAT([] { Target::parse("x86-64-linux-cuda-warp"); },
+                ThrowsMessage<CompileError>(HasSubstr("'warp'")));
+    EXPECT_THAT([] { Target::parse(""); },
+                ThrowsMessage<CompileError>(HasSubstr("empty target string")));
+    EXPECT_THAT([] { Target::parse("host--profile"); },
+                ThrowsMessage<CompileError>(HasSubstr("empty feature")));
+    EXPECT_THAT(
+        [] { Target::parse("gameboy-profile"); },
+        ThrowsMessage<CompileError>(HasSubstr("must start with 'host' or an architecture")));
+    EXPECT_THROW(Target::parse("HOST"), CompileError);
+}
+
+TEST(Target, ArchBitsAndOsAreReadInHalideOrder) {
+    Target t = Target::parse("arm-32-android-no_neon");
+    EXPECT_FALSE(t.host);
+    EXPECT_EQ(t.arch, Target::ARM);
+    EXPECT_EQ(t.bits, 32);
+    EXPECT_EQ(t.os, Target::Android);
+    EXPECT_EQ(t.to_string(), "arm-32-android-no_neon");
+}
+
+TEST(Target, CheckSupportedNamesTheUnsupportedApi) {
+    EXPECT_THAT([] { Target::parse("host-opencl").check_supported(); },
+                ThrowsMessage<CompileError>(HasSubstr("'opencl'")));
+    EXPECT_THAT([] { Target::parse("x86-64-linux-metal-profile").check_supported(); },
+                ThrowsMessage<CompileError>(HasSubstr("'metal'")));
+    EXPECT_THAT([] { Target::parse("host-cuda-vulkan").check_supported(); },
+                ThrowsMessage<CompileError>(HasSubstr("both cuda and vulkan")));
+    EXPECT_NO_THROW(Target::parse("host").check_supported());
+    EXPECT_NO_THROW(Target::parse("host-cuda-debug-profile").check_supported());
+    EXPECT_NO_THROW(Target::parse("host-vulkan-profile").check_supported());
+    // The corpus's OpenCL target parses (it is only code generation that is unsupported).
+    EXPECT_NO_THROW(Target::parse("x86-64-linux-avx-avx2-opencl-sse41"));
+}
+
+TEST(Target, GpuApiFollowsTheFeatures) {
+    EXPECT_EQ(Target::parse("host").gpu_api(), DeviceAPI::None);
+    EXPECT_EQ(Target::parse("host-profile").gpu_api(), DeviceAPI::None);
+    EXPECT_EQ(Target::parse("host-cuda").gpu_api(), DeviceAPI::CUDA);
+    EXPECT_EQ(Target::parse("host-vulkan-profile").gpu_api(), DeviceAPI::Vulkan);
+    EXPECT_EQ(Target::parse("x86-64-linux-avx-avx2-opencl-sse41").gpu_api(), DeviceAPI::OpenCL);
+    EXPECT_EQ(Target::parse("host-metal").gpu_api(), DeviceAPI::Metal);
+    EXPECT_EQ(Target::parse("host-cuda_capability_61-cuda").gpu_api(), DeviceAPI::CUDA);
+    EXPECT_EQ(Target::parse("host-cuda_capability_61").gpu_api(), DeviceAPI::None)
+        << "a capability alone does not ask for CUDA";
+}
+
+TEST(Target, ProfilingMeansProfileOrProfileByTimer) {
+    EXPECT_TRUE(Target::parse("host-profile").profiling());
+    EXPECT_TRUE(Target::parse("host-profile_by_timer").profiling());
+    EXPECT_TRUE(Target::parse("host-cuda-debug-profile").profiling());
+    EXPECT_FALSE(Target::parse("host").profiling());
+    EXPECT_FALSE(Target::parse("host-debug").profiling());
+    EXPECT_FALSE(Target::parse("host-trace_pipeline").profiling());
+}
+
+TEST(Target, WithAndWithoutFeatureKeepTheOrder) {
+    Target t = Target::parse("host-profile");
+    Target c = t.with_feature("cuda");
+    EXPECT_EQ(c.to_string(), "host-cuda-profile");
+    EXPECT_EQ(c.with_feature("cuda"), c) << "adding twice changes nothing";
+    EXPECT_EQ(c.without_feature("profile").to_string(), "host-cuda");
+    EXPECT_EQ(t.without_feature("cuda"), t);
+    EXPECT_THAT([&] { t.with_feature("bogus"); },
+                ThrowsMessage<CompileError>(HasSubstr("unknown target feature 'bogus'")));
+    EXPECT_EQ(t.to_string(), "host-profile") << "the original is unchanged";
+}
+
+TEST(Target, KnowsEveryHalideFeatureTheCorpusUsesAndVulkan) {
+    const std::vector<std::string> &known = Target::known_features();
+    for (const char *f : {"avx", "avx2", "sse41", "cuda", "opencl", "debug", "profile",
+                          "profile_by_timer", "vulkan", "metal"}) {
+        EXPECT_NE(std::find(known.begin(), known.end(), f), known.end()) << f;
+    }
+    EXPECT_EQ(std::find(known.begin(), known.end(), "host"), known.end());
+}
+
+TEST(Target, EqualityComparesEverything) {
+    EXPECT_EQ(Target::parse("host-profile"), Target::parse("host-profile"));
+    EXPECT_NE(Target::parse("host-profile"), Target::parse("host"));
+    EXPECT_NE(Target::parse("x86-64-linux"), Target::parse("x86-32-linux"));
+    EXPECT_NE(Target::parse("x86-64-linux"), Target::parse("x86-64-osx"));
+    EXPECT_NE(Target::parse("host"), Target::parse("x86-64-linux"));
+}
+
+}  // namespace
+}  // namespace tally
