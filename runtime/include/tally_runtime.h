@@ -347,6 +347,66 @@ typedef struct halide_device_interface_t {
     void *reserved[4];
 } halide_device_interface_t;
 
+/* ---------------------------------------------------------------------------------------------
+ * Device kernels embedded in compiled modules
+ * ------------------------------------------------------------------------------------------- */
+
+/** Device APIs with a Tally back end. */
+typedef enum tally_device_api_t {
+    TALLY_DEVICE_API_NONE = 0,
+    TALLY_DEVICE_API_CUDA = 1,
+    TALLY_DEVICE_API_VULKAN = 2
+} tally_device_api_t;
+
+/** One kernel as the compiler embeds it: SPIR-V words (Vulkan) or NUL-terminated PTX text
+ * (CUDA). Its arguments are `num_buffers` buffers (Vulkan: storage buffers at bindings
+ * 0..num_buffers-1 of descriptor set 0; CUDA: device pointers) followed by the scalars (Vulkan:
+ * one push-constant block, each scalar at the next offset aligned to its size; CUDA: by value),
+ * in the order of the launch's argument arrays. */
+typedef struct tally_kernel_source {
+    const char *name;
+    const uint8_t *code;
+    uint64_t code_size;
+    int32_t device_api;
+    int32_t num_args;
+    int32_t num_buffers;
+    int32_t reserved;
+} tally_kernel_source;
+
+/** Every kernel of one compiled module. Generated code passes its address as the first argument
+ * of halide_vulkan_run / halide_cuda_run; `device_state` belongs to the runtime (per device API,
+ * indexed by tally_device_api_t: compiled shader modules, pipelines, CUDA modules), starts NULL
+ * and is filled in lazily and thread-safely. */
+typedef struct tally_kernel_table {
+    int32_t abi_version;
+    int32_t num_kernels;
+    const tally_kernel_source *kernels;
+    void *device_state[4];
+} tally_kernel_table;
+
+/** Device interfaces of the GPU back ends. Each returns NULL when the API is unusable here (no
+ * loader or driver, no device); the reason is reported through halide_error once. */
+const halide_device_interface_t *halide_vulkan_device_interface(void);
+const halide_device_interface_t *halide_cuda_device_interface(void);
+
+/** Launches kernel `entry_name` of `state` (the module's tally_kernel_table) on a grid of
+ * blocks_x*y*z work groups of threads_x*y*z threads, asynchronously. `args` has one entry per
+ * kernel argument (a halide_buffer_t * for buffers, a pointer to the value for scalars),
+ * `arg_sizes` their sizes in bytes and `arg_is_buffer` 1 for buffers; each array ends with a 0
+ * entry. Buffers must have device memory of this API (copy_to_device first). Counts one launch in
+ * the profiler. Returns 0 or a negative tally_error_code_t naming what failed. */
+int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_name, int32_t blocks_x,
+                          int32_t blocks_y, int32_t blocks_z, int32_t threads_x, int32_t threads_y,
+                          int32_t threads_z, int32_t shared_mem_bytes, const int64_t *arg_sizes,
+                          void **args, const uint8_t *arg_is_buffer);
+int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name, int32_t blocks_x,
+                        int32_t blocks_y, int32_t blocks_z, int32_t threads_x, int32_t threads_y,
+                        int32_t threads_z, int32_t shared_mem_bytes, const int64_t *arg_sizes,
+                        void **args, const uint8_t *arg_is_buffer);
+
+/** The kernel of `table` named `name`, or NULL. */
+const tally_kernel_source *tally_find_kernel(const tally_kernel_table *table, const char *name);
+
 /** The always-available host interface: "device" memory is a second host allocation of
  * tally_buffer_size_in_bytes(buf), so copies really copy. */
 const halide_device_interface_t *halide_host_device_interface(void);

@@ -247,3 +247,15 @@ void halide_device_free_as_destructor(void *user_context, void *buf) {
 void halide_device_and_host_free_as_destructor(void *user_context, void *buf) {
     (void)halide_device_and_host_free(user_context, (halide_buffer_t *)buf);
 }
+
+const tally_kernel_source *tally_find_kernel(const tally_kernel_table *table, const char *name) {
+    if (!table || !name) {
+        return NULL;
+    }
+    for (int32_t i = 0; i < table->num_kernels; i++) {
+        if (table->kernels[i].name && strcmp(table->kernels[i].name, name) == 0) {
+            return &table->kernels[i];
+        }
+    }
+    return NULL;
+}

@@ -35,6 +35,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "codegen/CodeGen_PTX.h"
+#include "codegen/CodeGen_Vulkan.h"
 #include "codegen/RuntimeSymbols.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
@@ -75,8 +77,9 @@ std::string closure_name_of(const Expr &e) {
 
 class CodeGen : public IRVisitor {
 public:
-    CodeGen(const Module &m, llvm::LLVMContext &ctx, llvm::TargetMachine &tm)
-        : m(m), ctx(ctx), builder(ctx) {
+    CodeGen(const Module &m, llvm::LLVMContext &ctx, llvm::TargetMachine &tm,
+            const std::vector<CompiledKernel> &kernels)
+        : m(m), kernels(kernels), ctx(ctx), builder(ctx) {
         mod = std::make_unique<llvm::Module>(m.name.empty() ? "tally" : m.name, ctx);
         mod->setDataLayout(tm.createDataLayout());
         mod->setTargetTriple(tm.getTargetTriple().str());
@@ -90,6 +93,7 @@ public:
     }
 
     std::unique_ptr<llvm::Module> run() {
+        emit_kernel_table();
         // Declare every function first: closures and pipelines refer to each other.
         for (const LoweredFunc &f : m.functions) {
             declare_function(f);
@@ -108,6 +112,7 @@ public:
 
 private:
     const Module &m;
+    const std::vector<CompiledKernel> &kernels;
     llvm::LLVMContext &ctx;
     llvm::IRBuilder<> builder;
     std::unique_ptr<llvm::Module> mod;
@@ -135,6 +140,51 @@ private:
     };
     FnState *fs = nullptr;
     llvm::Value *value = nullptr;  // result of the last visited expression
+
+    /** The module's tally_kernel_table (runtime/include/tally_runtime.h), when it has kernels. */
+    void emit_kernel_table() {
+        if (kernels.empty()) {
+            return;
+        }
+        llvm::StructType *src_t = llvm::StructType::get(ctx, {ptr, ptr, i64, i32, i32, i32, i32});
+        std::vector<llvm::Constant *> entries;
+        for (const CompiledKernel &k : kernels) {
+            std::string code = k.code;
+            if (k.device_api == DeviceAPI::CUDA) {
+                code.push_back('\0');
+            }
+            llvm::Constant *bytes = llvm::ConstantDataArray::getRaw(
+                code, code.size(), i8);
+            auto *code_g = new llvm::GlobalVariable(*mod, bytes->getType(), true,
+                                                    llvm::GlobalValue::PrivateLinkage, bytes,
+                                                    "kernel_code." + k.name);
+            code_g->setAlignment(llvm::Align(8));
+            llvm::Constant *name = builder.CreateGlobalStringPtr(k.name, "kernel_name", 0,
+                                                                 mod.get());
+            int api = k.device_api == DeviceAPI::CUDA     ? TALLY_DEVICE_API_CUDA
+                      : k.device_api == DeviceAPI::Vulkan ? TALLY_DEVICE_API_VULKAN
+                                                          : TALLY_DEVICE_API_NONE;
+            entries.push_back(llvm::ConstantStruct::get(
+                src_t, {name, code_g, llvm::ConstantInt::get(i64, k.code.size()),
+                        llvm::ConstantInt::get(i32, api), llvm::ConstantInt::get(i32, k.num_args),
+                        llvm::ConstantInt::get(i32, k.num_buffers),
+                        llvm::ConstantInt::get(i32, 0)}));
+        }
+        llvm::ArrayType *arr_t = llvm::ArrayType::get(src_t, entries.size());
+        auto *arr = new llvm::GlobalVariable(*mod, arr_t, true, llvm::GlobalValue::PrivateLinkage,
+                                             llvm::ConstantArray::get(arr_t, entries),
+                                             "tally_kernels");
+        llvm::StructType *table_t =
+            llvm::StructType::get(ctx, {i32, i32, ptr, llvm::ArrayType::get(ptr, 4)});
+        static_assert(sizeof(tally_kernel_table) == 48, "tally_kernel_table layout");
+        new llvm::GlobalVariable(
+            *mod, table_t, false, llvm::GlobalValue::InternalLinkage,
+            llvm::ConstantStruct::get(
+                table_t, {llvm::ConstantInt::get(i32, TALLY_RUNTIME_ABI_VERSION),
+                          llvm::ConstantInt::get(i32, kernels.size()), arr,
+                          llvm::ConstantAggregateZero::get(llvm::ArrayType::get(ptr, 4))}),
+            "tally_kernel_table");
+    }
 
     // --- types ----------------------------------------------------------------------------
 
@@ -795,7 +845,7 @@ private:
                         ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
                         : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
         } else if (n == "tally_kernel_table") {
-            llvm::GlobalVariable *g = mod->getGlobalVariable("tally_kernel_table");
+            llvm::GlobalVariable *g = mod->getGlobalVariable("tally_kernel_table", true);
             value = g ? static_cast<llvm::Value *>(g)
                       : llvm::ConstantPointerNull::get(builder.getPtrTy());
         } else if (n == "stringify") {
@@ -1302,9 +1352,28 @@ std::vector<const LoweredFunc *> pipeline_functions(const Module &m) {
     return out;
 }
 
+std::vector<CompiledKernel> compile_kernels(const Module &m) {
+    std::vector<CompiledKernel> out;
+    for (const Kernel &k : m.kernels) {
+        switch (k.device_api) {
+        case DeviceAPI::Vulkan:
+            out.push_back(compile_vulkan_kernel(k, m.target));
+            break;
+        case DeviceAPI::CUDA:
+            out.push_back(compile_ptx_kernel(k, m.target));
+            break;
+        default:
+            user_error << "kernel '" << k.name << "': Tally has no back end for device API "
+                       << device_api_name(k.device_api);
+        }
+    }
+    return out;
+}
+
 std::unique_ptr<llvm::Module> codegen_host(const Module &m, llvm::LLVMContext &ctx,
-                                           llvm::TargetMachine &tm) {
-    return CodeGen(m, ctx, tm).run();
+                                           llvm::TargetMachine &tm,
+                                           const std::vector<CompiledKernel> &kernels) {
+    return CodeGen(m, ctx, tm, kernels).run();
 }
 
 void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level) {

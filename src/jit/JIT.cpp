@@ -126,7 +126,8 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
 
     auto tm = host_target_machine(opts.opt_level);
     auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> m = codegen_host(impl->module, *ctx, *tm);
+    std::unique_ptr<llvm::Module> m =
+        codegen_host(impl->module, *ctx, *tm, compile_kernels(impl->module));
     optimize_module(*m, *tm, opts.opt_level);
 
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -223,7 +224,7 @@ namespace {
 
 std::unique_ptr<llvm::Module> optimized(const Module &lowered, llvm::LLVMContext &ctx,
                                         llvm::TargetMachine &tm, int level) {
-    std::unique_ptr<llvm::Module> m = codegen_host(lowered, ctx, tm);
+    std::unique_ptr<llvm::Module> m = codegen_host(lowered, ctx, tm, compile_kernels(lowered));
     optimize_module(*m, tm, level);
     return m;
 }
