@@ -15,36 +15,31 @@ using namespace tally;
 
 namespace {
 
-/** A pipeline of `stages` Funcs, each an allocation, a producer with a loop of arithmetic and
- * a consumer; every fourth stage runs on the GPU, so lowering has copies and launches to add. */
+/** A pipeline of `stages` independent blocks, as Halide scopes them: each allocates an
+ * intermediate, produces it (every fourth on the GPU, so lowering has copies and launches to
+ * add), consumes it into the output, and frees it. Nesting stays shallow however long the
+ * pipeline is. */
 std::string generate(int stages) {
     std::ostringstream s;
     s << "module name=gen, target=host-cuda-profile\n"
          "external func gen (in: buffer<float32, 1>, out: buffer<float32, 1>, n: int32) {\n";
-    std::string prev = "in";
     for (int i = 0; i < stages; i++) {
         std::string f = "f" + std::to_string(i);
-        s << "allocate " << f << "[float32 * 1024] in Heap\n"
+        s << "{\nallocate " << f << "[float32 * 1024] in Heap\n"
           << "produce " << f << " {\n";
-        bool gpu = i % 4 == 3;
-        if (gpu) {
+        if (i % 4 == 3) {
             s << " gpu_block<CUDA> (" << f << ".s0.b, 0, 4) {\n"
               << "  gpu_thread<CUDA> (" << f << ".s0.t, 0, 256) {\n"
-              << "   " << f << "[" << f << ".s0.b*256 + " << f << ".s0.t] = ((float32)" << prev
-              << "[" << f << ".s0.b*256 + " << f << ".s0.t]*1.5f) + 2.0f\n  }\n }\n";
+              << "   " << f << "[" << f << ".s0.b*256 + " << f << ".s0.t] = ((float32)in[" << f
+              << ".s0.b*256 + " << f << ".s0.t]*1.5f) + 2.0f\n  }\n }\n";
         } else {
             s << " for (" << f << ".s0.x, 0, 1024) {\n"
-              << "  " << f << "[" << f << ".s0.x] = (((float32)" << prev << "[" << f
-              << ".s0.x]*1.5f) + float32(" << f << ".s0.x % 7)) - ((float32)" << prev << "[" << f
-              << ".s0.x]/3.0f)\n }\n";
+              << "  " << f << "[" << f << ".s0.x] = (((float32)in[" << f << ".s0.x]*1.5f) + float32("
+              << f << ".s0.x % 7)) - ((float32)in[" << f << ".s0.x]/3.0f)\n }\n";
         }
-        s << "}\n";
-        prev = f;
-    }
-    s << "produce out {\n for (out.s0.x, 0, 1024) {\n  out[out.s0.x] = (float32)" << prev
-      << "[out.s0.x]\n }\n}\n";
-    for (int i = stages - 1; i >= 0; i--) {
-        s << "free f" << i << "\n";
+        s << "}\nconsume " << f << " {\n for (out.s" << i << ".x, 0, 1024) {\n  out[out.s" << i
+          << ".x] = (float32)out[out.s" << i << ".x] + " << f << "[out.s" << i << ".x]\n }\n}\n"
+          << "free " << f << "\n}\n";
     }
     s << "}\n";
     return s.str();
