@@ -136,6 +136,9 @@ private:
         std::map<std::string, std::vector<llvm::Value *>> vars;
         std::map<std::string, std::vector<BufferRef>> buffers;
         std::map<std::string, llvm::Value *> arg_buffers;  // name -> halide_buffer_t *
+        // name -> its host pointer, loaded once after the argument checks: stores through the
+        // data may alias the descriptor, so reloading it at every access would stay in loops.
+        std::map<std::string, llvm::Value *> arg_hosts;
         std::map<std::string, std::vector<size_t>> heap;   // allocation -> destructor index
     };
     FnState *fs = nullptr;
@@ -256,10 +259,9 @@ private:
         if (v != fs->vars.end() && v->second.back()->getType()->isPointerTy()) {
             return v->second.back();
         }
-        auto a = fs->arg_buffers.find(n);
-        if (a != fs->arg_buffers.end()) {
-            llvm::Value *field = builder.CreateStructGEP(buffer_t, a->second, buffer_host_field);
-            return builder.CreateLoad(ptr, field, n + ".host");
+        auto a = fs->arg_hosts.find(n);
+        if (a != fs->arg_hosts.end()) {
+            return a->second;
         }
         user_error << "codegen: '" << n << "' names no buffer in scope";
         return nullptr;
@@ -1150,7 +1152,7 @@ private:
                 }
                 continue;
             }
-            if (!fs->buffers.count(n) && !fs->arg_buffers.count(n)) {
+            if (!fs->buffers.count(n) && !fs->arg_hosts.count(n)) {
                 continue;  // not visible here: the body must bind it itself
             }
             buf_names.push_back(n);
@@ -1294,6 +1296,10 @@ private:
             } else {
                 push_var(a.name, v);
             }
+        }
+        for (const auto &kv : state.arg_buffers) {
+            llvm::Value *field = builder.CreateStructGEP(buffer_t, kv.second, buffer_host_field);
+            state.arg_hosts[kv.first] = builder.CreateLoad(ptr, field, kv.first + ".host");
         }
         codegen(f.body);
         end_function();
