@@ -34,8 +34,9 @@ std::string generate(int stages) {
               << ".s0.b*256 + " << f << ".s0.t]*1.5f) + 2.0f\n  }\n }\n";
         } else {
             s << " for (" << f << ".s0.x, 0, 1024) {\n"
-              << "  " << f << "[" << f << ".s0.x] = (((float32)in[" << f << ".s0.x]*1.5f) + float32("
-              << f << ".s0.x % 7)) - ((float32)in[" << f << ".s0.x]/3.0f)\n }\n";
+              << "  " << f << "[" << f << ".s0.x] = (((float32)in[" << f
+              << ".s0.x]*1.5f) + float32(" << f << ".s0.x % 7)) - ((float32)in[" << f
+              << ".s0.x]/3.0f)\n }\n";
         }
         s << "}\nconsume " << f << " {\n for (out.s" << i << ".x, 0, 1024) {\n  out[out.s" << i
           << ".x] = (float32)out[out.s" << i << ".x] + " << f << "[out.s" << i << ".x]\n }\n}\n"

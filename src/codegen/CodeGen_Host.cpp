@@ -139,7 +139,7 @@ private:
         // name -> its host pointer, loaded once after the argument checks: stores through the
         // data may alias the descriptor, so reloading it at every access would stay in loops.
         std::map<std::string, llvm::Value *> arg_hosts;
-        std::map<std::string, std::vector<size_t>> heap;   // allocation -> destructor index
+        std::map<std::string, std::vector<size_t>> heap;  // allocation -> destructor index
     };
     FnState *fs = nullptr;
     llvm::Value *value = nullptr;  // result of the last visited expression
@@ -156,27 +156,26 @@ private:
             if (k.device_api == DeviceAPI::CUDA) {
                 code.push_back('\0');
             }
-            llvm::Constant *bytes = llvm::ConstantDataArray::getRaw(
-                code, code.size(), i8);
+            llvm::Constant *bytes = llvm::ConstantDataArray::getRaw(code, code.size(), i8);
             auto *code_g = new llvm::GlobalVariable(*mod, bytes->getType(), true,
                                                     llvm::GlobalValue::PrivateLinkage, bytes,
                                                     "kernel_code." + k.name);
             code_g->setAlignment(llvm::Align(8));
-            llvm::Constant *name = builder.CreateGlobalStringPtr(k.name, "kernel_name", 0,
-                                                                 mod.get());
+            llvm::Constant *name =
+                builder.CreateGlobalStringPtr(k.name, "kernel_name", 0, mod.get());
             int api = k.device_api == DeviceAPI::CUDA     ? TALLY_DEVICE_API_CUDA
                       : k.device_api == DeviceAPI::Vulkan ? TALLY_DEVICE_API_VULKAN
                                                           : TALLY_DEVICE_API_NONE;
             entries.push_back(llvm::ConstantStruct::get(
-                src_t, {name, code_g, llvm::ConstantInt::get(i64, k.code.size()),
-                        llvm::ConstantInt::get(i32, api), llvm::ConstantInt::get(i32, k.num_args),
-                        llvm::ConstantInt::get(i32, k.num_buffers),
-                        llvm::ConstantInt::get(i32, 0)}));
+                src_t,
+                {name, code_g, llvm::ConstantInt::get(i64, k.code.size()),
+                 llvm::ConstantInt::get(i32, api), llvm::ConstantInt::get(i32, k.num_args),
+                 llvm::ConstantInt::get(i32, k.num_buffers), llvm::ConstantInt::get(i32, 0)}));
         }
         llvm::ArrayType *arr_t = llvm::ArrayType::get(src_t, entries.size());
-        auto *arr = new llvm::GlobalVariable(*mod, arr_t, true, llvm::GlobalValue::PrivateLinkage,
-                                             llvm::ConstantArray::get(arr_t, entries),
-                                             "tally_kernels");
+        auto *arr =
+            new llvm::GlobalVariable(*mod, arr_t, true, llvm::GlobalValue::PrivateLinkage,
+                                     llvm::ConstantArray::get(arr_t, entries), "tally_kernels");
         llvm::StructType *table_t =
             llvm::StructType::get(ctx, {i32, i32, ptr, llvm::ArrayType::get(ptr, 4)});
         static_assert(sizeof(tally_kernel_table) == 48, "tally_kernel_table layout");
