@@ -793,8 +793,14 @@ private:
             value = v;
         } else if (n == "alloca") {
             int64_t bytes;
-            user_assert(const_int_value(op->args[0], &bytes) && bytes >= 0 && bytes < (1 << 20))
-                << "alloca needs a constant size";
+            const Call *size_call = op->args[0].as<Call>();
+            if (size_call && size_call->name == "size_of_halide_buffer_t") {
+                bytes = sizeof(halide_buffer_t);  // Halide's `alloca(size_of_halide_buffer_t())`
+            } else {
+                user_assert(const_int_value(op->args[0], &bytes) && bytes >= 0 &&
+                            bytes < (1 << 20))
+                    << "alloca needs a constant size";
+            }
             value = entry_alloca(llvm::ArrayType::get(i8, bytes), "alloca");
         } else if (n == "size_of_halide_buffer_t") {
             value = llvm::ConstantInt::get(llvm_type(op->type), sizeof(halide_buffer_t));
