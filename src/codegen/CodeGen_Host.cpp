@@ -797,8 +797,7 @@ private:
             if (size_call && size_call->name == "size_of_halide_buffer_t") {
                 bytes = sizeof(halide_buffer_t);  // Halide's `alloca(size_of_halide_buffer_t())`
             } else {
-                user_assert(const_int_value(op->args[0], &bytes) && bytes >= 0 &&
-                            bytes < (1 << 20))
+                user_assert(const_int_value(op->args[0], &bytes) && bytes >= 0 && bytes < (1 << 20))
                     << "alloca needs a constant size";
             }
             value = entry_alloca(llvm::ArrayType::get(i8, bytes), "alloca");
