@@ -2,7 +2,8 @@
 # The two commands a newcomer needs on a fresh Debian 12 machine:
 #   ./run.sh demo   install what is missing, build everything, run the main demo
 #   ./run.sh test   install what is missing, build everything, run every test (ctest)
-# Other subcommands: deps (install only), build, format-check, tsan (runtime tests under TSan).
+# Other subcommands: deps (install only), build, format-check, tsan (runtime tests under TSan),
+# asan (unit, ir, runtime and e2e tests under ASan + UBSan), fuzz [SECONDS] (the parser fuzzer).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -69,6 +70,30 @@ tsan() {
     (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime --output-on-failure -j "$JOBS")
 }
 
+# Unit, ir, runtime and e2e tests under AddressSanitizer + UndefinedBehaviorSanitizer, in their own
+# build folder. Only Tally's code is instrumented (LLVM is linked into libtally.so as built by
+# Debian). Timing-sensitive tests are left out: they compare sampled shares with timings, and the
+# sanitizers slow some stages more than others; they run in the plain build.
+asan() {
+    local dir="$BUILD-asan"
+    configure "$dir" -DTALLY_SANITIZE=address,undefined -DTALLY_BUILD_BENCH=OFF \
+        -DTALLY_BUILD_PYTHON=OFF
+    log "building under AddressSanitizer + UBSan in $dir"
+    cmake --build "$dir" -j "$JOBS"
+    log "running the unit, ir, runtime and e2e tests under AddressSanitizer + UBSan"
+    (cd "$dir" && ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
+        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
+        ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' -LE 'timing' \
+        -E 'ProfileSkewed|VulkanAttribution|e2e\.vulkan\.validation')
+}
+
+# The parser fuzzer (test/fuzz/run_fuzz.sh): clang-19 + libFuzzer, ASan, UBSan, for
+# TALLY_FUZZ_SECONDS (default 60) or the given number of seconds.
+fuzz() {
+    TALLY_FUZZ_BUILD_DIR="$BUILD-fuzz" TALLY_JOBS="$JOBS" \
+        "$ROOT/test/fuzz/run_fuzz.sh" "${1:-${TALLY_FUZZ_SECONDS:-60}}"
+}
+
 demo() {
     build
     log "demo: the 3x3 blur app (uint16, 2048x1536, parallel and vectorized), JIT-compiled for"
@@ -87,6 +112,12 @@ test_all() {
     if [[ "${TALLY_SKIP_TSAN:-0}" != 1 ]]; then
         tsan
     fi
+    if [[ "${TALLY_SKIP_ASAN:-0}" != 1 ]]; then
+        asan
+    fi
+    if [[ "${TALLY_SKIP_FUZZ:-0}" != 1 ]]; then
+        fuzz
+    fi
 }
 
 cmd="${1:-}"
@@ -97,8 +128,10 @@ demo) deps && demo ;;
 test) deps && test_all ;;
 format-check) format_check ;;
 tsan) deps && tsan ;;
+asan) deps && asan ;;
+fuzz) deps && fuzz "${2:-}" ;;
 *)
-    echo "usage: $0 {demo|test|build|deps|format-check|tsan}" >&2
+    echo "usage: $0 {demo|test|build|deps|format-check|tsan|asan|fuzz [SECONDS]}" >&2
     exit 2
     ;;
 esac

@@ -67,6 +67,13 @@ void compile_to_files(const Module &lowered, const OutputFiles &out,
 /** The optimised LLVM IR of a lowered module, as text. */
 std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts = {});
 
+/** The PTX text of every CUDA kernel of a lowered module, as one PTX module with one
+ * `.visible .entry` per kernel, for the target's compute capability (sm_75 unless a
+ * cuda_capability_XX feature asks for another): what `tallyc -e ptx` writes. The kernel table
+ * embeds each kernel compiled alone, the same way. Empty when the module has no CUDA kernels.
+ * Throws CompileError on kernels it cannot compile. */
+std::string compile_to_ptx(const Module &lowered);
+
 /** The C header declaring a module's entry points. */
 std::string c_header(const Module &lowered);
 

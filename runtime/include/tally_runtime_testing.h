@@ -36,6 +36,15 @@ uint64_t tally_testing_sampler_cpu_ns(void);
 /** Number of live profiled runs registered with the sampler thread and with the timer. */
 int32_t tally_testing_live_instances(void);
 
+/** Arms fault injection as the TALLY_FAULT environment variable would (which it replaces):
+ * "<op>[:<n>]" makes the n-th operation of kind op from now on fail (n defaults to 1), op one of
+ * malloc, device_malloc, copy_to_host, copy_to_device, launch, sync; NULL or "" disarms. Returns 0,
+ * or TALLY_ERROR_BAD_ARGUMENT (reported; injection stays disarmed). See runtime/src/fault.c. */
+int32_t tally_testing_set_fault(const char *spec);
+
+/** Number of faults injected since the process started (by TALLY_FAULT or the call above). */
+int64_t tally_testing_faults_injected(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -63,6 +63,12 @@ int32_t halide_device_malloc(void *user_context, halide_buffer_t *buf,
     if (buf->device) {
         return 0;
     }
+    r = tally_fault_check(user_context, TALLY_FAULT_DEVICE_MALLOC,
+                          "halide_device_malloc: %s: device allocation of %llu bytes failed",
+                          iface->name, (unsigned long long)tally_buffer_size_in_bytes(buf));
+    if (r != 0) {
+        return r;
+    }
     r = iface->device_malloc(user_context, buf, iface);
     if (r != 0) {
         return r;
@@ -146,6 +152,12 @@ int32_t halide_copy_to_host(void *user_context, halide_buffer_t *buf) {
     if (!buf->host) {
         return halide_error_host_is_null(user_context, "halide_copy_to_host");
     }
+    r = tally_fault_check(user_context, TALLY_FAULT_COPY_TO_HOST,
+                          "halide_copy_to_host: %s: copy to host failed",
+                          buf->device_interface->name);
+    if (r != 0) {
+        return r;
+    }
     tally_context *waiting = tally_profiler_wait_begin();
     r = buf->device_interface->copy_to_host(user_context, buf);
     tally_profiler_wait_end(waiting);
@@ -196,6 +208,11 @@ int32_t halide_copy_to_device(void *user_context, halide_buffer_t *buf,
     if (!buf->host) {
         return halide_error_host_is_null(user_context, "halide_copy_to_device");
     }
+    r = tally_fault_check(user_context, TALLY_FAULT_COPY_TO_DEVICE,
+                          "halide_copy_to_device: %s: copy to device failed", iface->name);
+    if (r != 0) {
+        return r;
+    }
     r = iface->copy_to_device(user_context, buf);
     if (r != 0) {
         return r;
@@ -214,6 +231,12 @@ int32_t halide_device_sync(void *user_context, halide_buffer_t *buf) {
     if (!buf->device_interface) {
         return 0;
     }
+    r = tally_fault_check(user_context, TALLY_FAULT_SYNC,
+                          "halide_device_sync: %s: device sync failed",
+                          buf->device_interface->name);
+    if (r != 0) {
+        return r;
+    }
     tally_context *waiting = tally_profiler_wait_begin();
     r = buf->device_interface->device_sync(user_context, buf);
     tally_profiler_wait_end(waiting);
@@ -226,6 +249,11 @@ int32_t halide_device_sync_global(void *user_context, const halide_device_interf
         return r;
     }
     tally_profiler_count(TALLY_COUNTER_INJECTED_SYNCS);
+    r = tally_fault_check(user_context, TALLY_FAULT_SYNC,
+                          "halide_device_sync_global: %s: device sync failed", iface->name);
+    if (r != 0) {
+        return r;
+    }
     tally_context *waiting = tally_profiler_wait_begin();
     r = iface->device_sync_global(user_context, iface);
     tally_profiler_wait_end(waiting);

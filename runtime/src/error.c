@@ -401,6 +401,10 @@ int32_t halide_error_buffer_is_null(void *user_context, const char *routine) {
 // ---- host memory -------------------------------------------------------------------------
 
 void *halide_malloc(void *user_context, size_t size) {
+    if (tally_fault_check(user_context, TALLY_FAULT_MALLOC,
+                          "halide_malloc: out of memory allocating %zu bytes", size)) {
+        return NULL;
+    }
     void *p = NULL;
     // Round up so that the allocation ends on an alignment boundary too: vectorized loops may
     // read a full vector past the last element of a row.

@@ -21,6 +21,25 @@
 int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+// ---- fault injection (fault.c) ---------------------------------------------------------------
+
+// Operations TALLY_FAULT (or tally_testing_set_fault) can make fail.
+enum {
+    TALLY_FAULT_MALLOC = 0,
+    TALLY_FAULT_DEVICE_MALLOC,
+    TALLY_FAULT_COPY_TO_HOST,
+    TALLY_FAULT_COPY_TO_DEVICE,
+    TALLY_FAULT_LAUNCH,
+    TALLY_FAULT_SYNC,
+    TALLY_NUM_FAULT_OPS
+};
+
+// Counts one operation of kind `op`. Returns 0, or, when it is the one chosen to fail, reports
+// the printf-style message followed by " (injected fault)" through halide_error and returns the
+// operation's error code. Callers return that code (halide_malloc: NULL) without doing the work.
+int32_t tally_fault_check(void *user_context, int32_t op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 // ---- threads (thread_pool.c) ---------------------------------------------------------------
 
 // pthread_create that honours tally_testing_fail_thread_starts. Returns 0 or an errno value.

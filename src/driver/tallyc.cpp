@@ -1,11 +1,13 @@
 // tallyc: ahead-of-time compiler.
 //
-//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt] [-O N]
+//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt,ptx] [-O N]
 //
 // Lowers the pipeline for the target and writes DIR/<module>.o (link it with the static runtime
-// library, libtally_runtime.a), DIR/<module>.h (the entry points), DIR/<module>.ll (LLVM IR) and
-// DIR/<module>.stmt (the lowered module). Default outputs: object and header.
+// library, libtally_runtime.a), DIR/<module>.h (the entry points), DIR/<module>.ll (LLVM IR),
+// DIR/<module>.stmt (the lowered module) and DIR/<module>.ptx (the PTX of its CUDA kernels, one
+// PTX module; an error if it has none). Default outputs: object and header.
 
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -21,7 +23,8 @@ using namespace tally;
 namespace {
 
 void usage(std::ostream &os) {
-    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt] [-O N]\n";
+    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt,ptx] "
+          "[-O N]\n";
 }
 
 }  // namespace
@@ -51,9 +54,9 @@ int main(int argc, char **argv) {
             std::istringstream in(value("-e"));
             std::string e;
             while (std::getline(in, e, ',')) {
-                if (e != "object" && e != "header" && e != "llvm" && e != "stmt") {
+                if (e != "object" && e != "header" && e != "llvm" && e != "stmt" && e != "ptx") {
                     std::cerr << "tallyc: error: unknown output '" << e
-                              << "' (expected object, header, llvm or stmt)\n";
+                              << "' (expected object, header, llvm, stmt or ptx)\n";
                     return 2;
                 }
                 emit.push_back(e);
@@ -79,8 +82,11 @@ int main(int argc, char **argv) {
         Module m = lower(parse_module_file(input), Target::parse(target));
         OutputFiles out;
         std::string base = dir + "/" + m.name;
+        bool ptx = false;
         for (const std::string &e : emit) {
-            if (e == "object") {
+            if (e == "ptx") {
+                ptx = true;
+            } else if (e == "object") {
                 out.object = base + ".o";
             } else if (e == "header") {
                 out.header = base + ".h";
@@ -93,6 +99,20 @@ int main(int argc, char **argv) {
         CompileOptions co;
         co.opt_level = opt;
         compile_to_files(m, out, co);
+        if (ptx) {
+            std::string text = compile_to_ptx(m);
+            if (text.empty()) {
+                std::cerr << "tallyc: error: -e ptx: module '" << m.name
+                          << "' has no CUDA kernels for target " << m.target.to_string() << "\n";
+                return 1;
+            }
+            std::ofstream f(base + ".ptx", std::ios::binary);
+            f << text;
+            if (!f.good()) {
+                std::cerr << base << ".ptx: error: cannot write file\n";
+                return 1;
+            }
+        }
     } catch (const CompileError &e) {
         std::cerr << e.what() << "\n";
         return 1;

@@ -7,8 +7,10 @@
 #include "tally/Verifier.h"
 #include "ir/LargeStack.h"
 
-#include <map>
 #include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tally/Error.h"
@@ -19,9 +21,28 @@ namespace tally {
 
 namespace {
 
+/** The names of a module's kernels and functions, looked up once per launch and per `::f`
+ * (Module's finders scan the lists, which would make verifying n launches cost n^2). */
+struct ModuleNames {
+    std::unordered_set<std::string> kernels, functions;
+    explicit ModuleNames(const Module &m) {
+        for (const Kernel &k : m.kernels) {
+            kernels.insert(k.name);
+        }
+        for (const LoweredFunc &f : m.functions) {
+            functions.insert(f.name);
+        }
+    }
+};
+
+// Scopes: every name bound in scope, innermost binding last. Hashed, since scopes in lowered
+// pipelines (nested allocations and lets) grow with the pipeline.
+using Scope = std::unordered_map<std::string, std::vector<Type>>;
+
 class Verify : public IRVisitor {
 public:
-    Verify(const Module &m, std::string where) : m(m), where(std::move(where)) {}
+    Verify(const Module &m, const ModuleNames &names, std::string where)
+        : m(m), names(names), where(std::move(where)) {}
 
     void bind_var(const std::string &n, const Type &t) { vars[n].push_back(t); }
     void bind_buffer(const std::string &n, const Type &elem) { buffers[n].push_back(elem); }
@@ -34,10 +55,11 @@ public:
 
 private:
     const Module &m;
+    const ModuleNames &names;
     std::string where;
-    std::map<std::string, std::vector<Type>> vars;
+    Scope vars;
     // Element type of each buffer in scope; an invalid type means "not known".
-    std::map<std::string, std::vector<Type>> buffers;
+    Scope buffers;
     std::vector<const BaseStmtNode *> stmt_stack;
 
     using IRVisitor::visit;
@@ -67,7 +89,7 @@ private:
         stmt_stack.pop_back();
     }
 
-    static void pop(std::map<std::string, std::vector<Type>> &s, const std::string &n) {
+    static void pop(Scope &s, const std::string &n) {
         auto it = s.find(n);
         it->second.pop_back();
         if (it->second.empty()) {
@@ -106,7 +128,7 @@ private:
             return;
         }
         if (n.compare(0, 2, "::") == 0) {
-            if (!m.find_function(n.substr(2))) {
+            if (!names.functions.count(n.substr(2))) {
                 fail("'" + n + "' names no function of this module");
             }
             return;
@@ -128,7 +150,7 @@ private:
         if (!m.kernels.empty() && op->name.size() > 11 && op->name.compare(0, 7, "halide_") == 0 &&
             op->name.compare(op->name.size() - 4, 4, "_run") == 0 && op->args.size() > 1) {
             if (const StringImm *k = op->args[1].as<StringImm>()) {
-                if (!m.find_kernel(k->value)) {
+                if (!names.kernels.count(k->value)) {
                     fail("launch of kernel '" + k->value + "', which the module does not hold");
                 }
             }
@@ -221,18 +243,19 @@ void bind_args(Verify &v, const std::vector<Argument> &args) {
 }  // namespace
 
 static void verify_impl(const Module &m) {
+    ModuleNames names(m);
     std::set<std::string> seen;
     for (const Kernel &k : m.kernels) {
         user_assert(seen.insert(k.name).second)
             << "verify: kernel '" << k.name << "' defined twice";
-        Verify v(m, "kernel '" + k.name + "'");
+        Verify v(m, names, "kernel '" + k.name + "'");
         bind_args(v, k.args);
         v.run(k.body);
     }
     for (const LoweredFunc &f : m.functions) {
         user_assert(seen.insert(f.name).second)
             << "verify: function '" << f.name << "' defined twice";
-        Verify v(m, "function '" + f.name + "'");
+        Verify v(m, names, "function '" + f.name + "'");
         for (const BufferConstant &b : m.buffers) {
             v.bind_var(b.name + ".buffer", Handle("halide_buffer_t"));
             v.bind_var(b.name, Handle());

@@ -1,0 +1,896 @@
+// End-to-end Vulkan tests: the GPU apps (apps/gpu_gpu_cpu, apps/blur_gpu, apps/bounce) lowered for
+// `host-vulkan` and `host-vulkan-profile`, their kernels compiled to SPIR-V by the Vulkan back end
+// (src/codegen/CodeGen_Vulkan.cpp) and run through the runtime's Vulkan device interface
+// (lavapipe on machines without a GPU).
+//
+// - VulkanCodegen (no device needed): every kernel of every app, for both targets, is written to
+//   <build>/test/e2e/vulkan_spirv/ and passes `spirv-val --target-env vulkan1.1`; the
+//   CompiledKernel counts match the kernel's arguments; unsupported types and nodes are
+//   CompileErrors that name them.
+// - VulkanRun: results equal the C++ references (integers exactly, floats within
+//   float_tolerance) for both targets, each size run twice into sentinel-filled outputs; scalar
+//   arguments of mixed sizes (float, int, two bools) reach the shader at the offsets the
+//   runtime packs them at.
+// - VulkanProfile: blur_gpu and bounce report both copy directions with the expected counts;
+//   the header counts launches and injected syncs (one per launch, one per copy to the device).
+// - VulkanSemantics / VulkanShared: the kernel language against the host back end on the same IR
+//   (Euclidean division, casts, math, vectors), and work-group shared memory with a barrier.
+// - VulkanAttribution (RUN_SERIAL): on gpu_gpu_cpu the report's A+B and C shares agree within 10
+//   percentage points with the truth timed in the same process (variants that keep one stage,
+//   each run fenced with halide_device_sync_global); lowered with inject_device_sync = false, the
+//   same pipeline bills A and B almost nothing and the GPU time lands on `B (copy to host)`.
+//
+// Every device test skips, printing why, when halide_vulkan_device_interface() is NULL. CMake also
+// runs the whole binary a second time with VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation, and
+// that run fails on any validation message in its output.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "E2EUtil.h"
+#include "blur_gpu/reference.h"
+#include "bounce/reference.h"
+#include "codegen/CodeGen_Host.h"
+#include "gpu_gpu_cpu/reference.h"
+#include "tally/Error.h"
+#include "tally/IRMutator.h"
+
+#ifndef TALLY_SPIRV_VAL
+#define TALLY_SPIRV_VAL ""
+#endif
+#ifndef TALLY_VULKAN_SPIRV_DIR
+#error "TALLY_VULKAN_SPIRV_DIR must name a folder for the generated SPIR-V"
+#endif
+
+namespace tally_e2e {
+namespace {
+
+/** Floats agree when |got - want| <= 1e-4 * max(1, |want|). The GPU may contract a multiply-add
+ * into an FMA (Vulkan allows it) where the reference rounds twice; the apps' iterations are
+ * contractions, so those differences stay within a few hundred ulps. */
+constexpr double float_tolerance = 1e-4;
+
+const std::vector<std::string> gpu_apps = {"gpu_gpu_cpu", "blur_gpu", "bounce"};
+
+/** The Vulkan device, or nullptr after printing why the test is skipped. */
+const halide_device_interface_t *vulkan_or_skip_reason(std::string *why) {
+    const halide_device_interface_t *vk = halide_vulkan_device_interface();
+    if (!vk) {
+        *why = "no Vulkan device (halide_vulkan_device_interface() returned NULL); skipping";
+    }
+    return vk;
+}
+
+#define REQUIRE_VULKAN()                                                                           \
+    do {                                                                                           \
+        std::string why_;                                                                          \
+        if (!vulkan_or_skip_reason(&why_)) {                                                       \
+            std::printf("%s\n", why_.c_str());                                                     \
+            GTEST_SKIP() << why_;                                                                  \
+        }                                                                                          \
+    } while (0)
+
+/** Marks an input's host copy as newer than any device copy, as a caller that has just written it
+ * must (Halide's convention): halide_copy_to_device moves data only from a dirty host. */
+template <typename T>
+void mark_host_dirty(Image<T> &img) {
+    img.raw()->flags |= halide_buffer_flag_host_dirty;
+}
+
+template <typename T>
+void fill_sentinel(Image<T> &img, uint8_t byte) {
+    std::memset(img.ptr(), byte, img.size() * sizeof(T));
+}
+
+template <typename T>
+::testing::AssertionResult same_integers(const std::vector<T> &got, const std::vector<T> &want) {
+    if (got.size() != want.size()) {
+        return ::testing::AssertionFailure() << "sizes differ";
+    }
+    size_t bad = 0;
+    std::ostringstream first;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (got[i] != want[i]) {
+            if (bad < 5) {
+                first << " [" << i << "] got " << int64_t(got[i]) << " want " << int64_t(want[i])
+                      << ";";
+            }
+            bad++;
+        }
+    }
+    if (bad) {
+        return ::testing::AssertionFailure()
+               << bad << " of " << got.size() << " elements differ:" << first.str();
+    }
+    return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult close_floats(const std::vector<float> &got,
+                                        const std::vector<float> &want) {
+    if (got.size() != want.size()) {
+        return ::testing::AssertionFailure() << "sizes differ";
+    }
+    size_t bad = 0;
+    std::ostringstream first;
+    for (size_t i = 0; i < got.size(); i++) {
+        double tol = float_tolerance * std::max(1.0, std::fabs(double(want[i])));
+        if (!(std::fabs(double(got[i]) - double(want[i])) <= tol)) {
+            if (bad < 5) {
+                first << " [" << i << "] got " << got[i] << " want " << want[i] << ";";
+            }
+            bad++;
+        }
+    }
+    if (bad) {
+        return ::testing::AssertionFailure()
+               << bad << " of " << got.size() << " elements differ:" << first.str();
+    }
+    return ::testing::AssertionSuccess();
+}
+
+std::unique_ptr<tally::JITModule> compile_with(const tally::Module &m, const std::string &target,
+                                               bool inject_sync = true) {
+    tally::LowerOptions opts;
+    opts.profiling.inject_device_sync = inject_sync;
+    return tally::compile_jit(tally::lower(m, tally::Target::parse(target), opts));
+}
+
+// --- the apps, ready to run ------------------------------------------------------------------
+
+/** gpu_gpu_cpu(input, C, width, height, reps). */
+struct GpuGpuCpu {
+    Image<float> input, C;
+    int32_t width, height, reps;
+    std::vector<void *> args;
+    GpuGpuCpu(int w, int h, int r, uint64_t seed)
+        : input({w, h}), C({w, h}), width(w), height(h), reps(r) {
+        Rng rng(seed);
+        for (size_t i = 0; i < input.size(); i++) {
+            input[i] = rng.uniform(-1.0f, 1.0f);
+        }
+        args = {input.raw(), C.raw(), &width, &height, &this->reps};
+    }
+    int run(const tally::JITModule &jit) {
+        mark_host_dirty(input);
+        return jit.run(args.data());
+    }
+    ::testing::AssertionResult check() {
+        std::vector<float> want(C.size());
+        tally_apps::gpu_gpu_cpu_reference(input.ptr(), want.data(), width, height, reps);
+        return close_floats(C.data, want);
+    }
+};
+
+/** blur_gpu(input, output, width, height). */
+struct BlurGpu {
+    Image<uint32_t> input, output;
+    int32_t width, height;
+    std::vector<void *> args;
+    BlurGpu(int w, int h, uint64_t seed)
+        : input({w + 2, h + 2}), output({w, h}), width(w), height(h) {
+        Rng rng(seed);
+        for (size_t i = 0; i < input.size(); i++) {
+            input[i] = rng.next() >> 2;  // below 2^30: sums of three do not wrap
+        }
+        args = {input.raw(), output.raw(), &width, &height};
+    }
+    int run(const tally::JITModule &jit) {
+        mark_host_dirty(input);
+        return jit.run(args.data());
+    }
+    ::testing::AssertionResult check() {
+        std::vector<uint32_t> want(output.size());
+        tally_apps::blur_gpu_reference(input.ptr(), want.data(), width, height);
+        return same_integers(output.data, want);
+    }
+};
+
+/** bounce(input, output, n). */
+struct Bounce {
+    Image<int32_t> input, output;
+    int32_t n;
+    std::vector<void *> args;
+    Bounce(int count, uint64_t seed) : input({count}), output({count}), n(count) {
+        Rng rng(seed);
+        for (size_t i = 0; i < input.size(); i++) {
+            input[i] = int32_t(rng.below(2000000)) - 1000000;  // negatives exercise Euclid
+        }
+        args = {input.raw(), output.raw(), &n};
+    }
+    int run(const tally::JITModule &jit) {
+        mark_host_dirty(input);
+        return jit.run(args.data());
+    }
+    ::testing::AssertionResult check() {
+        std::vector<int32_t> want(output.size());
+        tally_apps::bounce_reference(input.ptr(), want.data(), n);
+        return same_integers(output.data, want);
+    }
+};
+
+// --- the report --------------------------------------------------------------------------------
+
+std::string report_text() {
+    int32_t n = tally_profiler_report_to_buffer(nullptr, 0, 0);
+    EXPECT_GE(n, 0);
+    std::string s(size_t(std::max(n, 0)) + 1, '\0');
+    EXPECT_EQ(tally_profiler_report_to_buffer(&s[0], s.size(), 0), n);
+    s.resize(size_t(std::max(n, 0)));
+    return s;
+}
+
+/** The value after `label` on the report line that starts with "  <label>", or -1. */
+int64_t header_value(const std::string &report, const std::string &label) {
+    std::istringstream in(report);
+    std::string l;
+    while (std::getline(in, l)) {
+        if (l.compare(0, label.size() + 2, "  " + label) == 0) {
+            return std::atoll(l.c_str() + label.size() + 2);
+        }
+    }
+    return -1;
+}
+
+/** Slot stats of a pipeline by name: name -> stats. */
+std::map<std::string, tally_slot_stats> slots_of(const std::string &pipeline) {
+    std::map<std::string, tally_slot_stats> out;
+    tally_pipeline_stats ps;
+    if (tally_profiler_get_pipeline_stats(pipeline.c_str(), &ps) != 0) {
+        return out;
+    }
+    for (int32_t s = 0; s < ps.num_slots; s++) {
+        tally_slot_stats ss;
+        if (tally_profiler_get_slot_stats(pipeline.c_str(), s, &ss) == 0) {
+            out[ss.name] = ss;
+        }
+    }
+    return out;
+}
+
+// --- codegen: SPIR-V validity, counts, diagnostics (no device needed) ---------------------------
+
+class VulkanCodegen : public ::testing::TestWithParam<std::string> {};
+
+// Every kernel of every GPU app, for both targets, passes spirv-val for Vulkan 1.1.
+TEST_P(VulkanCodegen, EveryKernelPassesSpirvVal) {
+    const std::string app = GetParam();
+    for (const char *target : {"host-vulkan", "host-vulkan-profile"}) {
+        SCOPED_TRACE(target);
+        tally::Module lowered = tally::lower(parse_app(app), tally::Target::parse(target));
+        ASSERT_FALSE(lowered.kernels.empty());
+        // The host side embeds them (no device needed to compile).
+        EXPECT_NO_THROW(tally::compile_jit(lowered));
+        std::vector<tally::CompiledKernel> compiled = tally::compile_kernels(lowered);
+        ASSERT_EQ(compiled.size(), lowered.kernels.size());
+        for (size_t i = 0; i < compiled.size(); i++) {
+            const tally::CompiledKernel &c = compiled[i];
+            const tally::Kernel &k = lowered.kernels[i];
+            SCOPED_TRACE(c.name);
+            EXPECT_EQ(c.name, k.name);
+            EXPECT_EQ(c.device_api, tally::DeviceAPI::Vulkan);
+            EXPECT_EQ(c.num_args, int(k.args.size()));
+            int buffers = 0;
+            for (const tally::Argument &a : k.args) {
+                buffers += a.is_buffer() ? 1 : 0;
+            }
+            EXPECT_EQ(c.num_buffers, buffers);
+            ASSERT_GE(c.code.size(), 20u);
+            ASSERT_EQ(c.code.size() % 4, 0u);
+            uint32_t magic;
+            std::memcpy(&magic, c.code.data(), 4);
+            EXPECT_EQ(magic, 0x07230203u);
+
+            std::string path = std::string(TALLY_VULKAN_SPIRV_DIR) + "/" + app + "." + target +
+                               "." + c.name + ".spv";
+            {
+                std::ofstream out(path, std::ios::binary);
+                out << c.code;
+                ASSERT_TRUE(bool(out)) << "cannot write " << path;
+            }
+            if (std::string(TALLY_SPIRV_VAL).empty()) {
+                std::printf("spirv-val not found at configure time: %s not validated\n",
+                            path.c_str());
+                continue;
+            }
+            std::string cmd =
+                std::string(TALLY_SPIRV_VAL) + " --target-env vulkan1.1 '" + path + "' 2>&1";
+            FILE *p = popen(cmd.c_str(), "r");
+            ASSERT_NE(p, nullptr);
+            std::string output;
+            char buf[512];
+            while (std::fgets(buf, sizeof(buf), p)) {
+                output += buf;
+            }
+            int rc = pclose(p);
+            EXPECT_EQ(rc, 0) << cmd << "\n" << output;
+            std::printf("spirv-val ok: %s (%zu bytes)\n", path.c_str(), c.code.size());
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Apps, VulkanCodegen, ::testing::ValuesIn(gpu_apps),
+                         [](const ::testing::TestParamInfo<std::string> &info) {
+                             return info.param;
+                         });
+
+/** Lowers `text` for host-vulkan and compiles its kernels; returns the CompileError message, or
+ * "" if it compiled. */
+std::string kernel_compile_error(const std::string &text) {
+    tally::Module m = tally::parse_module(text, "test.stmt");
+    tally::Module lowered = tally::lower(m, tally::Target::parse("host-vulkan"));
+    try {
+        tally::compile_kernels(lowered);
+    } catch (const tally::CompileError &e) {
+        return e.what();
+    }
+    return "";
+}
+
+// Types and nodes the back end cannot compile are user errors that name them.
+TEST(VulkanCodegenErrors, UnsupportedTypesAndNodesAreNamed) {
+    std::string e = kernel_compile_error(R"(
+module name=narrow, target=host-vulkan
+external func narrow (out: buffer<uint16, 1>) {
+  gpu_block<Vulkan> (b, 0, 4) {
+    out[b] = (uint16)7
+  }
+}
+)");
+    EXPECT_NE(e.find("uint16"), std::string::npos) << e;
+    EXPECT_NE(e.find("narrow_b"), std::string::npos) << e;  // the kernel's name
+
+    e = kernel_compile_error(R"(
+module name=wide, target=host-vulkan
+external func wide (out: buffer<float64, 1>) {
+  gpu_block<Vulkan> (b, 0, 4) {
+    out[b] = 1.5
+  }
+}
+)");
+    EXPECT_NE(e.find("float64"), std::string::npos) << e;
+
+    e = kernel_compile_error(R"(
+module name=asserting, target=host-vulkan
+external func asserting (out: buffer<int32, 1>) {
+  gpu_block<Vulkan> (b, 0, 4) {
+    assert(b < 4, -1)
+    out[b] = b
+  }
+}
+)");
+    EXPECT_NE(e.find("assert"), std::string::npos) << e;
+
+    e = kernel_compile_error(R"(
+module name=calling, target=host-vulkan
+external func calling (out: buffer<int32, 1>) {
+  gpu_block<Vulkan> (b, 0, 4) {
+    out[b] = my_extern_function(b)
+  }
+}
+)");
+    EXPECT_NE(e.find("my_extern_function"), std::string::npos) << e;
+
+    e = kernel_compile_error(R"(
+module name=dynamic, target=host-vulkan
+external func dynamic (out: buffer<int32, 1>, n: int32) {
+  gpu_block<Vulkan> (b, 0, 4) {
+    allocate scratch[int32 * n]
+    scratch[0] = b
+    out[b] = scratch[0]
+    free scratch
+  }
+}
+)");
+    EXPECT_NE(e.find("scratch"), std::string::npos) << e;
+    EXPECT_NE(e.find("constant size"), std::string::npos) << e;
+}
+
+// --- running on the device -------------------------------------------------------------------
+
+class VulkanRun : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+// Results equal the references, each size run twice with fresh inputs into sentinel outputs.
+TEST_P(VulkanRun, MatchesReference) {
+    REQUIRE_VULKAN();
+    const std::string app = std::get<0>(GetParam()), target = std::get<1>(GetParam());
+    auto jit = compile_with(parse_app(app), target);
+    uint64_t seed = 1;
+    if (app == "gpu_gpu_cpu") {
+        for (auto wh : {std::make_pair(1, 1), std::make_pair(37, 21), std::make_pair(128, 96)}) {
+            for (int run = 0; run < 2; run++) {
+                GpuGpuCpu a(wh.first, wh.second, 50 + run, seed++);
+                fill_sentinel(a.C, 0xff);
+                ASSERT_EQ(a.run(*jit), 0);
+                EXPECT_TRUE(a.check()) << wh.first << "x" << wh.second;
+            }
+        }
+    } else if (app == "blur_gpu") {
+        for (auto wh : {std::make_pair(1, 1), std::make_pair(13, 7), std::make_pair(101, 37)}) {
+            for (int run = 0; run < 2; run++) {
+                BlurGpu a(wh.first, wh.second, seed++);
+                fill_sentinel(a.output, 0xab);
+                ASSERT_EQ(a.run(*jit), 0);
+                EXPECT_TRUE(a.check()) << wh.first << "x" << wh.second;
+            }
+        }
+    } else {
+        for (int n : {1, 63, 64, 1000}) {
+            for (int run = 0; run < 2; run++) {
+                Bounce a(n, seed++);
+                fill_sentinel(a.output, 0xab);
+                ASSERT_EQ(a.run(*jit), 0);
+                EXPECT_TRUE(a.check()) << "n = " << n;
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Apps, VulkanRun,
+                         ::testing::Combine(::testing::ValuesIn(gpu_apps),
+                                            ::testing::Values(std::string("host-vulkan"),
+                                                              std::string("host-vulkan-profile"))),
+                         [](const ::testing::TestParamInfo<VulkanRun::ParamType> &info) {
+                             std::string t = std::get<1>(info.param);
+                             std::replace(t.begin(), t.end(), '-', '_');
+                             return std::get<0>(info.param) + "_" + t;
+                         });
+
+// Scalars of mixed sizes reach the shader where the runtime packs them: k at byte 0, n at 4,
+// two bools at 8 and 9 (one word), off at 12.
+TEST(VulkanScalars, MixedSizesArePackedLikeTheRuntime) {
+    REQUIRE_VULKAN();
+    tally::Module m = tally::parse_module(R"(
+module name=scalars, target=host-vulkan
+external func scalars (out: buffer<float32, 1>, k: float32, n: int32, f1: bool, f2: bool, off: int32) {
+  produce out {
+    gpu_block<Vulkan> (out.s0.b, 0, 4) {
+      gpu_thread<Vulkan> (out.s0.t, 0, 8) {
+        let i = out.s0.b * 8 + out.s0.t
+        out[i] = select((uint1)f1, float32(n) * (float32)k, -1.0f) + select((uint1)f2, float32(off + i), 0.5f)
+      }
+    }
+  }
+}
+)",
+                                          "scalars.stmt");
+    tally::Module lowered = tally::lower(m, tally::Target::parse("host-vulkan"));
+    ASSERT_EQ(lowered.kernels.size(), 1u);
+    std::vector<std::string> order;
+    for (const tally::Argument &a : lowered.kernels[0].args) {
+        order.push_back(a.name);
+    }
+    // The packing below assumes this order (buffers, then scalars in order of first use).
+    ASSERT_EQ(order, (std::vector<std::string>{"out", "f1", "n", "k", "f2", "off"}));
+    auto jit = tally::compile_jit(lowered);
+    Image<float> out({32});
+    float k = 1.5f;
+    int32_t n = 6, off = 1000;
+    for (int f1 = 0; f1 < 2; f1++) {
+        for (int f2 = 0; f2 < 2; f2++) {
+            uint8_t b1 = uint8_t(f1), b2 = uint8_t(f2);
+            fill_sentinel(out, 0xff);
+            void *args[] = {out.raw(), &k, &n, &b1, &b2, &off};
+            ASSERT_EQ(jit->run(args), 0);
+            for (int i = 0; i < 32; i++) {
+                float want = (f1 ? float(n) * k : -1.0f) + (f2 ? float(off + i) : 0.5f);
+                EXPECT_EQ(out[size_t(i)], want) << "i " << i << " f1 " << f1 << " f2 " << f2;
+            }
+        }
+    }
+}
+
+/** Turns GPU loops into serial host loops: the same computation for the host back end. */
+class GpuLoopsToSerial : public tally::IRMutator {
+public:
+    using tally::IRMutator::visit;
+    tally::Stmt visit(const tally::For *op) override {
+        tally::Stmt body = mutate(op->body);
+        if (op->for_type == tally::ForType::GPUBlock || op->for_type == tally::ForType::GPUThread) {
+            return tally::For::make(op->name, op->min, op->extent, tally::ForType::Serial,
+                                    tally::DeviceAPI::None, body);
+        }
+        return tally::For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
+    }
+};
+
+// The kernel language's semantics against the host back end's, on the same IR: Euclidean
+// division and modulo with negative and zero divisors (and INT_MIN / -1), unsigned division by
+// zero, float modulo, min/max, select, casts, shifts, bitwise ops, math calls, and a 3-lane
+// vector (ramp, broadcast) scalarized by the back end. Integers must be equal; floats within
+// float_tolerance (Vulkan allows a few ulps for division and sqrt).
+TEST(VulkanSemantics, KernelsComputeWhatTheHostComputes) {
+    REQUIRE_VULKAN();
+    const char *text = R"(
+module name=sem, target=host-vulkan
+external func sem (a: buffer<int32, 1>, b: buffer<int32, 1>, f: buffer<float32, 1>, oi: buffer<int32, 1>, of: buffer<float32, 1>, ou: buffer<uint32, 1>, n: int32) {
+  produce oi {
+    gpu_block<Vulkan> (blk, 0, (n + 31) / 32) {
+      gpu_thread<Vulkan> (thr, 0, 32) {
+        let i = blk * 32 + thr
+        if (i < n) {
+          let x = (int32)a[i]
+          let y = (int32)b[i]
+          let g = (float32)f[i]
+          oi[i * 8] = x / y
+          oi[i * 8 + 1] = x % y
+          oi[i * 8 + 2] = min(x, y) - max(x, y) * 3
+          oi[i * 8 + 3] = select((x < y) && !(x == 0), x, y)
+          oi[i * 8 + 4] = int32(g * 100.0f) + int32(uint1(y))
+          oi[ramp(i * 8 + 5, 1, 3)] = ramp(x, y, 3) / x3(7) + ramp(y, 1, 3) % x3(4)
+          of[i * 4] = float32(x) / float32(select(y == 0, 1, y))
+          of[i * 4 + 1] = g % 1.5f
+          of[i * 4 + 2] = (float32)sqrt_f32((float32)abs(g)) + (float32)floor_f32(g * 3.0f)
+          of[i * 4 + 3] = max(g, -2.0f) * float32(uint32(y) % (uint32)5)
+          ou[i * 4] = uint32(x) / uint32(y)
+          ou[i * 4 + 1] = uint32(x) % uint32(y)
+          ou[i * 4 + 2] = (uint32)shift_right(uint32(x), (uint32)3) + (uint32)shift_left(uint32(y), (uint32)2)
+          ou[i * 4 + 3] = (uint32)bitwise_xor(uint32(x), (uint32)bitwise_and(uint32(y), (uint32)255))
+        }
+      }
+    }
+  }
+}
+)";
+    tally::Module m = tally::parse_module(text, "sem.stmt");
+    tally::Module host = m;
+    for (tally::LoweredFunc &fn : host.functions) {
+        fn.body = GpuLoopsToSerial().mutate(fn.body);
+    }
+    auto gpu = compile_with(m, "host-vulkan");
+    auto cpu = compile_with(host, "host");
+
+    const int n = 300;
+    Image<int32_t> a({n}), b({n});
+    Image<float> f({n});
+    Rng rng(5);
+    for (int i = 0; i < n; i++) {
+        a[size_t(i)] = int32_t(rng.below(2001)) - 1000;
+        b[size_t(i)] = int32_t(rng.below(21)) - 10;  // zeros and negative divisors included
+        f[size_t(i)] = rng.uniform(-10.0f, 10.0f);
+    }
+    a[0] = INT32_MIN;
+    b[0] = -1;
+    a[1] = INT32_MIN;
+    b[1] = 7;
+    int32_t count = n;
+    struct Out {
+        Image<int32_t> oi{{8 * n}};
+        Image<float> of{{4 * n}};
+        Image<uint32_t> ou{{4 * n}};
+    } out_gpu, out_cpu;
+    void *gpu_args[] = {a.raw(),          b.raw(),          f.raw(), out_gpu.oi.raw(),
+                        out_gpu.of.raw(), out_gpu.ou.raw(), &count};
+    void *cpu_args[] = {a.raw(),          b.raw(),          f.raw(), out_cpu.oi.raw(),
+                        out_cpu.of.raw(), out_cpu.ou.raw(), &count};
+    mark_host_dirty(a);
+    mark_host_dirty(b);
+    mark_host_dirty(f);
+    ASSERT_EQ(gpu->run(gpu_args), 0);
+    ASSERT_EQ(cpu->run(cpu_args), 0);
+    EXPECT_TRUE(same_integers(out_gpu.oi.data, out_cpu.oi.data));
+    EXPECT_TRUE(same_integers(out_gpu.ou.data, out_cpu.ou.data));
+    EXPECT_TRUE(close_floats(out_gpu.of.data, out_cpu.of.data));
+    // Spot checks of the host side itself (IR.h): floor division, non-negative remainder.
+    for (int i = 0; i < n; i++) {
+        int32_t x = a[size_t(i)], y = b[size_t(i)];
+        if (y > 0 && x != INT32_MIN) {
+            int32_t q = out_cpu.oi[size_t(8 * i)], r = out_cpu.oi[size_t(8 * i + 1)];
+            EXPECT_TRUE(r >= 0 && r < y && q * y + r == x) << x << " / " << y;
+        }
+        if (y == 0) {
+            EXPECT_EQ(out_cpu.oi[size_t(8 * i)], 0);
+            EXPECT_EQ(out_cpu.ou[size_t(4 * i)], 0u);
+        }
+    }
+}
+
+// Work-group shared memory and barriers: each block stages 64 values in a GPUShared tile, waits at
+// gpu_thread_barrier, and writes them back reversed, so every thread reads another thread's write.
+// A block-level allocation without a memory type is shared too (it spans the thread loops).
+TEST(VulkanShared, TileWithBarrierReversesEachBlock) {
+    REQUIRE_VULKAN();
+    tally::Module m = tally::parse_module(R"(
+module name=shared_rev, target=host-vulkan
+external func shared_rev (in: buffer<int32, 1>, out: buffer<int32, 1>) {
+  produce out {
+    gpu_block<Vulkan> (blk, 0, 4) {
+      allocate tile[int32 * 64] in GPUShared
+      allocate bias[int32 * 1]
+      gpu_thread<Vulkan> (t0, 0, 64) {
+        tile[t0] = (int32)in[blk * 64 + t0] * 2
+        if (t0 == 0) {
+          bias[0] = blk * 1000
+        }
+      }
+      gpu_thread_barrier(2)
+      gpu_thread<Vulkan> (t1, 0, 64) {
+        out[blk * 64 + t1] = tile[63 - t1] + bias[0]
+      }
+      free bias
+      free tile
+    }
+  }
+}
+)",
+                                          "shared_rev.stmt");
+    auto jit = compile_with(m, "host-vulkan");
+    Image<int32_t> in({256}), out({256});
+    for (int i = 0; i < 256; i++) {
+        in[size_t(i)] = 3 * i - 100;
+    }
+    mark_host_dirty(in);
+    fill_sentinel(out, 0xab);
+    void *args[] = {in.raw(), out.raw()};
+    ASSERT_EQ(jit->run(args), 0);
+    for (int b = 0; b < 4; b++) {
+        for (int t = 0; t < 64; t++) {
+            EXPECT_EQ(out[size_t(b * 64 + t)], in[size_t(b * 64 + 63 - t)] * 2 + b * 1000)
+                << "block " << b << " thread " << t;
+        }
+    }
+}
+
+// --- profiling ---------------------------------------------------------------------------------
+
+// blur_gpu and bounce: correct under host-vulkan-profile, both copy directions reported with
+// their counts, and the header counts one injected sync per launch and per copy to the device.
+TEST(VulkanProfile, BlurAndBounceReportBothCopyDirections) {
+    REQUIRE_VULKAN();
+    const int runs = 3;
+    tally_profiler_reset();
+
+    auto blur = compile_with(parse_app("blur_gpu"), "host-vulkan-profile");
+    BlurGpu b(64, 48, 7);
+    for (int r = 0; r < runs; r++) {
+        ASSERT_EQ(b.run(*blur), 0);
+        EXPECT_TRUE(b.check());
+    }
+    auto bounce = compile_with(parse_app("bounce"), "host-vulkan-profile");
+    Bounce c(4096, 9);
+    for (int r = 0; r < runs; r++) {
+        ASSERT_EQ(c.run(*bounce), 0);
+        EXPECT_TRUE(c.check());
+    }
+    std::string report = report_text();
+    std::printf("%s\n", report.c_str());
+
+    // blur_gpu: two launches per run; the input goes to the device, the output comes back.
+    tally_pipeline_stats ps;
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("blur_gpu", &ps), 0);
+    EXPECT_EQ(ps.runs, uint64_t(runs));
+    EXPECT_EQ(ps.kernel_launches, uint64_t(2 * runs));
+    EXPECT_EQ(ps.copies_to_device, uint64_t(runs));  // the input, dirty before each run
+    EXPECT_EQ(ps.copies_to_device_bytes, uint64_t(runs) * 66 * 50 * 4);
+    EXPECT_EQ(ps.copies_to_host, uint64_t(runs));
+    EXPECT_EQ(ps.copies_to_host_bytes, uint64_t(runs) * 64 * 48 * 4);
+    std::map<std::string, tally_slot_stats> s = slots_of("blur_gpu");
+    for (const char *slot :
+         {"overhead", "blur_x", "output", "input (copy to device)", "output (copy to host)"}) {
+        EXPECT_TRUE(s.count(slot)) << "no slot " << slot << "\n" << report;
+    }
+    EXPECT_EQ(s["input (copy to device)"].kind, TALLY_SLOT_COPY_TO_DEVICE);
+    EXPECT_EQ(s["output (copy to host)"].kind, TALLY_SLOT_COPY_TO_HOST);
+    EXPECT_EQ(s["output (copy to host)"].copies, uint64_t(runs));
+    EXPECT_EQ(s["input (copy to device)"].copies, uint64_t(runs));
+    // The output is written whole on the device: its copy to the device only allocates.
+    EXPECT_EQ(s["output (copy to device)"].copies, 0u);
+    EXPECT_EQ(ps.injected_syncs, ps.kernel_launches + uint64_t(2 * runs));
+
+    // bounce: T goes to the device twice and to the host once per run; three launches.
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("bounce", &ps), 0);
+    EXPECT_EQ(ps.kernel_launches, uint64_t(3 * runs));
+    s = slots_of("bounce");
+    for (const char *slot : {"overhead", "T", "output", "T (copy to device)", "T (copy to host)",
+                             "output (copy to host)"}) {
+        EXPECT_TRUE(s.count(slot)) << "no slot " << slot << "\n" << report;
+    }
+    EXPECT_EQ(s["T (copy to device)"].copies, uint64_t(2 * runs));
+    EXPECT_EQ(s["T (copy to device)"].copy_bytes, uint64_t(2 * runs) * 4096 * 4);
+    EXPECT_EQ(s["T (copy to host)"].copies, uint64_t(runs));
+    EXPECT_EQ(s["output (copy to host)"].copies, uint64_t(runs));
+    // One injected sync per launch and per copy_to_device call (T twice, output once).
+    EXPECT_EQ(ps.injected_syncs, ps.kernel_launches + uint64_t(3 * runs));
+    EXPECT_EQ(ps.explicit_syncs, 0u);
+}
+
+/** Replaces every `produce` other than `keep` with a no-op: a pipeline that runs one stage. */
+class KeepOnlyProducer : public tally::IRMutator {
+public:
+    explicit KeepOnlyProducer(std::string keep) : keep(std::move(keep)) {}
+    using tally::IRMutator::visit;
+    tally::Stmt visit(const tally::ProducerConsumer *op) override {
+        if (op->is_producer && op->name != keep) {
+            return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
+        }
+        return tally::IRMutator::visit(op);
+    }
+
+private:
+    std::string keep;
+};
+
+tally::Module keep_only(const std::string &stage) {
+    tally::Module m = parse_app("gpu_gpu_cpu");
+    for (tally::LoweredFunc &f : m.functions) {
+        f.body = KeepOnlyProducer(stage).mutate(f.body);
+    }
+    return m;
+}
+
+/** Wall time of one run followed by a fence on all Vulkan work. */
+double fenced_seconds(const tally::JITModule &jit, GpuGpuCpu &inst) {
+    auto t0 = std::chrono::steady_clock::now();
+    int rc = inst.run(jit);
+    int sync = halide_device_sync_global(nullptr, halide_vulkan_device_interface());
+    auto t1 = std::chrono::steady_clock::now();
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(sync, 0);
+    return std::chrono::duration<double>(t1 - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct Shares {
+    double a = 0, b = 0, c = 0, copy_b = 0, copy_in = 0, overhead = 0;
+    double ab() const { return a + b; }
+};
+
+Shares report_shares(const std::string &pipeline) {
+    std::map<std::string, tally_slot_stats> s = slots_of(pipeline);
+    Shares out;
+    out.a = s["A"].percent;
+    out.b = s["B"].percent;
+    out.c = s["C"].percent;
+    out.copy_b = s["B (copy to host)"].percent;
+    out.copy_in = s["input (copy to device)"].percent;
+    out.overhead = s["overhead"].percent;
+    return out;
+}
+
+// gpu_gpu_cpu: with one sync per launch the report bills the GPU stages their time (within 10
+// points of the truth); without, A and B get almost nothing and the time surfaces in the
+// blocking copy of B that C needs.
+//
+// The truth, measured just before: variants of the pipeline that keep one producer (host-vulkan,
+// no profiler), each run fenced with halide_device_sync_global, minus a variant that keeps none
+// (allocations, frees), median of 5 interleaved rounds; the full pipeline's fenced time is the
+// whole (or the sum of the stages, if noise makes that larger). A+B and C must each agree within
+// 10 points. Both sides are wall time on a shared machine, so the comparison is tried up to three
+// times and must hold once; a systematic misattribution fails every attempt.
+TEST(VulkanAttribution, GpuGpuCpuSharesWithAndWithoutSyncs) {
+    REQUIRE_VULKAN();
+    const int width = 256, height = 256, runs = 4, rounds = 5, attempts = 3;
+    const int calibration_reps = 64;
+    const double target_run_s = 0.25, tolerance_points = 10.0;
+
+    tally::Module app = parse_app("gpu_gpu_cpu");
+    auto full = compile_with(app, "host-vulkan");
+    std::vector<std::string> stages = {"A", "B", "C", ""};
+    std::vector<std::unique_ptr<tally::JITModule>> alone;
+    for (const std::string &s : stages) {
+        alone.push_back(compile_with(keep_only(s), "host-vulkan"));
+    }
+    auto profiled = compile_with(app, "host-vulkan-profile");
+    auto unsynced = compile_with(app, "host-vulkan-profile", false);
+    GpuGpuCpu inst(width, height, calibration_reps, 11);
+
+    double truth_ab = 0, truth_c = 0;
+    Shares synced, nosync;
+    tally_pipeline_stats ps_synced, ps_nosync;
+    std::string report_synced, report_nosync;
+    bool agreed = false;
+    for (int attempt = 1; attempt <= attempts && !agreed; attempt++) {
+        // Calibrate reps so that one run takes about target_run_s.
+        inst.reps = calibration_reps;
+        double t_cal = 1e9;
+        for (int r = 0; r < 3; r++) {
+            t_cal = std::min(t_cal, fenced_seconds(*full, inst));
+        }
+        inst.reps = int(std::ceil(calibration_reps * target_run_s / std::max(t_cal, 1e-6)));
+        inst.reps = std::max(calibration_reps, std::min(inst.reps, 1 << 20));
+
+        std::vector<std::vector<double>> times(stages.size() + 1);
+        for (int r = 0; r < rounds; r++) {
+            for (size_t k = 0; k < stages.size(); k++) {
+                times[k].push_back(fenced_seconds(*alone[k], inst));
+            }
+            times[stages.size()].push_back(fenced_seconds(*full, inst));
+        }
+        double none = median(times[3]), whole = median(times[4]);
+        double t_a = std::max(0.0, median(times[0]) - none);
+        double t_b = std::max(0.0, median(times[1]) - none);
+        double t_c = std::max(0.0, median(times[2]) - none);
+        // The whole run is the stages plus what no stage owns (start, allocations, frees); noise
+        // can make the parts add up to more than the whole, never less than the parts.
+        double total = std::max(whole, t_a + t_b + t_c);
+        truth_ab = 100.0 * (t_a + t_b) / total;
+        truth_c = 100.0 * t_c / total;
+
+        // With syncs.
+        EXPECT_EQ(inst.run(*profiled), 0);  // warm up, then forget it
+        tally_profiler_reset();
+        for (int r = 0; r < runs; r++) {
+            ASSERT_EQ(inst.run(*profiled), 0);
+        }
+        EXPECT_TRUE(inst.check());
+        ASSERT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps_synced), 0);
+        synced = report_shares("gpu_gpu_cpu");
+        report_synced = report_text();
+
+        // Without.
+        EXPECT_EQ(inst.run(*unsynced), 0);
+        tally_profiler_reset();
+        for (int r = 0; r < runs; r++) {
+            ASSERT_EQ(inst.run(*unsynced), 0);
+        }
+        EXPECT_TRUE(inst.check());
+        ASSERT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps_nosync), 0);
+        nosync = report_shares("gpu_gpu_cpu");
+        report_nosync = report_text();
+
+        std::printf("gpu_gpu_cpu %dx%d reps=%d: fenced alone A %.1f ms, B %.1f ms, C %.1f ms, "
+                    "none %.1f ms, whole %.1f ms\n",
+                    width, height, inst.reps, 1e3 * t_a, 1e3 * t_b, 1e3 * t_c, 1e3 * none,
+                    1e3 * whole);
+        std::printf("  %-22s %8s %8s %8s %8s %10s %10s %9s\n", "", "A+B %", "A %", "B %", "C %",
+                    "B->host %", "in->dev %", "overhead");
+        std::printf("  %-22s %8.1f %8s %8s %8.1f\n", "truth (fenced)", truth_ab, "", "", truth_c);
+        for (auto &row : {std::make_pair("report, syncs", synced),
+                          std::make_pair("report, no syncs", nosync)}) {
+            const Shares &x = row.second;
+            std::printf("  %-22s %8.1f %8.1f %8.1f %8.1f %10.1f %10.1f %9.1f\n", row.first, x.ab(),
+                        x.a, x.b, x.c, x.copy_b, x.copy_in, x.overhead);
+        }
+        agreed = std::fabs(synced.ab() - truth_ab) <= tolerance_points &&
+                 std::fabs(synced.c - truth_c) <= tolerance_points;
+        if (!agreed) {
+            std::printf("attempt %d of %d: A+B or C differs from the truth by more than %.0f "
+                        "points\n",
+                        attempt, attempts, tolerance_points);
+        }
+    }
+    std::printf("--- report with syncs ---\n%s\n--- report without syncs ---\n%s\n",
+                report_synced.c_str(), report_nosync.c_str());
+    RecordProperty("truth_ab_pct", std::to_string(truth_ab));
+    RecordProperty("truth_c_pct", std::to_string(truth_c));
+    RecordProperty("synced_ab_pct", std::to_string(synced.ab()));
+    RecordProperty("nosync_ab_pct", std::to_string(nosync.ab()));
+
+    // The app's premise: the GPU stages dominate.
+    EXPECT_GT(truth_ab, 60.0);
+    // With syncs: A+B (and C) within tolerance of the truth.
+    EXPECT_NEAR(synced.ab(), truth_ab, tolerance_points);
+    EXPECT_NEAR(synced.c, truth_c, tolerance_points);
+    // The header counts launches and injected syncs: one per launch and one per copy to the
+    // device (the input, once per run).
+    EXPECT_EQ(ps_synced.kernel_launches, uint64_t(2 * runs));
+    EXPECT_EQ(ps_synced.injected_syncs, ps_synced.kernel_launches + uint64_t(runs));
+    EXPECT_EQ(header_value(report_synced, "kernel launches:"), int64_t(2 * runs));
+    EXPECT_EQ(header_value(report_synced, "injected syncs:"), int64_t(3 * runs));
+    std::map<std::string, tally_slot_stats> slots = slots_of("gpu_gpu_cpu");
+    EXPECT_TRUE(slots.count("B (copy to host)")) << report_nosync;
+    EXPECT_NE(report_synced.find("B (copy to host)"), std::string::npos) << report_synced;
+
+    // Without syncs: no injected sync, A and B billed almost nothing, and most of the GPU time
+    // lands on the copy of B to the host (or C, around it).
+    EXPECT_EQ(ps_nosync.kernel_launches, uint64_t(2 * runs));
+    EXPECT_EQ(ps_nosync.injected_syncs, 0u);
+    EXPECT_LT(nosync.ab(), truth_ab / 4);
+    EXPECT_GT(nosync.copy_b + nosync.c, truth_ab / 2);
+}
+
+}  // namespace
+}  // namespace tally_e2e

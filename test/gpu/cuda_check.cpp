@@ -1,0 +1,631 @@
+// cuda_check: the CUDA back end on a real NVIDIA GPU. Built and run by test/gpu/cuda_check.sh.
+//
+//   cuda_check --src ROOT [--quick] [--only apps|kernels|attribution]
+//
+// Sections, in order (--only picks one):
+//   kernels      the functions of test/ir/cuda-ptx/kernels.stmt (1-D/2-D/3-D launches, Euclidean
+//                division with negative and zero divisors, guarded sibling thread loops, shared
+//                memory with a barrier, libdevice math, dense vectors, bool bytes) against C++
+//                references; host-cuda.
+//   apps         the GPU apps (apps/gpu_gpu_cpu, blur_gpu, bounce; their loops rewritten to CUDA)
+//                for host-cuda and host-cuda-profile at a few sizes, against apps/*/reference.cpp
+//                (integers exactly, floats within 1e-5 relative), with the time per run; then
+//                the profiler's report of the profiled runs.
+//   attribution  test/gpu/attribution.stmt (A and B on the GPU, C on the CPU): the truth of each
+//                stage is timed by running the unprofiled pipeline with only that stage's work
+//                (the others' repetition counts at 0, minus the run with no work at all); the
+//                profiled shares of A, B and C must each be within 10 percentage points of the
+//                truth, with one launch per GPU stage and a sync after each launch. The same
+//                pipeline without the injected syncs is run too and its (wrong) shares printed:
+//                the GPU's time lands in C's blocking copy.
+// --quick runs small sizes only and skips the attribution (for compute-sanitizer).
+//
+// Exit status: 0 when everything passed, 1 when a check failed, 2 when CUDA is unavailable.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "blur_gpu/reference.h"
+#include "bounce/reference.h"
+#include "gpu_gpu_cpu/reference.h"
+#include "tally/Compiler.h"
+#include "tally/Error.h"
+#include "tally/Lower.h"
+#include "tally/Parser.h"
+#include "tally_runtime.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int failures = 0;
+
+void fail(const std::string &what) {
+    failures++;
+    std::cout << "  FAIL  " << what << "\n";
+}
+void pass(const std::string &what) {
+    std::cout << "  ok    " << what << "\n";
+}
+
+/** A dense buffer: extents[0] fastest, all mins 0, host-dirty (its data is new). Not copyable:
+ * the halide_buffer_t points into it. Frees its device memory when it goes away. */
+template <typename T>
+struct Buffer {
+    std::vector<T> data;
+    std::vector<halide_dimension_t> dims;
+    halide_buffer_t buf{};
+    explicit Buffer(std::vector<int> extents, int type_bits = int(sizeof(T) * 8)) {
+        size_t n = 1;
+        int32_t stride = 1;
+        for (int e : extents) {
+            dims.push_back({0, e, stride, 0});
+            stride *= e;
+            n *= size_t(e);
+        }
+        data.assign(n, T());
+        buf.host = reinterpret_cast<uint8_t *>(data.data());
+        buf.type.code = std::is_floating_point<T>::value ? halide_type_float
+                        : std::is_signed<T>::value       ? halide_type_int
+                                                         : halide_type_uint;
+        buf.type.bits = uint8_t(type_bits);
+        buf.type.lanes = 1;
+        buf.dimensions = int32_t(dims.size());
+        buf.dim = dims.data();
+        buf.flags = halide_buffer_flag_host_dirty;
+    }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+    ~Buffer() {
+        if (buf.device_interface) {
+            halide_device_free(nullptr, &buf);
+        }
+    }
+    /** New host data: the device copy is stale. */
+    void touched() { tally_buffer_set_host_dirty(&buf, true); }
+    /** Brings the device's result home. */
+    bool fetch() { return halide_copy_to_host(nullptr, &buf) == 0; }
+};
+
+std::string read_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw std::runtime_error("cannot read " + path);
+    }
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+/** The pipeline with every GPU loop on CUDA (apps/ writes them for Vulkan). */
+tally::Module load_for_cuda(const std::string &path) {
+    std::string text = read_file(path);
+    for (const char *api : {"<Vulkan>", "<Default_GPU>"}) {
+        for (size_t at = text.find(api); at != std::string::npos; at = text.find(api, at)) {
+            text.replace(at, std::string(api).size(), "<CUDA>");
+        }
+    }
+    return tally::parse_module(text, path);
+}
+
+std::unique_ptr<tally::JITModule> compile(const tally::Module &m, const std::string &target,
+                                          bool inject_sync = true) {
+    tally::LowerOptions o;
+    o.profiling.inject_device_sync = inject_sync;
+    return tally::compile_jit(tally::lower(m, tally::Target::parse(target), o));
+}
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+template <typename T>
+bool same(const std::vector<T> &got, const std::vector<T> &want, double rel_tol, std::string *why) {
+    size_t bad = 0;
+    double worst = 0;
+    std::ostringstream first;
+    for (size_t i = 0; i < got.size(); i++) {
+        double g = double(got[i]), w = double(want[i]);
+        double err = std::fabs(g - w) / std::max(1.0, std::fabs(w));
+        bool ok = rel_tol == 0 ? got[i] == want[i] : (err <= rel_tol || (g != g && w != w));
+        worst = std::max(worst, err);
+        if (!ok) {
+            if (bad < 4) {
+                first << " [" << i << "] got " << g << " want " << w << ";";
+            }
+            bad++;
+        }
+    }
+    std::ostringstream s;
+    if (bad) {
+        s << bad << " of " << got.size() << " differ:" << first.str();
+    } else {
+        s << (rel_tol == 0 ? "exact" : "max rel. error ")
+          << (rel_tol == 0 ? "" : std::to_string(worst));
+    }
+    *why = s.str();
+    return bad == 0;
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+
+void check_kernels(const std::string &src) {
+    std::cout << "\n== kernels (test/ir/cuda-ptx/kernels.stmt, host-cuda)\n";
+    auto jit = compile(load_for_cuda(src + "/test/ir/cuda-ptx/kernels.stmt"), "host-cuda");
+    std::mt19937 rng(7);
+    std::string why;
+    auto run = [&](const char *fn, std::vector<void *> args) {
+        int rc = jit->run(fn, args.data());
+        if (rc != 0) {
+            fail(std::string(fn) + ": the pipeline failed with " + std::to_string(rc) + " (" +
+                 tally_error_code_name(rc) + ")");
+        }
+        return rc == 0;
+    };
+    {
+        int n = 37;
+        Buffer<float> in({n * 64}), out({n * 64});
+        for (float &v : in.data) {
+            v = std::uniform_real_distribution<float>(-10, 10)(rng);
+        }
+        std::vector<float> want(in.data.size());
+        for (size_t i = 0; i < want.size(); i++) {
+            want[i] = in.data[i] * 2.0f;
+        }
+        if (run("scale", {&in.buf, &out.buf, &n}) && out.fetch()) {
+            same(out.data, want, 0, &why) ? pass("scale: " + why) : fail("scale: " + why);
+        }
+    }
+    {
+        Buffer<int32_t> g({2 * 3 * 4 * 2 * 4 * 8});
+        if (run("grid3", {&g.buf}) && g.fetch()) {
+            std::vector<int32_t> want(g.data.size(), 1);
+            same(g.data, want, 0, &why) ? pass("grid3 (3-D blocks and threads): " + why)
+                                        : fail("grid3: " + why);
+        }
+    }
+    for (int32_t d : {7, -7, 1, -1, 0, 1000003}) {
+        Buffer<int32_t> num({128}), quot({128});
+        for (size_t i = 0; i < num.data.size(); i++) {
+            num.data[i] = int32_t(rng());
+        }
+        num.data[0] = std::numeric_limits<int32_t>::min();
+        num.data[1] = -1;
+        num.data[2] = 0;
+        std::vector<int32_t> want(num.data.size());
+        for (size_t i = 0; i < want.size(); i++) {
+            int64_t a = num.data[i], q = 0, r = 0;
+            if (d != 0) {
+                q = a / d;
+                r = a % d;
+                if (r < 0) {
+                    r += d < 0 ? -int64_t(d) : d;
+                    q -= d < 0 ? -1 : 1;
+                }
+            }
+            // (q * 1000 + r) in wrapping int32 arithmetic.
+            want[i] = int32_t(uint32_t(uint64_t(int32_t(uint32_t(q))) * 1000u + uint64_t(r)));
+        }
+        if (run("euclid", {&num.buf, &quot.buf, &d}) && quot.fetch()) {
+            std::string what = "euclid (Euclidean / and %, divisor " + std::to_string(d) + ")";
+            same(quot.data, want, 0, &why) ? pass(what + ": " + why) : fail(what + ": " + why);
+        }
+    }
+    {
+        Buffer<float> a({8 * 32}), b({8 * 16});
+        if (run("siblings", {&a.buf, &b.buf}) && a.fetch() && b.fetch()) {
+            bool ok = same(a.data, std::vector<float>(a.data.size(), 1.0f), 0, &why) &&
+                      same(b.data, std::vector<float>(b.data.size(), 2.0f), 0, &why);
+            ok ? pass("siblings (guarded 16-wide loop in a 32-thread launch): " + why)
+               : fail("siblings: " + why);
+        }
+    }
+    {
+        Buffer<float> in({256}), rev({256});
+        for (size_t i = 0; i < in.data.size(); i++) {
+            in.data[i] = float(i);
+        }
+        std::vector<float> want(256);
+        for (int blk = 0; blk < 4; blk++) {
+            for (int t = 0; t < 64; t++) {
+                want[blk * 64 + t] = in.data[blk * 64 + 63 - t];
+            }
+        }
+        if (run("reverse", {&in.buf, &rev.buf}) && rev.fetch()) {
+            same(rev.data, want, 0, &why) ? pass("reverse (shared memory, barrier): " + why)
+                                          : fail("reverse: " + why);
+        }
+    }
+    {
+        Buffer<float> in({256}), res({256});
+        std::vector<float> want(256);
+        for (size_t i = 0; i < in.data.size(); i++) {
+            in.data[i] = 0.05f + float(i) * 0.04f;
+            want[i] = std::sqrt(in.data[i]) + std::exp(in.data[i]) + std::floor(in.data[i]);
+        }
+        if (run("math", {&in.buf, &res.buf}) && res.fetch()) {
+            same(res.data, want, 1e-5, &why) ? pass("math (sqrt, libdevice exp, floor): " + why)
+                                             : fail("math: " + why);
+        }
+    }
+    {
+        Buffer<float> in({64}), v({64});
+        std::vector<float> want(64);
+        for (size_t i = 0; i < in.data.size(); i++) {
+            in.data[i] = float(i) * 0.5f;
+            want[i] = in.data[i] + 1.0f;
+        }
+        if (run("vec", {&in.buf, &v.buf}) && v.fetch()) {
+            same(v.data, want, 0, &why) ? pass("vec (dense 4-lane vectors): " + why)
+                                        : fail("vec: " + why);
+        }
+    }
+    {
+        Buffer<int32_t> in({8});
+        Buffer<uint8_t> flag({8}, 1);
+        std::vector<uint8_t> want(8);
+        for (int i = 0; i < 8; i++) {
+            in.data[i] = i;
+            want[i] = i > 3;
+        }
+        if (run("flags", {&in.buf, &flag.buf}) && flag.fetch()) {
+            same(flag.data, want, 0, &why) ? pass("flags (bools as bytes): " + why)
+                                           : fail("flags: " + why);
+        }
+    }
+}
+
+// ---- apps -----------------------------------------------------------------------------------
+
+/** Runs `body` `runs` times; returns the mean wall time per run in ms (results fetched). */
+double timed(int runs, const std::function<bool()> &body) {
+    auto t0 = Clock::now();
+    for (int r = 0; r < runs; r++) {
+        if (!body()) {
+            return -1;
+        }
+    }
+    return ms_since(t0) / runs;
+}
+
+void report_time(const std::string &what, double ms, int runs) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%-58s %9.3f ms/run (%d runs)", what.c_str(), ms, runs);
+    std::cout << "  time  " << line << "\n";
+}
+
+void check_apps(const std::string &src, bool quick) {
+    std::cout << "\n== apps (GPU loops rewritten to CUDA)\n";
+    std::string apps = src + "/apps";
+    std::mt19937 rng(11);
+    std::string why;
+    for (const char *target : {"host-cuda", "host-cuda-profile"}) {
+        // gpu_gpu_cpu
+        {
+            auto jit = compile(load_for_cuda(apps + "/gpu_gpu_cpu/gpu_gpu_cpu.stmt"), target);
+            std::vector<std::pair<int, int>> sizes = {{37, 19}, {256, 128}};
+            if (!quick) {
+                sizes.push_back({1920, 1080});
+            }
+            for (auto [w, h] : sizes) {
+                int reps = quick ? 8 : 64;
+                Buffer<float> in({w, h}), out({w, h});
+                for (float &v : in.data) {
+                    v = std::uniform_real_distribution<float>(0, 1)(rng);
+                }
+                std::vector<float> want(in.data.size());
+                tally_apps::gpu_gpu_cpu_reference(in.data.data(), want.data(), w, h, reps);
+                int runs = quick ? 1 : 5;
+                double ms = timed(runs, [&]() {
+                    void *args[] = {&in.buf, &out.buf, &w, &h, &reps};
+                    int rc = jit->run(args);
+                    if (rc != 0) {
+                        fail(std::string("gpu_gpu_cpu ") + target + ": error " +
+                             tally_error_code_name(rc));
+                    }
+                    return rc == 0;
+                });
+                std::string what = std::string("gpu_gpu_cpu ") + target + " " + std::to_string(w) +
+                                   "x" + std::to_string(h) + " reps=" + std::to_string(reps);
+                if (ms < 0) {
+                    continue;
+                }
+                same(out.data, want, 1e-5, &why) ? pass(what + ": " + why)
+                                                 : fail(what + ": " + why);
+                report_time(what, ms, runs);
+            }
+        }
+        // blur_gpu
+        {
+            auto jit = compile(load_for_cuda(apps + "/blur_gpu/blur_gpu.stmt"), target);
+            std::vector<std::pair<int, int>> sizes = {{1, 1}, {33, 17}};
+            if (!quick) {
+                sizes.push_back({3840, 2160});
+            }
+            for (auto [w, h] : sizes) {
+                Buffer<uint32_t> in({w + 2, h + 2}), out({w, h});
+                for (uint32_t &v : in.data) {
+                    v = rng() & 0x3fffffff;
+                }
+                std::vector<uint32_t> want(out.data.size());
+                tally_apps::blur_gpu_reference(in.data.data(), want.data(), w, h);
+                int runs = quick ? 1 : 5;
+                double ms = timed(runs, [&]() {
+                    void *args[] = {&in.buf, &out.buf, &w, &h};
+                    int rc = jit->run(args);
+                    if (rc != 0) {
+                        fail(std::string("blur_gpu ") + target + ": error " +
+                             tally_error_code_name(rc));
+                    }
+                    return rc == 0 && out.fetch();
+                });
+                std::string what = std::string("blur_gpu ") + target + " " + std::to_string(w) +
+                                   "x" + std::to_string(h);
+                if (ms < 0) {
+                    continue;
+                }
+                same(out.data, want, 0, &why) ? pass(what + ": " + why) : fail(what + ": " + why);
+                report_time(what + " (+ copy back)", ms, runs);
+            }
+        }
+        // bounce
+        {
+            auto jit = compile(load_for_cuda(apps + "/bounce/bounce.stmt"), target);
+            std::vector<int> sizes = {1, 63, 1000};
+            if (!quick) {
+                sizes.push_back(1 << 22);
+            }
+            for (int n : sizes) {
+                Buffer<int32_t> in({n}), out({n});
+                for (int32_t &v : in.data) {
+                    v = int32_t(rng() % (1u << 28)) - (1 << 27);
+                }
+                std::vector<int32_t> want(in.data.size());
+                tally_apps::bounce_reference(in.data.data(), want.data(), n);
+                int runs = quick ? 1 : 5;
+                double ms = timed(runs, [&]() {
+                    in.touched();
+                    void *args[] = {&in.buf, &out.buf, &n};
+                    int rc = jit->run(args);
+                    if (rc != 0) {
+                        fail(std::string("bounce ") + target + ": error " +
+                             tally_error_code_name(rc));
+                    }
+                    return rc == 0 && out.fetch();
+                });
+                std::string what = std::string("bounce ") + target + " n=" + std::to_string(n);
+                if (ms < 0) {
+                    continue;
+                }
+                same(out.data, want, 0, &why) ? pass(what + ": " + why) : fail(what + ": " + why);
+                report_time(what + " (+ copy back)", ms, runs);
+            }
+        }
+    }
+    std::vector<char> report(1 << 20);
+    int32_t len = tally_profiler_report_to_buffer(report.data(), report.size(), 0);
+    std::cout << "\n-- profiler report of the host-cuda-profile runs\n"
+              << (len >= 0 ? report.data() : "(no report)") << "\n";
+    tally_profiler_reset();
+}
+
+// ---- attribution ------------------------------------------------------------------------------
+
+struct Stages {
+    double a = 0, b = 0, c = 0;
+    double copy_back = 0;  // "B (copy to host)": not part of the shares
+    double total() const { return a + b + c; }
+};
+
+void check_attribution(const std::string &src) {
+    std::cout << "\n== attribution (test/gpu/attribution.stmt: A, B on the GPU, C on the CPU)\n";
+    tally::Module m = load_for_cuda(src + "/test/gpu/attribution.stmt");
+    auto plain = compile(m, "host-cuda");
+    int w = 1024, h = 1024;
+    Buffer<float> in({w, h}), out({w, h});
+    std::mt19937 rng(3);
+    for (float &v : in.data) {
+        v = std::uniform_real_distribution<float>(0, 1)(rng);
+    }
+    // Median wall time of `runs` runs with the given work per stage.
+    auto run_ms = [&](tally::JITModule &jit, int ra, int rb, int rc, int runs) {
+        std::vector<double> t;
+        for (int r = 0; r < runs; r++) {
+            void *args[] = {&in.buf, &out.buf, &w, &h, &ra, &rb, &rc};
+            auto t0 = Clock::now();
+            int e = jit.run(args);
+            t.push_back(ms_since(t0));
+            if (e != 0) {
+                fail(std::string("attribution run failed: ") + tally_error_code_name(e));
+                return -1.0;
+            }
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    };
+    double base = run_ms(*plain, 0, 0, 0, 5);
+    if (base < 0) {
+        return;
+    }
+    // Calibrate each stage to about 25 ms per run.
+    const double target_ms = 25;
+    int reps[3] = {4096, 4096, 8};
+    for (int s = 0; s < 3; s++) {
+        for (int round = 0; round < 3; round++) {
+            int r[3] = {0, 0, 0};
+            r[s] = reps[s];
+            double ms = run_ms(*plain, r[0], r[1], r[2], 3) - base;
+            double scale = target_ms / std::max(ms, 0.05);
+            reps[s] = int(std::min(1e8, std::max(1.0, reps[s] * std::min(scale, 64.0))));
+            if (ms > 0.7 * target_ms && ms < 1.3 * target_ms) {
+                break;
+            }
+        }
+    }
+    // The truth: each stage alone, minus the run without work.
+    Stages truth;
+    truth.a = run_ms(*plain, reps[0], 0, 0, 7) - base;
+    truth.b = run_ms(*plain, 0, reps[1], 0, 7) - base;
+    truth.c = run_ms(*plain, 0, 0, reps[2], 7) - base;
+    double all = run_ms(*plain, reps[0], reps[1], reps[2], 5);
+    std::printf("  reps: A %d, B %d, C %d; unprofiled run %.2f ms (no work %.2f ms)\n", reps[0],
+                reps[1], reps[2], all, base);
+    std::printf("  truth (timed stages): A %.2f ms, B %.2f ms, C %.2f ms per run\n", truth.a,
+                truth.b, truth.c);
+
+    const int runs = 12;
+    auto profiled_shares = [&](bool sync, Stages *ms, tally_pipeline_stats *p) {
+        tally_profiler_reset();
+        auto jit = compile(m, "host-cuda-profile", sync);
+        for (int r = 0; r < runs; r++) {
+            void *args[] = {&in.buf, &out.buf, &w, &h, &reps[0], &reps[1], &reps[2]};
+            int e = jit->run(args);
+            if (e != 0) {
+                fail(std::string("profiled attribution run failed: ") + tally_error_code_name(e));
+                return false;
+            }
+        }
+        if (tally_profiler_get_pipeline_stats("attribution", p) != 0) {
+            fail("no profiler stats for 'attribution'");
+            return false;
+        }
+        for (int32_t s = 0; s < p->num_slots; s++) {
+            tally_slot_stats st;
+            if (tally_profiler_get_slot_stats("attribution", s, &st) != 0) {
+                continue;
+            }
+            double t = double(st.time_ns) / 1e6 / double(p->runs);
+            if (std::strcmp(st.name, "A") == 0) {
+                ms->a = t;
+            } else if (std::strcmp(st.name, "B") == 0) {
+                ms->b = t;
+            } else if (std::strcmp(st.name, "C") == 0) {
+                ms->c = t;
+            } else if (std::strcmp(st.name, "B (copy to host)") == 0) {
+                ms->copy_back = t;
+            }
+        }
+        std::vector<char> report(1 << 20);
+        if (tally_profiler_report_to_buffer(report.data(), report.size(), 0) >= 0) {
+            std::cout << "\n-- report, " << (sync ? "with" : "WITHOUT") << " injected syncs\n"
+                      << report.data() << "\n";
+        }
+        return true;
+    };
+    Stages got, nosync;
+    tally_pipeline_stats p{}, pn{};
+    if (!profiled_shares(true, &got, &p)) {
+        return;
+    }
+    if (!profiled_shares(false, &nosync, &pn)) {
+        return;
+    }
+    tally_profiler_reset();
+
+    auto pct = [](double x, double total) { return total > 0 ? 100.0 * x / total : 0.0; };
+    std::printf("  %-28s %8s %8s %8s\n", "share of A+B+C (%)", "A", "B", "C");
+    std::printf("  %-28s %8.1f %8.1f %8.1f\n", "truth", pct(truth.a, truth.total()),
+                pct(truth.b, truth.total()), pct(truth.c, truth.total()));
+    std::printf("  %-28s %8.1f %8.1f %8.1f\n", "profiled (syncs injected)", pct(got.a, got.total()),
+                pct(got.b, got.total()), pct(got.c, got.total()));
+    std::printf("  %-28s %8.1f %8.1f %8.1f\n", "profiled without syncs",
+                pct(nosync.a, nosync.total()), pct(nosync.b, nosync.total()),
+                pct(nosync.c, nosync.total()));
+    const double tolerance = 10.0;  // percentage points
+    const char *names[3] = {"A", "B", "C"};
+    double t[3] = {truth.a, truth.b, truth.c}, g[3] = {got.a, got.b, got.c};
+    for (int s = 0; s < 3; s++) {
+        double dt = pct(t[s], truth.total()), dg = pct(g[s], got.total());
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "share of %s: profiled %.1f%%, truth %.1f%% (tolerance %.0f points)",
+                      names[s], dg, dt, tolerance);
+        std::fabs(dg - dt) <= tolerance ? pass(line) : fail(line);
+    }
+    uint64_t want_launches = 2 * p.runs;
+    p.kernel_launches == want_launches
+        ? pass("2 kernel launches per run (" + std::to_string(p.kernel_launches) + ")")
+        : fail("kernel launches: " + std::to_string(p.kernel_launches) + ", want " +
+               std::to_string(want_launches));
+    p.injected_syncs >= p.kernel_launches
+        ? pass("a sync after every launch (" + std::to_string(p.injected_syncs) + " syncs)")
+        : fail("injected syncs " + std::to_string(p.injected_syncs) + " < launches " +
+               std::to_string(p.kernel_launches));
+    pn.injected_syncs == 0
+        ? pass("the no-sync variant injects none")
+        : fail("the no-sync variant injected " + std::to_string(pn.injected_syncs) + " syncs");
+    {
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "without syncs the blocking copy absorbs the GPU's time: 'B (copy to "
+                      "host)' %.2f ms > half of A+B's truth %.2f ms",
+                      nosync.copy_back, 0.5 * (truth.a + truth.b));
+        nosync.copy_back > 0.5 * (truth.a + truth.b) ? pass(line) : fail(line);
+    }
+    std::printf("  'B (copy to host)': %.2f ms per run with syncs, %.2f ms without: without them "
+                "the GPU's time surfaces in that blocking copy (A %.2f ms, B %.2f ms where the "
+                "truth is %.2f, %.2f)\n",
+                got.copy_back, nosync.copy_back, nosync.a, nosync.b, truth.a, truth.b);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::string src, only;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--src" && i + 1 < argc) {
+            src = argv[++i];
+        } else if (a == "--only" && i + 1 < argc) {
+            only = argv[++i];
+        } else if (a == "--quick") {
+            quick = true;
+        } else {
+            std::cerr
+                << "usage: cuda_check --src ROOT [--quick] [--only apps|kernels|attribution]\n";
+            return 2;
+        }
+    }
+    if (src.empty()) {
+        std::cerr << "cuda_check: --src ROOT is required\n";
+        return 2;
+    }
+    if (!halide_cuda_device_interface()) {
+        std::cerr << "cuda_check: CUDA is unavailable here (the reason is above); this check "
+                     "needs an NVIDIA GPU and its driver\n";
+        return 2;
+    }
+    auto t0 = Clock::now();
+    try {
+        if (only.empty() || only == "kernels") {
+            check_kernels(src);
+        }
+        if (only.empty() || only == "apps") {
+            check_apps(src, quick);
+        }
+        if ((only.empty() && !quick) || only == "attribution") {
+            check_attribution(src);
+        }
+    } catch (const std::exception &e) {
+        fail(std::string("exception: ") + e.what());
+    }
+    halide_device_release(nullptr, halide_cuda_device_interface());
+    std::printf("\ncuda_check: %s, %d failure(s), %.1f s\n", failures ? "FAILED" : "passed",
+                failures, ms_since(t0) / 1000);
+    return failures ? 1 : 0;
+}

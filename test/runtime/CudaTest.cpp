@@ -1,0 +1,392 @@
+// The CUDA device interface (runtime/src/device_cuda.c) without a GPU.
+//
+// The interface loads the driver once per process, so each suite runs in its own process with
+// the environment ctest gives it (test/runtime/CMakeLists.txt); run by hand, a suite whose
+// environment is not set up skips and says what it needs.
+//   CudaNoDriver     TALLY_CUDA_LIBRARY=/nonexistent/libcuda.so.1: no driver library at all
+//   CudaNoDevice     TALLY_CUDA_LIBRARY=<fake driver>, FAKE_CUDA_DEVICES=0: a driver, no device
+//   CudaFakeDriver   TALLY_CUDA_LIBRARY=<fake driver>: allocation, copies, launches, caching,
+//                    syncs, release and error paths against cuda_fake_driver.c
+//   CudaThisMachine  no override: on a machine without libcuda, the same as CudaNoDriver
+
+#include "TestUtil.h"
+#include "cuda_fake_driver.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool contains(const std::vector<std::string> &messages, const std::string &what) {
+    for (const std::string &m : messages) {
+        if (m.find(what) != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string joined(const std::vector<std::string> &messages) {
+    std::string s;
+    for (const std::string &m : messages) {
+        s += "[" + m + "] ";
+    }
+    return s;
+}
+
+std::string env(const char *name) {
+    const char *v = std::getenv(name);
+    return v ? v : "";
+}
+
+/** A dense 1-D int32 buffer over `data`. */
+struct IntBuffer {
+    std::vector<int32_t> data;
+    halide_dimension_t dim{0, 0, 1, 0};
+    halide_buffer_t buf{};
+    explicit IntBuffer(int n, int32_t fill = 0) : data(n, fill) {
+        dim.extent = n;
+        buf.host = reinterpret_cast<uint8_t *>(data.data());
+        buf.type = {halide_type_int, 32, 1};
+        buf.dimensions = 1;
+        buf.dim = &dim;
+    }
+};
+
+/** One PTX "module" per kernel, as the compiler embeds them (the fake only reads the entry). */
+struct Table {
+    std::vector<std::string> names, ptx;
+    std::vector<tally_kernel_source> sources;
+    tally_kernel_table table{};
+    /** (name, number of arguments) per kernel. */
+    explicit Table(const std::vector<std::pair<std::string, int>> &kernels) {
+        for (const auto &k : kernels) {
+            names.push_back(k.first);
+            ptx.push_back(".version 6.3\n.target sm_75\n.address_size 64\n.visible .entry " +
+                          k.first + "(\n)\n{\n}\n");
+        }
+        for (size_t i = 0; i < kernels.size(); i++) {
+            tally_kernel_source s{};
+            s.name = names[i].c_str();
+            s.code = reinterpret_cast<const uint8_t *>(ptx[i].c_str());
+            s.code_size = ptx[i].size();
+            s.device_api = TALLY_DEVICE_API_CUDA;
+            s.num_args = kernels[i].second;
+            s.num_buffers = 1;
+            sources.push_back(s);
+        }
+        table.abi_version = TALLY_RUNTIME_ABI_VERSION;
+        table.num_kernels = int32_t(sources.size());
+        table.kernels = sources.data();
+    }
+    Table(const Table &) = delete;
+    Table &operator=(const Table &) = delete;
+};
+
+/** Launches `fill(out, value, n)` on `blocks` x 32 threads. */
+int32_t run_fill(Table &t, const char *name, halide_buffer_t *out, int32_t value, int32_t n,
+                 int32_t blocks) {
+    int64_t sizes[] = {8, 4, 4, 0};
+    void *args[] = {out, &value, &n, nullptr};
+    uint8_t is_buffer[] = {1, 0, 0, 0};
+    return halide_cuda_run(nullptr, &t.table, name, blocks, 1, 1, 32, 1, 1, 0, sizes, args,
+                           is_buffer);
+}
+
+/** What every suite checks when CUDA is unusable: a NULL interface that says why once, a launch
+ * that fails with TALLY_ERROR_NO_DEVICE_INTERFACE and the reason, and buffer calls on the NULL
+ * interface that fail cleanly. */
+void expect_unusable(const std::string &reason) {
+    tally_test::MessageCapture capture;
+    EXPECT_EQ(halide_cuda_device_interface(), nullptr);
+    EXPECT_TRUE(contains(capture.errors(), reason)) << joined(capture.errors());
+    size_t reported = capture.errors().size();
+    // The interface says why only once.
+    EXPECT_EQ(halide_cuda_device_interface(), nullptr);
+    EXPECT_EQ(capture.errors().size(), reported) << joined(capture.errors());
+
+    Table t({{"fill", 3}});
+    IntBuffer b(8);
+    EXPECT_EQ(run_fill(t, "fill", &b.buf, 1, 8, 1), TALLY_ERROR_NO_DEVICE_INTERFACE);
+    ASSERT_GT(capture.errors().size(), reported);
+    EXPECT_NE(capture.errors().back().find("halide_cuda_run"), std::string::npos)
+        << capture.errors().back();
+    EXPECT_NE(capture.errors().back().find(reason), std::string::npos) << capture.errors().back();
+    // Each launch reports again: the pipeline's failure names its cause.
+    EXPECT_EQ(run_fill(t, "fill", &b.buf, 1, 8, 1), TALLY_ERROR_NO_DEVICE_INTERFACE);
+
+    EXPECT_EQ(halide_device_malloc(nullptr, &b.buf, halide_cuda_device_interface()),
+              TALLY_ERROR_NO_DEVICE_INTERFACE);
+    tally_buffer_set_host_dirty(&b.buf, true);
+    EXPECT_EQ(halide_copy_to_device(nullptr, &b.buf, halide_cuda_device_interface()),
+              TALLY_ERROR_NO_DEVICE_INTERFACE);
+    EXPECT_EQ(b.buf.device, 0u);
+    EXPECT_EQ(b.buf.device_interface, nullptr);
+    EXPECT_EQ(halide_device_sync_global(nullptr, halide_cuda_device_interface()),
+              TALLY_ERROR_NO_DEVICE_INTERFACE);
+}
+
+// ---- no driver --------------------------------------------------------------------------------
+
+class CudaNoDriver : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (env("TALLY_CUDA_LIBRARY").find("/nonexistent/") == std::string::npos) {
+            GTEST_SKIP() << "run through ctest (runtime.cuda.no_driver): needs "
+                            "TALLY_CUDA_LIBRARY=/nonexistent/libcuda.so.1";
+        }
+    }
+};
+
+TEST_F(CudaNoDriver, InterfaceIsNullAndLaunchesFailNamingLibcuda) {
+    expect_unusable("libcuda.so.1 not found");
+}
+
+// ---- a driver without a device ----------------------------------------------------------------
+
+class CudaNoDevice : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (env("TALLY_CUDA_LIBRARY") != TALLY_CUDA_FAKE_DRIVER ||
+            env("FAKE_CUDA_DEVICES") != "0") {
+            GTEST_SKIP() << "run through ctest (runtime.cuda.no_device): needs "
+                            "TALLY_CUDA_LIBRARY=" TALLY_CUDA_FAKE_DRIVER " FAKE_CUDA_DEVICES=0";
+        }
+    }
+};
+
+TEST_F(CudaNoDevice, InterfaceIsNullAndLaunchesFailNamingTheMissingDevice) {
+    expect_unusable("no CUDA device");
+}
+
+// ---- the fake driver ----------------------------------------------------------------------------
+
+class CudaFakeDriver : public ::testing::Test {
+protected:
+    const fake_cuda_stats *stats = nullptr;
+    const halide_device_interface_t *iface = nullptr;
+
+    void SetUp() override {
+        if (env("TALLY_CUDA_LIBRARY") != TALLY_CUDA_FAKE_DRIVER ||
+            !env("FAKE_CUDA_DEVICES").empty()) {
+            GTEST_SKIP() << "run through ctest (runtime.cuda.fake_driver): needs "
+                            "TALLY_CUDA_LIBRARY=" TALLY_CUDA_FAKE_DRIVER;
+        }
+        // The same path gives the same handle the runtime opened.
+        void *lib = dlopen(TALLY_CUDA_FAKE_DRIVER, RTLD_NOW | RTLD_LOCAL);
+        ASSERT_NE(lib, nullptr) << dlerror();
+        auto get = reinterpret_cast<fake_cuda_get_stats_fn>(dlsym(lib, "fake_cuda_get_stats"));
+        ASSERT_NE(get, nullptr);
+        stats = get();
+        iface = halide_cuda_device_interface();
+        ASSERT_NE(iface, nullptr);
+    }
+    void TearDown() override {
+        if (stats) {
+            EXPECT_EQ(stats->ctx_depth, 0) << "context pushes and pops do not balance";
+        }
+    }
+};
+
+TEST_F(CudaFakeDriver, InterfaceIsNamedCuda) {
+    EXPECT_STREQ(iface->name, "cuda");
+    EXPECT_EQ(halide_cuda_device_interface(), iface);
+}
+
+TEST_F(CudaFakeDriver, CopiesLaunchesAndCopiesBack) {
+    Table t({{"fill", 3}});
+    IntBuffer b(100, -1);
+    tally_buffer_set_host_dirty(&b.buf, true);
+    int allocs = stats->allocs, to_dev = stats->copies_to_device;
+    ASSERT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+    EXPECT_EQ(stats->allocs, allocs + 1);
+    EXPECT_EQ(stats->copies_to_device, to_dev + 1);
+    EXPECT_EQ(b.buf.device_interface, iface);
+    EXPECT_FALSE(tally_buffer_get_host_dirty(&b.buf));
+
+    int launches = stats->launches;
+    ASSERT_EQ(run_fill(t, "fill", &b.buf, 1000, 90, 4), 0);
+    EXPECT_EQ(stats->launches, launches + 1);
+    EXPECT_STREQ(stats->last_kernel, "fill");
+    EXPECT_EQ(stats->grid[0], 4u);
+    EXPECT_EQ(stats->grid[1], 1u);
+    EXPECT_EQ(stats->block[0], 32u);
+    EXPECT_EQ(stats->last_pointer_arg, b.buf.device);
+    // The host copy is untouched until the copy back.
+    EXPECT_EQ(b.data[0], -1);
+    tally_buffer_set_device_dirty(&b.buf, true);
+    int syncs = stats->stream_syncs;
+    ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+    EXPECT_GT(stats->stream_syncs, syncs) << "a copy to the host must wait for the stream";
+    for (int i = 0; i < 100; i++) {
+        EXPECT_EQ(b.data[i], i < 90 ? 1000 + i : -1) << "element " << i;
+    }
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    EXPECT_EQ(b.buf.device, 0u);
+}
+
+TEST_F(CudaFakeDriver, LoadsEachKernelOnceAndCachesItInTheTable) {
+    Table t({{"other", 3}, {"fill", 3}});
+    IntBuffer b(32);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    int loads = stats->module_loads;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(run_fill(t, "fill", &b.buf, i, 32, 1), 0);
+    }
+    EXPECT_EQ(stats->module_loads, loads + 1);
+    EXPECT_NE(std::string(stats->last_ptx).find(".entry fill"), std::string::npos);
+    EXPECT_NE(t.table.device_state[TALLY_DEVICE_API_CUDA], nullptr);
+    EXPECT_EQ(t.table.device_state[TALLY_DEVICE_API_VULKAN], nullptr);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+}
+
+TEST_F(CudaFakeDriver, PassesTheElementHostPointsAtWithNegativeStrides) {
+    // Ten elements stored backwards: coordinate 0 is the last element of the span.
+    std::vector<int32_t> data(10, 7);
+    halide_dimension_t dim{0, 10, -1, 0};
+    halide_buffer_t buf{};
+    buf.host = reinterpret_cast<uint8_t *>(&data[9]);
+    buf.type = {halide_type_int, 32, 1};
+    buf.dimensions = 1;
+    buf.dim = &dim;
+    tally_buffer_set_host_dirty(&buf, true);
+    ASSERT_EQ(halide_copy_to_device(nullptr, &buf, iface), 0);
+    Table t({{"fill", 3}});
+    ASSERT_EQ(run_fill(t, "fill", &buf, 42, 1, 1), 0);
+    EXPECT_EQ(stats->last_pointer_arg, buf.device + 9 * sizeof(int32_t));
+    tally_buffer_set_device_dirty(&buf, true);
+    ASSERT_EQ(halide_copy_to_host(nullptr, &buf), 0);
+    EXPECT_EQ(data[9], 42);
+    EXPECT_EQ(data[0], 7);
+    ASSERT_EQ(halide_device_free(nullptr, &buf), 0);
+}
+
+TEST_F(CudaFakeDriver, CountsLaunchesAndSyncsInTheProfiler) {
+    tally_profiler_reset();
+    const char *slots[] = {"overhead", "fill"};
+    void *inst = tally_profiler_start(nullptr, "cuda_fake_pipeline", "host-cuda-profile", 2, slots,
+                                      nullptr, 0);
+    ASSERT_NE(inst, nullptr);
+    tally_profiler_set_current(inst, 1);
+    Table t({{"fill", 3}});
+    IntBuffer b(64);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    int ctx_syncs = stats->ctx_syncs;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(run_fill(t, "fill", &b.buf, i, 64, 2), 0);
+        ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    }
+    EXPECT_EQ(stats->ctx_syncs, ctx_syncs + 3) << "device_sync_global syncs the whole context";
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    tally_profiler_end(nullptr, inst);
+    tally_pipeline_stats p{};
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("cuda_fake_pipeline", &p), 0);
+    EXPECT_EQ(p.kernel_launches, 3u);
+    EXPECT_EQ(p.injected_syncs, 3u);
+    tally_profiler_reset();
+}
+
+TEST_F(CudaFakeDriver, ReportsUnknownKernelsAndBuffersNotOnTheDevice) {
+    tally_test::MessageCapture capture;
+    Table t({{"fill", 3}});
+    IntBuffer b(8);
+    EXPECT_EQ(run_fill(t, "nope", &b.buf, 0, 8, 1), TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "no CUDA kernel 'nope'")) << joined(capture.errors());
+    // The buffer was never given device memory.
+    EXPECT_EQ(run_fill(t, "fill", &b.buf, 0, 8, 1), TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "has no CUDA device memory"))
+        << joined(capture.errors());
+    // On the host interface instead.
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, halide_host_device_interface()), 0);
+    EXPECT_EQ(run_fill(t, "fill", &b.buf, 0, 8, 1), TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "(it is on host)")) << joined(capture.errors());
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    // Wrong argument count, NULL table.
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    int64_t sizes[] = {8, 0};
+    void *args[] = {&b.buf, nullptr};
+    uint8_t is_buffer[] = {1, 0};
+    EXPECT_EQ(
+        halide_cuda_run(nullptr, &t.table, "fill", 1, 1, 1, 1, 1, 1, 0, sizes, args, is_buffer),
+        TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "takes 3 arguments, the launch passes 1"))
+        << joined(capture.errors());
+    EXPECT_EQ(
+        halide_cuda_run(nullptr, nullptr, "fill", 1, 1, 1, 1, 1, 1, 0, sizes, args, is_buffer),
+        TALLY_ERROR_BAD_ARGUMENT);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+}
+
+TEST_F(CudaFakeDriver, ReportsPtxLoadFailuresWithTheJitLogAndLaunchFailures) {
+    tally_test::MessageCapture capture;
+    Table bad({{"fill", 3}});
+    bad.ptx[0] += "// FAIL_LOAD\n";
+    bad.sources[0].code = reinterpret_cast<const uint8_t *>(bad.ptx[0].c_str());
+    IntBuffer b(8);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    EXPECT_EQ(run_fill(bad, "fill", &b.buf, 0, 8, 1), TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "loading the PTX of kernel 'fill' failed"))
+        << joined(capture.errors());
+    EXPECT_TRUE(contains(capture.errors(), "CUDA_ERROR_INVALID_PTX")) << joined(capture.errors());
+    EXPECT_TRUE(contains(capture.errors(), "fake syntax error")) << joined(capture.errors());
+
+    Table failing({{"fail_launch", 3}});
+    int launches = stats->launches;
+    EXPECT_EQ(run_fill(failing, "fail_launch", &b.buf, 0, 8, 1), TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "cuLaunchKernel of 'fail_launch'"))
+        << joined(capture.errors());
+    EXPECT_TRUE(contains(capture.errors(), "CUDA_ERROR_LAUNCH_FAILED")) << joined(capture.errors());
+    EXPECT_EQ(stats->launches, launches);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+}
+
+TEST_F(CudaFakeDriver, EmptyGridsLaunchNothing) {
+    Table t({{"fill", 3}});
+    IntBuffer b(8);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    int launches = stats->launches;
+    EXPECT_EQ(run_fill(t, "fill", &b.buf, 0, 8, 0), 0);
+    EXPECT_EQ(stats->launches, launches);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+}
+
+// Runs last in this suite (gtest keeps definition order): release, then use again.
+TEST_F(CudaFakeDriver, ReleaseUnloadsKernelsAndTheNextUseStartsAgain) {
+    Table t({{"fill", 3}});
+    IntBuffer b(8);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    ASSERT_EQ(run_fill(t, "fill", &b.buf, 5, 8, 1), 0);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    int loads = stats->module_loads, releases = stats->ctx_releases;
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    EXPECT_EQ(stats->module_unloads, stats->module_loads) << "every loaded module is unloaded";
+    EXPECT_EQ(stats->ctx_releases, releases + 1);
+    EXPECT_EQ(stats->streams_destroyed, stats->streams_created);
+    EXPECT_EQ(stats->live_allocs, 0);
+
+    ASSERT_EQ(halide_cuda_device_interface(), iface);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    ASSERT_EQ(run_fill(t, "fill", &b.buf, 5, 8, 1), 0);
+    EXPECT_EQ(stats->module_loads, loads + 1) << "the table's kernel is loaded again";
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+}
+
+// ---- this machine -------------------------------------------------------------------------------
+
+TEST(CudaThisMachine, WithoutADriverTheInterfaceIsNullAndLaunchesSayWhy) {
+    if (!env("TALLY_CUDA_LIBRARY").empty()) {
+        GTEST_SKIP() << "TALLY_CUDA_LIBRARY is set; this test checks the default search";
+    }
+    if (void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+        dlclose(h);
+        GTEST_SKIP() << "this machine has a CUDA driver (the no-driver path is covered by "
+                        "runtime.cuda.no_driver)";
+    }
+    expect_unusable("libcuda.so.1 not found");
+}
+
+}  // namespace

@@ -1,0 +1,940 @@
+// Tests of the Vulkan device interface (runtime/src/device_vulkan.c) through the runtime's C ABI
+// alone: buffers, copies and dirty bits, launches of hand-written SPIR-V kernels (shaders/*.comp,
+// compiled at build time) from a hand-built tally_kernel_table, error paths, asynchrony, profiler
+// counters, release and re-initialization, and the environment switches.
+//
+// Every test skips (with the reason) when there is no Vulkan device. The process installs print
+// and error handlers that log everything; at the end it releases Vulkan and, when
+// TALLY_VULKAN_EXPECT_NO_MESSAGES is set (the ctest entry that runs under the Khronos validation
+// layer with TALLY_VULKAN_DEBUG=1), fails if any Vulkan debug message was printed.
+//
+// Environment switches tested (read by the runtime at each initialization):
+//   TALLY_VULKAN_DISABLE=1         behaves as if the loader were missing: NULL interface, clean
+//                                  errors, no crash;
+//   TALLY_VULKAN_DEVICE=<i|name>   device selection;
+//   TALLY_VULKAN_FORCE_STAGING=1   copies through staging buffers (the discrete-GPU path).
+#include "tally_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <time.h>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+// ---- process-wide message log ------------------------------------------------------------------
+
+struct MessageLog {
+    std::mutex mutex;
+    std::string printed;
+    std::vector<std::string> errors;
+};
+
+MessageLog &message_log() {
+    static MessageLog log;
+    return log;
+}
+
+void log_print(void *, const char *msg) {
+    {
+        std::lock_guard<std::mutex> lock(message_log().mutex);
+        message_log().printed += msg;
+    }
+    fputs(msg, stderr);
+}
+
+void log_error(void *, const char *msg) {
+    std::lock_guard<std::mutex> lock(message_log().mutex);
+    message_log().errors.push_back(msg);
+}
+
+size_t error_mark() {
+    std::lock_guard<std::mutex> lock(message_log().mutex);
+    return message_log().errors.size();
+}
+
+std::vector<std::string> errors_since(size_t mark) {
+    std::lock_guard<std::mutex> lock(message_log().mutex);
+    auto &e = message_log().errors;
+    return std::vector<std::string>(e.begin() + long(std::min(mark, e.size())), e.end());
+}
+
+std::string joined(const std::vector<std::string> &v) {
+    std::string s;
+    for (const auto &m : v) {
+        s += m;
+        s += "\n";
+    }
+    return s;
+}
+
+// The interface from the last successful lookup, for the final release.
+std::atomic<const halide_device_interface_t *> last_interface{nullptr};
+
+const halide_device_interface_t *vulkan() {
+    const halide_device_interface_t *iface = halide_vulkan_device_interface();
+    if (iface) {
+        last_interface = iface;
+    }
+    return iface;
+}
+
+class VulkanEnvironment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        prev_print_ = tally_set_print_handler(log_print);
+        prev_error_ = tally_set_error_handler(log_error);
+    }
+    void TearDown() override {
+        if (const halide_device_interface_t *iface = last_interface.load()) {
+            EXPECT_EQ(halide_device_release(nullptr, iface), 0);
+        }
+        std::string printed;
+        {
+            std::lock_guard<std::mutex> lock(message_log().mutex);
+            printed = message_log().printed;
+        }
+        EXPECT_EQ(printed.find("Validation Error"), std::string::npos) << printed;
+        if (getenv("TALLY_VULKAN_EXPECT_NO_MESSAGES")) {
+            // The debug messenger prints "Vulkan <kind> <level>: ..." for every message; only
+            // the loader's notes (kind "loader", e.g. that VK_INSTANCE_LAYERS added a layer) are
+            // allowed.
+            EXPECT_EQ(printed.find("Vulkan validation"), std::string::npos) << printed;
+            EXPECT_EQ(printed.find("Vulkan general"), std::string::npos) << printed;
+            EXPECT_EQ(printed.find("Vulkan performance"), std::string::npos) << printed;
+        }
+        tally_set_print_handler(prev_print_);
+        tally_set_error_handler(prev_error_);
+    }
+
+private:
+    tally_message_handler_t prev_print_ = nullptr;
+    tally_message_handler_t prev_error_ = nullptr;
+};
+
+::testing::Environment *const vulkan_environment =
+    ::testing::AddGlobalTestEnvironment(new VulkanEnvironment);
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+std::vector<uint32_t> load_spirv(const std::string &name) {
+    std::string path = std::string(TALLY_VK_SHADER_DIR) + "/" + name + ".spv";
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) {
+        return {};
+    }
+    std::streamsize size = in.tellg();
+    in.seekg(0);
+    std::vector<uint32_t> words(size_t(size + 3) / 4);
+    in.read(reinterpret_cast<char *>(words.data()), size);
+    return size % 4 == 0 ? words : std::vector<uint32_t>{};
+}
+
+// A module's kernel table built by hand, as the compiler would embed it.
+struct KernelModule {
+    struct Spec {
+        const char *name;
+        int32_t num_args, num_buffers;
+    };
+    std::vector<std::vector<uint32_t>> code;
+    std::vector<tally_kernel_source> sources;
+    tally_kernel_table table{};
+
+    bool load() {
+        static const Spec specs[] = {{"add_scalar", 3, 1},
+                                     {"scale_copy", 4, 2},
+                                     {"pack_args", 4, 1},
+                                     {"grid", 4, 1},
+                                     {"slow", 3, 1}};
+        for (const Spec &s : specs) {
+            code.push_back(load_spirv(s.name));
+            if (code.back().empty()) {
+                return false;
+            }
+        }
+        for (size_t i = 0; i < code.size(); i++) {
+            tally_kernel_source k{};
+            k.name = specs[i].name;
+            k.code = reinterpret_cast<const uint8_t *>(code[i].data());
+            k.code_size = code[i].size() * 4;
+            k.device_api = TALLY_DEVICE_API_VULKAN;
+            k.num_args = specs[i].num_args;
+            k.num_buffers = specs[i].num_buffers;
+            sources.push_back(k);
+        }
+        // A CUDA kernel, to check that a Vulkan launch refuses it.
+        tally_kernel_source cuda{};
+        cuda.name = "cuda_only";
+        cuda.code = reinterpret_cast<const uint8_t *>("// PTX\n");
+        cuda.code_size = 8;
+        cuda.device_api = TALLY_DEVICE_API_CUDA;
+        sources.push_back(cuda);
+        table.abi_version = TALLY_RUNTIME_ABI_VERSION;
+        table.num_kernels = int32_t(sources.size());
+        table.kernels = sources.data();
+        return true;
+    }
+};
+
+// A dense 1-D host buffer of T.
+template <typename T>
+struct Buffer {
+    std::vector<T> data;
+    halide_dimension_t dim{};
+    halide_buffer_t buf{};
+
+    // An empty buffer still gets a (one-element) host allocation: its host pointer is not NULL.
+    explicit Buffer(int32_t n, T fill = T()) : data(size_t(n > 0 ? n : 1), fill) {
+        dim.min = 0;
+        dim.extent = n;
+        dim.stride = 1;
+        buf.host = reinterpret_cast<uint8_t *>(data.data());
+        buf.type.code = std::is_floating_point<T>::value ? halide_type_float : halide_type_int;
+        buf.type.bits = uint8_t(sizeof(T) * 8);
+        buf.type.lanes = 1;
+        buf.dimensions = 1;
+        buf.dim = &dim;
+    }
+    ~Buffer() {
+        if (buf.device_interface) {
+            halide_device_free(nullptr, &buf);
+        }
+    }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+};
+
+// One launch argument.
+struct Arg {
+    int64_t size;
+    void *value;
+    uint8_t is_buffer;
+};
+
+template <typename T>
+Arg buffer_arg(Buffer<T> &b) {
+    return Arg{int64_t(sizeof(halide_buffer_t *)), &b.buf, 1};
+}
+
+template <typename T>
+Arg scalar_arg(T &v) {
+    return Arg{int64_t(sizeof(T)), &v, 0};
+}
+
+int32_t run(tally_kernel_table *table, const char *name, const int32_t blocks[3],
+            const int32_t threads[3], std::vector<Arg> args, int32_t shared_mem = 0) {
+    std::vector<int64_t> sizes;
+    std::vector<void *> values;
+    std::vector<uint8_t> is_buffer;
+    for (const Arg &a : args) {
+        sizes.push_back(a.size);
+        values.push_back(a.value);
+        is_buffer.push_back(a.is_buffer);
+    }
+    sizes.push_back(0);
+    values.push_back(nullptr);
+    is_buffer.push_back(0);
+    return halide_vulkan_run(nullptr, table, name, blocks[0], blocks[1], blocks[2], threads[0],
+                             threads[1], threads[2], shared_mem, sizes.data(), values.data(),
+                             is_buffer.data());
+}
+
+// Launches add_scalar (buf[i] += k) over all of buf, 64 threads per group.
+int32_t add_scalar(tally_kernel_table *table, Buffer<int32_t> &b, int32_t k) {
+    int32_t n = int32_t(b.data.size());
+    const int32_t blocks[3] = {(n + 63) / 64, 1, 1};
+    const int32_t threads[3] = {64, 1, 1};
+    return run(table, "add_scalar", blocks, threads, {buffer_arg(b), scalar_arg(k), scalar_arg(n)});
+}
+
+// Iterations of each invocation of the slow kernel (below llvmpipe's cap of 65535 per loop).
+const int32_t kSlowIters = 60000;
+
+// The slow kernel's hash chain, computed on the host.
+uint32_t slow_reference(uint32_t start, int32_t i) {
+    uint32_t h = start + uint32_t(i);
+    for (int32_t k = 0; k < kSlowIters; k++) {
+        h = h * 1664525u + 1013904223u;
+        h ^= h >> 13;
+    }
+    return h;
+}
+
+// Launches the slow kernel over all of b: kSlowIters steps per element.
+int32_t slow(tally_kernel_table *table, Buffer<uint32_t> &b) {
+    int32_t n = int32_t(b.data.size());
+    int32_t iters = kSlowIters;
+    const int32_t blocks[3] = {(n + 63) / 64, 1, 1};
+    const int32_t threads[3] = {64, 1, 1};
+    return run(table, "slow", blocks, threads, {buffer_arg(b), scalar_arg(iters), scalar_arg(n)});
+}
+
+// Sets the environment variable for the scope of the object (and restores it).
+class ScopedEnv {
+public:
+    ScopedEnv(const char *name, const char *value) : name_(name) {
+        const char *old = getenv(name);
+        had_ = old != nullptr;
+        if (had_) {
+            old_ = old;
+        }
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_) {
+            setenv(name_, old_.c_str(), 1);
+        } else {
+            unsetenv(name_);
+        }
+    }
+
+private:
+    const char *name_;
+    bool had_ = false;
+    std::string old_;
+};
+
+class VulkanTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        size_t mark = error_mark();
+        iface = vulkan();
+        if (!iface) {
+            // The reason is reported once per process: remember it for later skips.
+            static std::string reason;
+            if (reason.empty()) {
+                reason = joined(errors_since(mark));
+            }
+            GTEST_SKIP() << "no Vulkan device: " << reason;
+        }
+        ASSERT_TRUE(module.load()) << "missing SPIR-V under " << TALLY_VK_SHADER_DIR;
+        table = &module.table;
+    }
+    void TearDown() override {
+        if (iface) {
+            EXPECT_EQ(halide_device_sync_global(nullptr, iface), 0);
+        }
+    }
+
+    // Uploads b (host dirty first) and checks the dirty bits.
+    template <typename T>
+    void upload(Buffer<T> &b) {
+        tally_buffer_set_host_dirty(&b.buf, true);
+        ASSERT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+        EXPECT_FALSE(tally_buffer_get_host_dirty(&b.buf));
+        EXPECT_EQ(b.buf.device_interface, iface);
+        EXPECT_NE(b.buf.device, 0u);
+    }
+
+    // Marks b written by the device and copies it back.
+    template <typename T>
+    void download(Buffer<T> &b) {
+        tally_buffer_set_device_dirty(&b.buf, true);
+        ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+        EXPECT_FALSE(tally_buffer_get_device_dirty(&b.buf));
+    }
+
+    // Number of elements for which the slow kernel takes about target_ns here.
+    int32_t calibrate_slow(uint64_t target_ns) {
+        int32_t n = 1024;
+        for (;;) {
+            Buffer<uint32_t> b(n, 1);
+            upload(b);
+            uint64_t t0 = now_ns();
+            EXPECT_EQ(slow(table, b), 0);
+            EXPECT_EQ(halide_device_sync_global(nullptr, iface), 0);
+            uint64_t t = now_ns() - t0;
+            // The first launch also compiles the pipeline: only trust a repeated measurement.
+            if (n > 1024 && (t >= target_ns / 8 || n >= (1 << 21))) {
+                double want = double(n) * double(target_ns) / double(t > 0 ? t : 1);
+                return int32_t(std::max(64.0, std::min(want, double(1 << 22))));
+            }
+            n *= 4;
+        }
+    }
+
+    const halide_device_interface_t *iface = nullptr;
+    KernelModule module;
+    tally_kernel_table *table = nullptr;
+};
+
+const int32_t kOneBlock[3] = {1, 1, 1};
+const int32_t kOneThread[3] = {1, 1, 1};
+
+// ---- tests -------------------------------------------------------------------------------------
+
+TEST_F(VulkanTest, InterfaceIsNamedVulkanAndStable) {
+    EXPECT_STREQ(iface->name, "vulkan");
+    EXPECT_EQ(vulkan(), iface);
+    EXPECT_EQ(iface->impl, nullptr);
+}
+
+TEST_F(VulkanTest, AddScalarRoundTrip) {
+    Buffer<int32_t> b(1000);
+    for (int32_t i = 0; i < 1000; i++) {
+        b.data[size_t(i)] = i;
+    }
+    upload(b);
+    ASSERT_EQ(add_scalar(table, b, 7), 0);
+    download(b);
+    for (int32_t i = 0; i < 1000; i++) {
+        ASSERT_EQ(b.data[size_t(i)], i + 7) << "at " << i;
+    }
+}
+
+TEST_F(VulkanTest, DirtyBitsDecideWhetherCopiesHappen) {
+    Buffer<int32_t> b(64, 10);
+    upload(b);
+    ASSERT_EQ(add_scalar(table, b, 1), 0);  // device: 11
+    // Device not marked dirty: copy_to_host copies nothing.
+    ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+    EXPECT_EQ(b.data[0], 10);
+    // Host changed but not marked dirty: copy_to_device copies nothing.
+    std::fill(b.data.begin(), b.data.end(), 100);
+    ASSERT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+    download(b);
+    EXPECT_EQ(b.data[0], 11);
+    EXPECT_EQ(b.data[63], 11);
+    // Both dirty is an error.
+    tally_buffer_set_host_dirty(&b.buf, true);
+    tally_buffer_set_device_dirty(&b.buf, true);
+    size_t mark = error_mark();
+    EXPECT_EQ(halide_copy_to_host(nullptr, &b.buf), TALLY_ERROR_HOST_AND_DEVICE_DIRTY);
+    EXPECT_EQ(errors_since(mark).size(), 1u);
+    tally_buffer_set_device_dirty(&b.buf, false);
+    std::fill(b.data.begin(), b.data.end(), 100);
+    upload(b);
+    std::fill(b.data.begin(), b.data.end(), 0);
+    download(b);
+    EXPECT_EQ(b.data[5], 100);
+}
+
+TEST_F(VulkanTest, KernelsInSequenceSeeEachOthersResults) {
+    const int32_t n = 777;
+    Buffer<int32_t> a(n);
+    Buffer<float> out(n, -1.0f);
+    for (int32_t i = 0; i < n; i++) {
+        a.data[size_t(i)] = i;
+    }
+    upload(a);
+    upload(out);
+    // No syncs in between: queue order and the barriers make each launch see the previous one.
+    ASSERT_EQ(add_scalar(table, a, 5), 0);
+    float scale = 0.5f;
+    int32_t count = n;
+    const int32_t blocks[3] = {(n + 31) / 32, 1, 1};
+    const int32_t threads[3] = {32, 1, 1};
+    ASSERT_EQ(run(table, "scale_copy", blocks, threads,
+                  {buffer_arg(a), buffer_arg(out), scalar_arg(scale), scalar_arg(count)}),
+              0);
+    ASSERT_EQ(add_scalar(table, a, 1), 0);
+    download(out);
+    download(a);
+    for (int32_t i = 0; i < n; i++) {
+        ASSERT_EQ(out.data[size_t(i)], float(i + 5) * 0.5f) << "at " << i;
+        ASSERT_EQ(a.data[size_t(i)], i + 6) << "at " << i;
+    }
+}
+
+TEST_F(VulkanTest, TwoAndThreeDimensionalGridsAndWorkGroups) {
+    struct Case {
+        int32_t blocks[3], threads[3];
+    };
+    const Case cases[] = {{{3, 2, 1}, {8, 4, 1}}, {{2, 3, 2}, {4, 2, 3}}, {{5, 1, 1}, {1, 1, 1}}};
+    for (const Case &c : cases) {
+        int32_t nx = c.blocks[0] * c.threads[0], ny = c.blocks[1] * c.threads[1],
+                nz = c.blocks[2] * c.threads[2];
+        Buffer<int32_t> b(nx * ny * nz, -1);
+        upload(b);
+        ASSERT_EQ(run(table, "grid", c.blocks, c.threads,
+                      {buffer_arg(b), scalar_arg(nx), scalar_arg(ny), scalar_arg(nz)}),
+                  0);
+        download(b);
+        for (int32_t z = 0; z < nz; z++) {
+            for (int32_t y = 0; y < ny; y++) {
+                for (int32_t x = 0; x < nx; x++) {
+                    ASSERT_EQ(b.data[size_t(x + nx * (y + ny * z))], x + 1000 * y + 1000000 * z)
+                        << "grid " << nx << "x" << ny << "x" << nz << " at " << x << "," << y << ","
+                        << z;
+                }
+            }
+        }
+    }
+}
+
+TEST_F(VulkanTest, ScalarsArePackedAlignedToTheirSize) {
+    Buffer<int32_t> b(8, 0);
+    upload(b);
+    int32_t a = -5;
+    int64_t big = int64_t(0x123456789abcdef0ull);
+    float c = 3.5f;
+    const int32_t threads[3] = {2, 3, 4};
+    // int32 at 0, int64 at 8 (aligned), float at 16.
+    ASSERT_EQ(run(table, "pack_args", kOneBlock, threads,
+                  {buffer_arg(b), scalar_arg(a), scalar_arg(big), scalar_arg(c)}),
+              0);
+    download(b);
+    EXPECT_EQ(b.data[0], -5);
+    EXPECT_EQ(uint32_t(b.data[1]), 0x12345678u);
+    EXPECT_EQ(uint32_t(b.data[2]), 0x9abcdef0u);
+    float got;
+    memcpy(&got, &b.data[3], 4);
+    EXPECT_EQ(got, 3.5f);
+    // The work-group size comes from specialization constants 0, 1, 2.
+    EXPECT_EQ(b.data[4], 2);
+    EXPECT_EQ(b.data[5], 3);
+    EXPECT_EQ(b.data[6], 4);
+}
+
+TEST_F(VulkanTest, LaunchErrorsNameWhatFailed) {
+    Buffer<int32_t> on_device(16);
+    upload(on_device);
+    Buffer<int32_t> host_only(16);
+    Buffer<int32_t> on_host_interface(16);
+    tally_buffer_set_host_dirty(&on_host_interface.buf, true);
+    ASSERT_EQ(
+        halide_copy_to_device(nullptr, &on_host_interface.buf, halide_host_device_interface()), 0);
+    int32_t k = 1, n = 16;
+    const int32_t threads[3] = {16, 1, 1};
+    struct Case {
+        const char *what;
+        std::vector<Arg> args;
+        const char *kernel;
+        int32_t shared;
+        const int32_t *threads;
+        const char *expect;
+        void *table_override;
+    };
+    tally_kernel_table wrong_abi = *table;
+    wrong_abi.abi_version = TALLY_RUNTIME_ABI_VERSION + 100;
+    wrong_abi.device_state[TALLY_DEVICE_API_VULKAN] = nullptr;
+    const int32_t zero_threads[3] = {0, 1, 1};
+    const int32_t huge_threads[3] = {100000, 1, 1};
+    const Case cases[] = {
+        {"unknown kernel",
+         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
+         "no_such_kernel",
+         0,
+         threads,
+         "no_such_kernel",
+         nullptr},
+        {"wrong API",
+         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
+         "cuda_only",
+         0,
+         threads,
+         "CUDA",
+         nullptr},
+        {"buffer with only host memory",
+         {buffer_arg(host_only), scalar_arg(k), scalar_arg(n)},
+         "add_scalar",
+         0,
+         threads,
+         "no Vulkan device memory",
+         nullptr},
+        {"buffer on the host interface",
+         {buffer_arg(on_host_interface), scalar_arg(k), scalar_arg(n)},
+         "add_scalar",
+         0,
+         threads,
+         "device interface host",
+         nullptr},
+        {"shared memory",
+         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
+         "add_scalar",
+         256,
+         threads,
+         "shared memory",
+         nullptr},
+        {"argument count",
+         {buffer_arg(on_device), scalar_arg(k)},
+         "add_scalar",
+         0,
+         threads,
+         "takes 3 arguments",
+         nullptr},
+        {"zero threads",
+         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
+         "add_scalar",
+         0,
+         zero_threads,
+         "invalid",
+         nullptr},
+        {"too many threads",
+         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
+         "add_scalar",
+         0,
+         huge_threads,
+         "add_scalar",
+         nullptr},
+        {"ABI version",
+         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
+         "add_scalar",
+         0,
+         threads,
+         "ABI version",
+         &wrong_abi},
+    };
+    for (const Case &c : cases) {
+        size_t mark = error_mark();
+        tally_kernel_table *t =
+            c.table_override ? static_cast<tally_kernel_table *>(c.table_override) : table;
+        int32_t r = run(t, c.kernel, kOneBlock, c.threads, c.args, c.shared);
+        EXPECT_EQ(r, TALLY_ERROR_DEVICE_RUN_FAILED) << c.what;
+        std::vector<std::string> errors = errors_since(mark);
+        ASSERT_EQ(errors.size(), 1u) << c.what << ": " << joined(errors);
+        EXPECT_NE(errors[0].find("halide_vulkan_run"), std::string::npos) << errors[0];
+        EXPECT_NE(errors[0].find(c.expect), std::string::npos) << c.what << ": " << errors[0];
+    }
+    size_t mark = error_mark();
+    EXPECT_EQ(halide_vulkan_run(nullptr, nullptr, "add_scalar", 1, 1, 1, 1, 1, 1, 0, nullptr,
+                                nullptr, nullptr),
+              TALLY_ERROR_BAD_ARGUMENT);
+    EXPECT_EQ(errors_since(mark).size(), 1u);
+    // Nothing failed on the device: the buffer still works.
+    ASSERT_EQ(add_scalar(table, on_device, 3), 0);
+    download(on_device);
+    EXPECT_EQ(on_device.data[15], 3);
+}
+
+TEST_F(VulkanTest, CopiesOnBuffersWithoutVulkanMemoryFail) {
+    Buffer<int32_t> b(4);
+    upload(b);
+    // A buffer whose device memory belongs to another interface cannot be copied by this one.
+    Buffer<int32_t> other(4);
+    tally_buffer_set_host_dirty(&other.buf, true);
+    ASSERT_EQ(halide_copy_to_device(nullptr, &other.buf, halide_host_device_interface()), 0);
+    size_t mark = error_mark();
+    EXPECT_EQ(iface->copy_to_host(nullptr, &other.buf), TALLY_ERROR_COPY_TO_HOST_FAILED);
+    std::vector<std::string> errors = errors_since(mark);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("no Vulkan device memory"), std::string::npos) << errors[0];
+    // halide_copy_to_device moves a buffer between interfaces.
+    tally_buffer_set_host_dirty(&other.buf, true);
+    ASSERT_EQ(halide_copy_to_device(nullptr, &other.buf, iface), 0);
+    EXPECT_EQ(other.buf.device_interface, iface);
+}
+
+TEST_F(VulkanTest, EmptyBufferAllocatesAndCopiesNothing) {
+    Buffer<int32_t> b(0);
+    upload(b);
+    download(b);
+    EXPECT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    EXPECT_EQ(b.buf.device, 0u);
+    EXPECT_EQ(b.buf.device_interface, nullptr);
+}
+
+TEST_F(VulkanTest, LaunchIsAsynchronous) {
+    int32_t n = calibrate_slow(300 * 1000 * 1000ull);
+    // Timing on shared cores is noisy (lavapipe's threads compete with ours): best of 3.
+    double best = 1.0;
+    for (int attempt = 0; attempt < 3 && best >= 0.3; attempt++) {
+        Buffer<uint32_t> b(n, 1);
+        upload(b);
+        ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+        uint64_t t0 = now_ns();
+        ASSERT_EQ(slow(table, b), 0);
+        uint64_t t1 = now_ns();
+        ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+        uint64_t t2 = now_ns();
+        uint64_t launch = t1 - t0, total = t2 - t0;
+        printf("slow kernel over %d elements: launch %.3f ms, launch + sync %.3f ms\n", n,
+               double(launch) / 1e6, double(total) / 1e6);
+        ASSERT_GT(total, 50u * 1000 * 1000) << "the slow kernel was not slow";
+        best = std::min(best, double(launch) / double(total));
+        download(b);
+        EXPECT_EQ(b.data[3], slow_reference(1, 3));
+    }
+    EXPECT_LT(best, 0.3);
+}
+
+TEST_F(VulkanTest, CopyToHostAndDeviceSyncWaitForTheKernel) {
+    int32_t n = calibrate_slow(100 * 1000 * 1000ull);
+    Buffer<uint32_t> b(n, 1);
+    upload(b);
+    ASSERT_EQ(slow(table, b), 0);
+    ASSERT_EQ(halide_device_sync(nullptr, &b.buf), 0);
+    // device_sync waited: reading the mapped result now gives the kernel's values.
+    download(b);
+    EXPECT_EQ(b.data[0], slow_reference(1, 0));
+    EXPECT_EQ(b.data[size_t(n - 1)], slow_reference(1, n - 1));
+    Buffer<uint32_t> c(n, 2);
+    upload(c);
+    ASSERT_EQ(slow(table, c), 0);
+    download(c);  // blocks until the kernel finished
+    EXPECT_EQ(c.data[0], slow_reference(2, 0));
+    EXPECT_EQ(c.data[size_t(n - 1)], slow_reference(2, n - 1));
+}
+
+TEST_F(VulkanTest, ProfilerCountsLaunchesSyncsAndCopies) {
+    tally_profiler_reset();
+    const char *names[] = {"overhead", "f", "f (copy to device)", "f (copy to host)"};
+    const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_COPY_TO_DEVICE,
+                             TALLY_SLOT_COPY_TO_HOST};
+    Buffer<int32_t> b(1000, 1);
+    void *inst =
+        tally_profiler_start(nullptr, "vk_counters", "host-vulkan-profile", 4, names, kinds, 0);
+    ASSERT_NE(inst, nullptr);
+    tally_profiler_set_current(inst, 2);
+    tally_buffer_set_host_dirty(&b.buf, true);
+    ASSERT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    tally_profiler_set_current(inst, 1);
+    ASSERT_EQ(add_scalar(table, b, 1), 0);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    ASSERT_EQ(add_scalar(table, b, 1), 0);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    ASSERT_EQ(halide_device_sync(nullptr, &b.buf), 0);
+    tally_buffer_set_device_dirty(&b.buf, true);
+    tally_profiler_set_current(inst, 3);
+    ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+    tally_profiler_set_current(inst, 0);
+    // A failed launch is not counted.
+    size_t mark = error_mark();
+    EXPECT_NE(run(table, "no_such_kernel", kOneBlock, kOneThread, {}), 0);
+    EXPECT_EQ(errors_since(mark).size(), 1u);
+    tally_profiler_end(nullptr, inst);
+    EXPECT_EQ(b.data[999], 3);
+
+    tally_pipeline_stats s{};
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("vk_counters", &s), 0);
+    EXPECT_EQ(s.kernel_launches, 2u);
+    EXPECT_EQ(s.injected_syncs, 3u);
+    EXPECT_EQ(s.explicit_syncs, 1u);
+    EXPECT_EQ(s.copies_to_device, 1u);
+    EXPECT_EQ(s.copies_to_device_bytes, 4000u);
+    EXPECT_EQ(s.copies_to_host, 1u);
+    EXPECT_EQ(s.copies_to_host_bytes, 4000u);
+    tally_slot_stats to_device{}, to_host{};
+    ASSERT_EQ(tally_profiler_get_slot_stats("vk_counters", 2, &to_device), 0);
+    ASSERT_EQ(tally_profiler_get_slot_stats("vk_counters", 3, &to_host), 0);
+    EXPECT_EQ(to_device.copies, 1u);
+    EXPECT_EQ(to_device.copy_bytes, 4000u);
+    EXPECT_EQ(to_host.copies, 1u);
+    EXPECT_EQ(to_host.copy_bytes, 4000u);
+    tally_profiler_reset();
+}
+
+TEST_F(VulkanTest, WaitingForAKernelCountsZeroThreads) {
+    int32_t n = calibrate_slow(200 * 1000 * 1000ull);
+    tally_profiler_reset();
+    const char *names[] = {"overhead", "f"};
+    Buffer<uint32_t> b(n, 1);
+    upload(b);
+    void *inst =
+        tally_profiler_start(nullptr, "vk_wait", "host-vulkan-profile", 2, names, nullptr, 0);
+    ASSERT_NE(inst, nullptr);
+    tally_profiler_set_current(inst, 1);
+    uint64_t t0 = now_ns();
+    ASSERT_EQ(slow(table, b), 0);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    uint64_t kernel_ns = now_ns() - t0;
+    tally_profiler_set_current(inst, 0);
+    tally_profiler_end(nullptr, inst);
+    tally_slot_stats f{};
+    ASSERT_EQ(tally_profiler_get_slot_stats("vk_wait", 1, &f), 0);
+    tally_pipeline_stats s{};
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("vk_wait", &s), 0);
+    printf("kernel %.1f ms; f billed %.1f ms of %.1f ms, %llu samples, %.2f threads\n",
+           double(kernel_ns) / 1e6, double(f.time_ns) / 1e6, double(s.total_ns) / 1e6,
+           (unsigned long long)f.samples, f.average_threads);
+    // The kernel's time is billed to f, and during it no host thread was working.
+    EXPECT_GT(f.percent, 80.0);
+    EXPECT_GT(f.samples, 20u);
+    EXPECT_LT(f.average_threads, 0.3);
+    tally_profiler_reset();
+}
+
+TEST_F(VulkanTest, ManyLaunchesWithoutSyncing) {
+    Buffer<int32_t> b(128, 0);
+    upload(b);
+    // More launches than the runtime keeps in flight: the oldest are waited for and reclaimed.
+    for (int i = 0; i < 600; i++) {
+        ASSERT_EQ(add_scalar(table, b, 1), 0) << "launch " << i;
+    }
+    download(b);
+    EXPECT_EQ(b.data[0], 600);
+    EXPECT_EQ(b.data[127], 600);
+}
+
+TEST_F(VulkanTest, ConcurrentLaunchesFromSeveralThreads) {
+    const int kThreads = 4, kLaunches = 40;
+    std::vector<std::unique_ptr<Buffer<int32_t>>> bufs;
+    for (int t = 0; t < kThreads; t++) {
+        bufs.emplace_back(new Buffer<int32_t>(300, t * 1000));
+        upload(*bufs.back());
+    }
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; t++) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < kLaunches; i++) {
+                if (add_scalar(table, *bufs[size_t(t)], 1) != 0) {
+                    failures++;
+                }
+            }
+            tally_buffer_set_device_dirty(&bufs[size_t(t)]->buf, true);
+            if (halide_copy_to_host(nullptr, &bufs[size_t(t)]->buf) != 0) {
+                failures++;
+            }
+        });
+    }
+    for (auto &th : threads) {
+        th.join();
+    }
+    EXPECT_EQ(failures.load(), 0);
+    for (int t = 0; t < kThreads; t++) {
+        EXPECT_EQ(bufs[size_t(t)]->data[0], t * 1000 + kLaunches);
+        EXPECT_EQ(bufs[size_t(t)]->data[299], t * 1000 + kLaunches);
+    }
+}
+
+TEST_F(VulkanTest, StagingCopiesWhenMemoryIsNotMapped) {
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    {
+        ScopedEnv staging("TALLY_VULKAN_FORCE_STAGING", "1");
+        ASSERT_EQ(vulkan(), iface);
+        const int32_t n = 500;
+        Buffer<int32_t> a(n);
+        Buffer<float> out(n, -1.0f);
+        for (int32_t i = 0; i < n; i++) {
+            a.data[size_t(i)] = i;
+        }
+        upload(a);
+        upload(out);
+        ASSERT_EQ(add_scalar(table, a, 2), 0);
+        float scale = 2.0f;
+        int32_t count = n;
+        const int32_t blocks[3] = {(n + 63) / 64, 1, 1};
+        const int32_t threads[3] = {64, 1, 1};
+        ASSERT_EQ(run(table, "scale_copy", blocks, threads,
+                      {buffer_arg(a), buffer_arg(out), scalar_arg(scale), scalar_arg(count)}),
+                  0);
+        // Re-upload while the kernels may still run: the copy is ordered after them.
+        for (int32_t i = 0; i < n; i++) {
+            a.data[size_t(i)] = -i;
+        }
+        upload(a);
+        ASSERT_EQ(add_scalar(table, a, 1), 0);
+        download(out);
+        download(a);
+        for (int32_t i = 0; i < n; i++) {
+            ASSERT_EQ(out.data[size_t(i)], float(i + 2) * 2.0f) << "at " << i;
+            ASSERT_EQ(a.data[size_t(i)], 1 - i) << "at " << i;
+        }
+        ASSERT_EQ(halide_device_free(nullptr, &a.buf), 0);
+        ASSERT_EQ(halide_device_free(nullptr, &out.buf), 0);
+        ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    }
+    ASSERT_EQ(vulkan(), iface);
+}
+
+TEST_F(VulkanTest, ReleaseAndReinitialize) {
+    Buffer<int32_t> before(32, 5);
+    upload(before);
+    ASSERT_EQ(add_scalar(table, before, 1), 0);
+    // Release waits for the work, destroys everything; the buffer's memory goes with it.
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    // A second release is harmless.
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    size_t mark = error_mark();
+    tally_buffer_set_device_dirty(&before.buf, true);
+    EXPECT_EQ(halide_copy_to_host(nullptr, &before.buf), TALLY_ERROR_COPY_TO_HOST_FAILED);
+    std::vector<std::string> errors = errors_since(mark);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("halide_device_release"), std::string::npos) << errors[0];
+    tally_buffer_set_device_dirty(&before.buf, false);
+    EXPECT_EQ(halide_device_free(nullptr, &before.buf), 0);
+    EXPECT_EQ(before.buf.device, 0u);
+
+    // The next use initializes again; the same kernel table rebuilds its pipelines.
+    ASSERT_EQ(vulkan(), iface);
+    Buffer<int32_t> after(32, 5);
+    upload(after);
+    ASSERT_EQ(add_scalar(table, after, 2), 0);
+    download(after);
+    EXPECT_EQ(after.data[31], 7);
+}
+
+TEST_F(VulkanTest, DisabledVulkanGivesNullInterfaceAndCleanErrors) {
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    {
+        ScopedEnv disable("TALLY_VULKAN_DISABLE", "1");
+        size_t mark = error_mark();
+        EXPECT_EQ(halide_vulkan_device_interface(), nullptr);
+        std::vector<std::string> errors = errors_since(mark);
+        ASSERT_EQ(errors.size(), 1u) << joined(errors);
+        EXPECT_NE(errors[0].find("TALLY_VULKAN_DISABLE"), std::string::npos) << errors[0];
+        // Reported once.
+        EXPECT_EQ(halide_vulkan_device_interface(), nullptr);
+        EXPECT_EQ(errors_since(mark).size(), 1u);
+
+        // Every call that fails returns an error with a message, and nothing crashes.
+        int32_t k = 1, n = 4;
+        Buffer<int32_t> b(4);
+        mark = error_mark();
+        EXPECT_EQ(run(table, "add_scalar", kOneBlock, kOneThread,
+                      {buffer_arg(b), scalar_arg(k), scalar_arg(n)}),
+                  TALLY_ERROR_NO_DEVICE_INTERFACE);
+        errors = errors_since(mark);
+        ASSERT_EQ(errors.size(), 1u);
+        EXPECT_NE(errors[0].find("halide_vulkan_run"), std::string::npos) << errors[0];
+        EXPECT_NE(errors[0].find("TALLY_VULKAN_DISABLE"), std::string::npos) << errors[0];
+        mark = error_mark();
+        EXPECT_EQ(halide_device_malloc(nullptr, &b.buf, iface), TALLY_ERROR_NO_DEVICE_INTERFACE);
+        EXPECT_EQ(errors_since(mark).size(), 1u);
+        EXPECT_EQ(b.buf.device, 0u);
+        EXPECT_EQ(b.buf.device_interface, nullptr);
+        EXPECT_EQ(halide_device_sync_global(nullptr, iface), 0);
+        // Release forgets the failure, so the next attempt (after the switch is gone) succeeds.
+        EXPECT_EQ(halide_device_release(nullptr, iface), 0);
+    }
+    ASSERT_EQ(vulkan(), iface);
+}
+
+TEST_F(VulkanTest, DeviceSelectionByIndexOrName) {
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    {
+        ScopedEnv select("TALLY_VULKAN_DEVICE", "no-such-vulkan-device");
+        size_t mark = error_mark();
+        EXPECT_EQ(halide_vulkan_device_interface(), nullptr);
+        std::vector<std::string> errors = errors_since(mark);
+        ASSERT_EQ(errors.size(), 1u) << joined(errors);
+        EXPECT_NE(errors[0].find("TALLY_VULKAN_DEVICE=no-such-vulkan-device"), std::string::npos)
+            << errors[0];
+        EXPECT_EQ(halide_device_release(nullptr, iface), 0);
+    }
+    {
+        ScopedEnv select("TALLY_VULKAN_DEVICE", "0");
+        EXPECT_EQ(vulkan(), iface);
+        Buffer<int32_t> b(8, 1);
+        upload(b);
+        ASSERT_EQ(add_scalar(table, b, 1), 0);
+        download(b);
+        EXPECT_EQ(b.data[7], 2);
+        ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+        EXPECT_EQ(halide_device_release(nullptr, iface), 0);
+    }
+    ASSERT_EQ(vulkan(), iface);
+}
+
+}  // namespace

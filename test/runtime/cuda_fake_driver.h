@@ -1,0 +1,37 @@
+/* The counters of the stand-in CUDA driver (cuda_fake_driver.c), read by CudaTest.cpp through
+ * dlsym(handle, "fake_cuda_get_stats"). Valid C11 and C++. */
+#ifndef TALLY_TEST_RUNTIME_CUDA_FAKE_DRIVER_H
+#define TALLY_TEST_RUNTIME_CUDA_FAKE_DRIVER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fake_cuda_stats {
+    int inits;
+    int ctx_retains, ctx_releases;
+    /** Pushes minus pops: 0 whenever no driver call is in progress. */
+    int ctx_depth;
+    int ctx_syncs, stream_syncs;
+    int streams_created, streams_destroyed;
+    int allocs, frees, live_allocs;
+    int copies_to_device, copies_to_host;
+    uint64_t bytes_to_device, bytes_to_host;
+    int module_loads, module_unloads;
+    int launches;
+    char last_kernel[64];
+    unsigned int grid[3], block[3], shared_mem_bytes;
+    /** The `out` pointer the last `fill` launch received. */
+    uint64_t last_pointer_arg;
+    char last_ptx[256];
+} fake_cuda_stats;
+
+typedef const fake_cuda_stats *(*fake_cuda_get_stats_fn)(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // TALLY_TEST_RUNTIME_CUDA_FAKE_DRIVER_H
