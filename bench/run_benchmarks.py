@@ -5,9 +5,13 @@ Usage: bench/run_benchmarks.py BUILD_DIR [--repetitions N] [--out PATH] [--filte
 
 Each executable file directly inside BUILD_DIR/bench is run with
   --benchmark_format=json --benchmark_repetitions=N --benchmark_report_aggregates_only=true
-and the median of each benchmark goes into one Markdown table per program, with the machine
-(CPU count and model) and the date. Programs that fail are listed with their exit status; the
-script then exits non-zero, after writing what it has.
+and the median of each benchmark goes into Markdown tables, one section per program (split into
+several tables where one would have too many counter columns), with the machine (CPU count,
+model, load average before and after each program) and the date. A "Targets" section checks the
+project's performance targets against the figures (see TARGETS below). Benchmarks that skip
+(Google Benchmark's SkipWithError, e.g. no Vulkan device) are listed with their message.
+Programs that fail are listed with their exit status; the script then exits non-zero, after
+writing what it has.
 """
 
 import argparse
@@ -15,7 +19,9 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -25,6 +31,56 @@ STANDARD_KEYS = {
     "repetition_index", "threads", "iterations", "real_time", "cpu_time", "time_unit",
     "aggregate_name", "aggregate_unit", "error_occurred", "error_message", "label",
 }
+
+
+# What each program's tables show, printed under its heading.
+PROGRAM_NOTES = {
+    "apps_bench": (
+        "The apps end to end (`bench/apps_bench.cpp`). Each benchmark is one iteration per "
+        "repetition that repeats its pipeline runs internally, interleaving the variants it "
+        "compares (A B, B A, ...); the time column is the median run of the first variant in its "
+        "counters, the `*_ms` counters are median runs and the ratios are of those medians, each "
+        "then the median over the repetitions on its own (so a ratio need not equal the quotient "
+        "of the two medians next to it). The CPU time column is the benchmark thread's only "
+        "(pipelines run on a thread pool, `compile_jit` on a helper thread): ignore it.\n"
+        "- `BM_ProfilingOverhead`: `blur` 4096x4096, `host` vs `host-profile`, 31 runs each: "
+        "`ratio` = profile_ms / host_ms; `pair_ratio` = median of the per-round ratios; "
+        "`cpu_ratio` = the same in process CPU time (all threads); `sampler_cpu_ms` = the "
+        "sampler thread's CPU per profiled run.\n"
+        "- `BM_BlurVsReference`: `blur` 4096x4096 for `host` vs the plain C++ reference "
+        "(`apps/blur/reference.cpp`, `-O3`, one thread, no `-march`) and, when built against "
+        "Halide 14 (`libhalide14-0-dev`), Halide's JIT with the app's schedule (blur_x at the "
+        "root, rows parallel, x vectorized by 8, 32-bit sums); 7 runs each. `vs_reference`, "
+        "`vs_halide`: Tally's time over theirs (below 1: Tally is faster). Outputs are checked "
+        "equal.\n"
+        "- `BM_JitCompile/<app>/<target>`: parse (text in memory) + lower + `compile_jit`; the "
+        "time is the sum. CPU apps for `host`, Vulkan apps for `host-vulkan` (GLSL -> SPIR-V "
+        "through shaderc; no device needed).\n"
+        "- `BM_VulkanSync/<app>`: on the Vulkan device (lavapipe here: the \"GPU\" shares the "
+        "same two CPUs), `host-vulkan` (plain) vs `host-vulkan-profile` (profile: one injected "
+        "`halide_device_sync_global` per launch and per copy to the device) vs "
+        "`host-vulkan-profile` lowered with `inject_device_sync = false` (nosync); 15 runs each. "
+        "`ratio` = profile/plain (profiling with its syncs), `sync_ratio` = profile/nosync (the "
+        "syncs alone). blur_gpu 1024x768; gpu_gpu_cpu 128x128, reps = 1000."),
+    "parser_bench": (
+        "Parsing and printing Tally's IR text: the `conv_chain` corpus module and a generated "
+        "module of 10^6 nodes; `nodes_per_second` and `bytes_per_second` are of the input."),
+    "passes_bench": (
+        "The lowering passes on generated modules of 10^4, 10^5 and 10^6 IR nodes (every fourth "
+        "stage on the GPU). `ns_per_node` must stay flat as the module grows (linear cost)."),
+    "runtime_bench": (
+        "The profiler runtime alone. `BM_SetCurrent`: ns per `tally_profiler_set_current` with "
+        "the sampler at 1 kHz. `BM_SamplerCpu/<interval_us>/<runs>`: CPU of the sampler thread "
+        "(`sampler_cpu_pct`, % of one core) and of the whole process while the process idles. "
+        "`BM_BareWakeupCpu`: the floor, a thread that only wakes at the same interval. "
+        "`BM_SampleTick/<runs>`: one sampling pass. `BM_WallOverhead/<mode>`: a workload switching "
+        "slots ~10^5 times/s, profiled vs not, min of 10 interleaved passes; mode 0 = sampler "
+        "thread (the default), 1 = timer signal; `cpu_overhead_pct` is the same comparison in the "
+        "workload thread's CPU time."),
+}
+
+# Columns per table before a program's rows are split into several tables.
+MAX_COUNTER_COLUMNS = 6
 
 
 def cpu_model():
@@ -50,6 +106,26 @@ def load_average():
         return "%.2f %.2f %.2f" % os.getloadavg()
     except OSError:
         return "unknown"
+
+
+def git_state():
+    """The source's commit and the files changed since, as one line (or "unknown")."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                 "--untracked-files=no"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    changed = [line[3:] for line in status if len(line) > 3]
+    if not changed:
+        return "commit %s" % head
+    return "commit %s plus uncommitted changes to %s" % (
+        head, ", ".join("`%s`" % c for c in changed))
 
 
 def find_programs(build_dir):
@@ -82,6 +158,15 @@ def format_time(value, unit):
 
 
 def format_counter(key, value):
+    if key.startswith("ns_per_"):
+        # An inverted rate (benchmark::Counter::kIsRate | kInvert): seconds per item in the JSON.
+        return "%.0f" % (value * 1e9) if value * 1e9 >= 10 else "%.3g" % (value * 1e9)
+    if "ratio" in key or key.startswith("vs_"):
+        return "%.3f" % value
+    if key.endswith("_pct"):
+        return "%.2f" % value
+    if key.endswith("_ms"):
+        return "%.4g" % value
     if key.endswith("_per_second"):
         unit = "B/s" if key.startswith("bytes") else "/s"
         if key.startswith("bytes"):
@@ -101,7 +186,9 @@ def run_program(program, repetitions, bench_filter):
     if bench_filter:
         cmd.append("--benchmark_filter=" + bench_filter)
     print("running:", " ".join(cmd), file=sys.stderr, flush=True)
+    start = time.monotonic()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    print("  %.1f s" % (time.monotonic() - start), file=sys.stderr, flush=True)
     if proc.returncode != 0:
         return None, "exit status %d: %s" % (proc.returncode, proc.stderr.strip()[-500:])
     try:
@@ -110,10 +197,27 @@ def run_program(program, repetitions, bench_filter):
         return None, "unreadable JSON output (%s)" % e
 
 
-def median_rows(report):
-    rows = []
+def skipped_rows(report):
+    """(name, message) of the benchmarks that stopped with SkipWithError, once each."""
+    out = []
     for b in report.get("benchmarks", []):
-        if b.get("run_type") != "aggregate" or b.get("aggregate_name") != "median":
+        if b.get("error_occurred"):
+            entry = (b.get("run_name", b["name"]), b.get("error_message", ""))
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
+def median_rows(report):
+    """The median aggregate of each benchmark; with one repetition (no aggregates), its run."""
+    benchmarks = report.get("benchmarks", [])
+    aggregates = any(b.get("run_type") == "aggregate" for b in benchmarks)
+    rows = []
+    for b in benchmarks:
+        if aggregates and (b.get("run_type") != "aggregate" or
+                           b.get("aggregate_name") != "median"):
+            continue
+        if b.get("error_occurred"):
             continue
         counters = {k: v for k, v in b.items()
                     if k not in STANDARD_KEYS and isinstance(v, (int, float))}
@@ -123,8 +227,175 @@ def median_rows(report):
             "cpu_time": b["cpu_time"],
             "unit": b.get("time_unit", "ns"),
             "counters": counters,
+            "label": b.get("label", ""),
         })
     return rows
+
+
+def find_row(results, program, pattern):
+    """The row of `program` whose name matches the regex `pattern` (re.match), or None."""
+    for prog, info in results:
+        if prog != program:
+            continue
+        for r in info["rows"]:
+            if re.match(pattern, r["name"]):
+                return r
+    return None
+
+
+def counter(results, program, pattern, key):
+    r = find_row(results, program, pattern)
+    if r is None or key not in r["counters"]:
+        return None
+    return r["counters"][key]
+
+
+def verdict(ok):
+    if ok is None:
+        return "not measured"
+    return "**met**" if ok else "**missed**"
+
+
+def targets(results):
+    """Rows (target, measured by, measured, verdict) for the project's performance targets, then
+    the figures that have no numeric target but belong next to them."""
+    rows = []
+
+    # 1. Profiling overhead on a real pipeline.
+    pat = r"BM_ProfilingOverhead"
+    ratio = counter(results, "apps_bench", pat, "ratio")
+    if ratio is None:
+        measured, ok = "n/a", None
+    else:
+        pair = counter(results, "apps_bench", pat, "pair_ratio")
+        cpu = counter(results, "apps_bench", pat, "cpu_ratio")
+        iqr = counter(results, "apps_bench", pat, "host_iqr_pct")
+        measured = ("%.3fx (per-round median %.3fx; in process CPU time %.3fx); run-to-run "
+                    "spread of the host runs (IQR) %.1f%%" % (ratio, pair, cpu, iqr))
+        ok = verdict(ratio <= 1.02)
+        if iqr > 2.0:
+            ok += (" by the number, but inconclusive: the runs' own spread (%.1f%%) is wider "
+                   "than the 2%% margin" % iqr)
+    rows.append(("Profiling overhead <= 1.02x (blur 4096x4096, host-profile / host wall time)",
+                 "apps_bench `BM_ProfilingOverhead` `ratio`", measured,
+                 ok if isinstance(ok, str) else verdict(ok)))
+
+    # 2. Sampler CPU at 1 kHz, next to the cost of merely waking up at 1 kHz on this machine.
+    floor = counter(results, "runtime_bench", r"BM_BareWakeupCpu/1000(/|$)", "wakeup_cpu_pct")
+    for runs in (1, 16):
+        pct = counter(results, "runtime_bench", r"BM_SamplerCpu/1000/%d(/|$)" % runs,
+                      "sampler_cpu_pct")
+        if pct is None:
+            measured, ok = "n/a", verdict(None)
+        else:
+            measured = "%.2f%%" % pct
+            ok = verdict(pct <= 1.0)
+            if floor is not None:
+                measured += " (a bare thread waking at 1 kHz: %.2f%%)" % floor
+                if pct > 1.0 and floor > 1.0:
+                    ok += ("; the bare 1 kHz wakeup alone costs more than 1%% here (%.2f%%), so "
+                           "this machine cannot meet it" % floor)
+        rows.append(("Sampler CPU <= 1%% of a core at 1 kHz (%d live run%s)" %
+                     (runs, "" if runs == 1 else "s"),
+                     "runtime_bench `BM_SamplerCpu/1000/%d` `sampler_cpu_pct`" % runs,
+                     measured, ok))
+
+    # 3. Wall overhead at 10^5 switches/s.
+    for mode, what in ((0, "sampler thread, the default"), (1, "timer signal")):
+        pat = r"BM_WallOverhead/%d(/|$)" % mode
+        wall = counter(results, "runtime_bench", pat, "overhead_pct")
+        if wall is None:
+            measured, ok = "n/a", verdict(None)
+        else:
+            cpu = counter(results, "runtime_bench", pat, "cpu_overhead_pct")
+            rate = counter(results, "runtime_bench", pat, "switches_per_s")
+            measured = "%.2f%% wall (%.2f%% in the workload thread's CPU time) at %s switches/s" % (
+                wall, cpu, si(rate))
+            ok = verdict(wall <= 1.0)
+            if wall < -1.0:
+                ok += (" by the number, but a negative overhead means the noise is larger than "
+                       "the margin")
+            if rate < 1e5:
+                ok += ("; the loaded machine reached only %s switches/s, not 10^5" % si(rate))
+        rows.append(("Wall overhead <= 1%% at 10^5 slot switches/s (mode %d: %s)" % (mode, what),
+                     "runtime_bench `BM_WallOverhead/%d` `overhead_pct`" % mode, measured, ok))
+
+    # 4. Linear pass cost: ns per node flat from 10^4 to 10^6 nodes.
+    for bench in ("BM_InjectProfiling", "BM_Lower"):
+        per_node = [counter(results, "passes_bench", r"%s/%d(/|$)" % (bench, n), "ns_per_node")
+                    for n in (10000, 100000, 1000000)]
+        if None in per_node:
+            measured, ok = "n/a", None
+        else:
+            ns = [v * 1e9 for v in per_node]
+            measured = "%.0f / %.0f / %.0f ns per node at 10^4 / 10^5 / 10^6 nodes (x%.2f)" % (
+                ns[0], ns[1], ns[2], ns[2] / ns[0])
+            ok = ns[2] <= 1.5 * ns[0]
+        rows.append(("Linear pass cost: ns/node at 10^6 nodes <= 1.5x that at 10^4 (%s)" % bench,
+                     "passes_bench `%s` `ns_per_node`" % bench, measured, verdict(ok)))
+
+    # No numeric target: for reference.
+    for app in ("blur_gpu", "gpu_gpu_cpu"):
+        pat = r"BM_VulkanSync/%s(/|$)" % app
+        ratio = counter(results, "apps_bench", pat, "ratio")
+        if ratio is None:
+            continue
+        rows.append(("(no target) Vulkan `%s`: host-vulkan-profile / host-vulkan" % app,
+                     "apps_bench `BM_VulkanSync/%s` `ratio`, `sync_ratio`" % app,
+                     "%.3fx with the injected syncs; the syncs alone (profile / profile without "
+                     "syncs) %.3fx" % (ratio, counter(results, "apps_bench", pat, "sync_ratio")),
+                     "for reference"))
+    vs_ref = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_reference")
+    if vs_ref is not None:
+        vs_halide = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_halide")
+        rows.append(("(no target) Generated code: blur 4096x4096, Tally `host` time over others'",
+                     "apps_bench `BM_BlurVsReference` `vs_reference`, `vs_halide`",
+                     "%.3fx the C++ reference (-O3, one thread); %s" %
+                     (vs_ref, "not compared with Halide 14 (not installed at configure time)"
+                      if vs_halide is None else "%.3fx Halide 14 (same schedule)" % vs_halide),
+                     "for reference"))
+    return rows
+
+
+def split_tables(rows):
+    """Consecutive rows grouped so that no table has more than MAX_COUNTER_COLUMNS counters."""
+    tables, keys = [], []
+    for r in rows:
+        merged = keys + [k for k in r["counters"] if k not in keys]
+        if tables and len(merged) > MAX_COUNTER_COLUMNS:
+            tables.append([r])
+            keys = list(r["counters"])
+        else:
+            if not tables:
+                tables.append([])
+            tables[-1].append(r)
+            keys = merged
+    return tables
+
+
+def table_lines(rows):
+    keys = []
+    for r in rows:
+        for k in r["counters"]:
+            if k not in keys:
+                keys.append(k)
+    labels = any(r["label"] for r in rows)
+    header = ["Benchmark", "Median wall time", "Median CPU time"] + keys
+    if labels:
+        header.append("Label")
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(header) - 1 - labels) +
+                            ["---"] * labels) + "|"]
+    for r in rows:
+        cells = ["`%s`" % r["name"],
+                 format_time(r["real_time"], r["unit"]),
+                 format_time(r["cpu_time"], r["unit"])]
+        for k in keys:
+            cells.append(format_counter(k, r["counters"][k]) if k in r["counters"] else "")
+        if labels:
+            cells.append(r["label"])
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(results, failures, repetitions):
@@ -135,43 +406,62 @@ def markdown(results, failures, repetitions):
         "Written by `bench/run_benchmarks.py`; do not edit by hand.",
         "",
         "- Date: %s" % now.strftime("%Y-%m-%d %H:%M %Z"),
+        "- Source: %s" % git_state(),
         "- Machine: %d CPUs available, %s" % (cpu_count(), cpu_model()),
-        "- Load average when the run ended: %s" % load_average(),
+        "- Load average (1, 5, 15 min) when the run ended: %s; before and after each program "
+        "below" % load_average(),
         "- Each figure is the median of %d repetitions "
         "(`--benchmark_repetitions=%d --benchmark_report_aggregates_only=true`)." %
         (repetitions, repetitions),
         "",
         "Absolute times depend on the machine and on what else it was running (shared build "
-        "machines are noisy; wall time can exceed CPU time when the CPUs are busy). What matters "
-        "are the ratios between benchmarks of one run, e.g. parsing versus printing the same "
-        "module. Rates (`*_per_second`) are computed from the time the benchmark itself uses: wall "
-        "time where it calls `UseRealTime()` (parser_bench does, since the library may work on a "
-        "helper thread), CPU time otherwise.",
+        "machines are noisy; wall time can exceed CPU time when the CPUs are busy, and a load "
+        "average near or above the CPU count means the benchmarks shared the CPUs with other "
+        "work). What matters are the ratios between benchmarks of one run, e.g. parsing versus "
+        "printing the same module, or a pipeline with and without profiling measured in "
+        "interleaved runs. Rates (`*_per_second`) are computed from the time the benchmark itself "
+        "uses: wall time where it calls `UseRealTime()` (parser_bench does, since the library may "
+        "work on a helper thread), CPU time otherwise; manual time (`/manual_time`, apps_bench) "
+        "is what the benchmark measured itself.",
         "",
     ]
-    for program, rows in results:
+    target_rows = targets(results)
+    if target_rows:
+        lines += [
+            "## Targets",
+            "",
+            "Checked automatically against the medians below, on this machine and under the load "
+            "noted above: a target missed here under heavy load may be met on a quiet machine, "
+            "and the other way round for noise that happens to favour it.",
+            "",
+            "| Target | Measured by | Measured | Verdict |",
+            "|---|---|---|---|",
+        ]
+        for t in target_rows:
+            lines.append("| %s | %s | %s | %s |" % t)
+        lines.append("")
+    for program, info in results:
+        rows = info["rows"]
         lines.append("## %s" % program)
+        lines.append("")
+        if program in PROGRAM_NOTES:
+            lines.append(PROGRAM_NOTES[program])
+            lines.append("")
+        lines.append("Ran for %.1f s; load average before %s, after %s." %
+                     (info["seconds"], info["load_before"], info["load_after"]))
         lines.append("")
         if not rows:
             lines.append("(no benchmarks ran)")
             lines.append("")
-            continue
-        keys = []
-        for r in rows:
-            for k in r["counters"]:
-                if k not in keys:
-                    keys.append(k)
-        header = ["Benchmark", "Median wall time", "Median CPU time"] + keys
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-        for r in rows:
-            cells = ["`%s`" % r["name"],
-                     format_time(r["real_time"], r["unit"]),
-                     format_time(r["cpu_time"], r["unit"])]
-            for k in keys:
-                cells.append(format_counter(k, r["counters"][k]) if k in r["counters"] else "")
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+        for table in split_tables(rows):
+            lines += table_lines(table)
+            lines.append("")
+        if info["skipped"]:
+            lines.append("Skipped:")
+            lines.append("")
+            for name, why in info["skipped"]:
+                lines.append("- `%s`: %s" % (name, why))
+            lines.append("")
     if failures:
         lines.append("## Failures")
         lines.append("")
@@ -197,12 +487,20 @@ def main():
 
     results, failures = [], []
     for program in programs:
+        load_before = load_average()
+        start = time.monotonic()
         report, error = run_program(program, args.repetitions, args.filter)
         if error:
             failures.append((program.name, error))
             print("%s failed: %s" % (program.name, error), file=sys.stderr)
             continue
-        results.append((program.name, median_rows(report)))
+        results.append((program.name, {
+            "rows": median_rows(report),
+            "skipped": skipped_rows(report),
+            "seconds": time.monotonic() - start,
+            "load_before": load_before,
+            "load_after": load_average(),
+        }))
 
     text = markdown(results, failures, args.repetitions)
     Path(args.out).write_text(text)

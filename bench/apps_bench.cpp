@@ -1,0 +1,600 @@
+// The apps in apps/ end to end: JIT-compiled pipelines, timed on real images. Every benchmark
+// runs one iteration per repetition and repeats its runs internally, interleaving the variants it
+// compares (round r starts with variant r mod n: A B, B A, A B, ... for two) so that a change in
+// the machine's load hits all of them alike, after one untimed warm-up round. The benchmark's
+// time (manual time) is the median run of the first variant named in the counters, the `*_ms`
+// counters are median runs, the ratios are of those medians. bench/run_benchmarks.py adds 5
+// repetitions and reports the median of each figure over them (each column on its own, so a
+// ratio need not equal the quotient of the two medians shown next to it). Pipelines are compiled
+// once per process and kept for the repetitions. The whole program takes about a minute on a
+// loaded 2-core machine with 5 repetitions.
+//
+//   BM_ProfilingOverhead     blur 4096x4096: `host` vs `host-profile`, both compiled in this
+//                            process, 31 runs each. host_ms, profile_ms: median runs;
+//                            ratio = profile_ms / host_ms (the target: <= 1.02);
+//                            pair_ratio = the median of the per-pair ratios (each profiled run
+//                            over the host run of the same round: less sensitive to load drift);
+//                            cpu_ratio = the same as ratio in process CPU time (all threads,
+//                            the sampler's included: robust against other processes taking the
+//                            CPUs); sampler_cpu_ms = the sampler thread's CPU per profiled run;
+//                            host_iqr_pct = the interquartile range of the host runs over their
+//                            median, in percent: the run-to-run noise to judge the ratios by.
+//   BM_BlurVsReference       blur 4096x4096 for `host` (Tally) against the plain C++ reference
+//                            (apps/blur/reference.cpp, -O3, one thread) and, when built with
+//                            Halide 14, Halide's JIT blur with the app's schedule
+//                            (apps_bench_halide.cpp); 7 runs each. tally_ms, reference_ms,
+//                            halide_ms: median runs; vs_reference = tally_ms / reference_ms,
+//                            vs_halide = tally_ms / halide_ms (below 1: Tally is faster). The
+//                            outputs are checked equal.
+//   BM_JitCompile/<app>/<target>
+//                            parse (from the text in memory) + lower + compile_jit of one app:
+//                            parse_ms, lower_ms, jit_ms; the time is their sum. CPU apps for
+//                            `host`, the Vulkan apps for `host-vulkan` (compiling needs no
+//                            device: kernels go to SPIR-V).
+//   BM_VulkanSync/<app>      the Vulkan apps on the Vulkan device (lavapipe on machines without a
+//                            GPU): `host-vulkan` (plain) vs `host-vulkan-profile` (profile: one
+//                            injected halide_device_sync_global per launch and per copy to the
+//                            device) vs `host-vulkan-profile` lowered with inject_device_sync =
+//                            false (nosync); 15 runs each. ratio = profile_ms / plain_ms
+//                            (profiling with its syncs), sync_ratio = profile_ms / nosync_ms (the
+//                            syncs alone). blur_gpu 1024x768, gpu_gpu_cpu 128x128 with reps =
+//                            1000. Skipped, with the reason as the error message, when there is
+//                            no Vulkan device; outputs are checked against the references.
+//
+// The profiler's report goes to /dev/null at exit unless TALLY_PROFILE_OUTPUT is set.
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <time.h>
+#include <type_traits>
+#include <vector>
+
+#include "blur/reference.h"
+#include "blur_gpu/reference.h"
+#include "gpu_gpu_cpu/reference.h"
+#include "tally/Compiler.h"
+#include "tally/Lower.h"
+#include "tally/Parser.h"
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
+
+#ifdef TALLY_BENCH_HALIDE
+#include "apps_bench_halide.h"
+#endif
+
+#ifndef TALLY_APPS_DIR
+#error "TALLY_APPS_DIR must name the apps/ source folder"
+#endif
+
+namespace {
+
+// Sizes. blur at 4096x4096 takes tens of ms per run on two cores; the Vulkan apps run on
+// lavapipe (the CPU), so they stay small: a few to a few tens of ms per run.
+constexpr int kBlurSize = 4096;
+constexpr int kOverheadRuns = 31;
+constexpr int kCompareRuns = 7;
+constexpr int kVulkanRuns = 15;
+constexpr int kBlurGpuWidth = 1024, kBlurGpuHeight = 768;
+constexpr int kGgcSize = 128, kGgcReps = 1000;
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/** The interquartile range as a percentage of the median: how much runs of one variant differ
+ * from each other, to compare with the differences between variants. */
+double iqr_pct(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return 100.0 * (v[(3 * n) / 4] - v[n / 4]) / median(v);
+}
+
+template <typename T>
+halide_type_t type_of() {
+    halide_type_t t;
+    t.code = std::is_floating_point<T>::value ? halide_type_float
+             : std::is_signed<T>::value       ? halide_type_int
+                                              : halide_type_uint;
+    t.bits = uint8_t(sizeof(T) * 8);
+    t.lanes = 1;
+    return t;
+}
+
+/** A dense image in a halide_buffer_t (extents[0] fastest, mins 0): the apps' buffer convention.
+ * Frees its device copy, if any, when destroyed. */
+template <typename T>
+class Image {
+public:
+    explicit Image(const std::vector<int> &extents) {
+        size_t n = 1;
+        int32_t stride = 1;
+        for (int e : extents) {
+            halide_dimension_t d;
+            d.min = 0;
+            d.extent = e;
+            d.stride = stride;
+            d.flags = 0;
+            dims.push_back(d);
+            stride *= e;
+            n *= size_t(e);
+        }
+        data.resize(n);
+        std::memset(&buf, 0, sizeof(buf));
+        buf.host = reinterpret_cast<uint8_t *>(data.data());
+        buf.type = type_of<T>();
+        buf.dimensions = int32_t(dims.size());
+        buf.dim = dims.data();
+    }
+    ~Image() {
+        if (buf.device) {
+            halide_device_free(nullptr, &buf);
+        }
+    }
+    Image(const Image &) = delete;
+    Image &operator=(const Image &) = delete;
+
+    halide_buffer_t *raw() { return &buf; }
+    T *ptr() { return data.data(); }
+    size_t size() const { return data.size(); }
+    void mark_host_dirty() { buf.flags |= halide_buffer_flag_host_dirty; }
+
+    std::vector<T> data;
+
+private:
+    std::vector<halide_dimension_t> dims;
+    halide_buffer_t buf;
+};
+
+/** 64-bit LCG, high bits out: the same inputs on every run of the benchmark. */
+class Rng {
+public:
+    explicit Rng(uint64_t seed) : state(seed * 6364136223846793005ull + 1442695040888963407ull) {}
+    uint32_t next() {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return uint32_t(state >> 32);
+    }
+    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 8) / 16777216.0f; }
+
+private:
+    uint64_t state;
+};
+
+std::string app_stmt_path(const std::string &app) {
+    return std::string(TALLY_APPS_DIR) + "/" + app + "/" + app + ".stmt";
+}
+
+std::string read_text(const std::string &path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+std::unique_ptr<tally::JITModule> compile_app(const std::string &app, const std::string &target,
+                                              bool inject_sync = true) {
+    tally::LowerOptions opts;
+    opts.profiling.inject_device_sync = inject_sync;
+    tally::Module m = tally::parse_module_file(app_stmt_path(app));
+    return tally::compile_jit(tally::lower(m, tally::Target::parse(target), opts));
+}
+
+double process_cpu_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+/** Per-variant run times: wall and process CPU (all threads: the pipeline's thread pool, the
+ * sampler, lavapipe's threads), in ms. */
+struct Times {
+    std::vector<double> wall, cpu;
+};
+
+/** Runs the variants interleaved, `runs` rounds after one untimed warm-up round; round r starts
+ * with variant r mod n (A B, B A, ... for two) so that neither holds a fixed place in the order.
+ * A variant returns its pipeline's result; the first non-zero one is kept in *rc and ends the
+ * measurement. `after_run(v)` is called after each timed run of variant v. */
+std::vector<Times> interleave(const std::vector<std::function<int()>> &variants, int runs, int *rc,
+                              const std::function<void(size_t)> &after_run = nullptr) {
+    const size_t n = variants.size();
+    std::vector<Times> times(n);
+    *rc = 0;
+    for (int round = -1; round < runs; round++) {
+        for (size_t k = 0; k < n; k++) {
+            size_t v = (size_t(std::max(round, 0)) + k) % n;
+            double c0 = process_cpu_ms();
+            Clock::time_point t0 = Clock::now();
+            int r = variants[v]();
+            double ms = ms_since(t0), cpu = process_cpu_ms() - c0;
+            if (r != 0) {
+                *rc = r;
+                return times;
+            }
+            if (round >= 0) {
+                times[v].wall.push_back(ms);
+                times[v].cpu.push_back(cpu);
+                if (after_run) {
+                    after_run(v);
+                }
+            }
+        }
+    }
+    return times;
+}
+
+std::string error_text(const char *what, int rc) {
+    return std::string(what) + " returned " + std::to_string(rc);
+}
+
+/** make(), or nullptr after skipping the benchmark with the message of what it threw (a
+ * CompileError from Tally, an error from Halide). */
+template <typename F>
+auto setup(benchmark::State &state, F make) -> decltype(&make()) {
+    try {
+        return &make();
+    } catch (const std::exception &e) {
+        state.SkipWithError((std::string("setup failed: ") + e.what()).c_str());
+        return nullptr;
+    }
+}
+
+// --- blur on the host ----------------------------------------------------------------------------
+
+/** blur's input and outputs at kBlurSize, and its pipelines, made on first use. */
+struct BlurState {
+    int32_t width = kBlurSize, height = kBlurSize;
+    Image<uint16_t> input{{kBlurSize + 2, kBlurSize + 2}};
+    Image<uint16_t> out_host{{kBlurSize, kBlurSize}}, out_profile{{kBlurSize, kBlurSize}};
+    Image<uint16_t> out_reference{{kBlurSize, kBlurSize}};
+    std::unique_ptr<tally::JITModule> host, profile;
+    BlurState() {
+        Rng rng(42);
+        for (size_t i = 0; i < input.size(); i++) {
+            input.data[i] = uint16_t(rng.next());
+        }
+        host = compile_app("blur", "host");
+        profile = compile_app("blur", "host-profile");
+    }
+    int run(const tally::JITModule &jit, Image<uint16_t> &out) {
+        void *args[] = {input.raw(), out.raw(), &width, &height};
+        return jit.run(args);
+    }
+};
+
+std::unique_ptr<BlurState> g_blur;
+
+BlurState &blur_state() {
+    if (!g_blur) {
+        g_blur = std::make_unique<BlurState>();
+    }
+    return *g_blur;
+}
+
+void BM_ProfilingOverhead(benchmark::State &state) {
+    BlurState *bp = setup(state, blur_state);
+    if (!bp) {
+        return;
+    }
+    BlurState &b = *bp;
+    for (auto _ : state) {
+        int rc;
+        // The sampler thread's CPU during each profiled run.
+        std::vector<double> sampler_ms;
+        uint64_t sampler0 = 0;
+        auto t = interleave({[&] { return b.run(*b.host, b.out_host); },
+                             [&] {
+                                 sampler0 = tally_testing_sampler_cpu_ns();
+                                 return b.run(*b.profile, b.out_profile);
+                             }},
+                            kOverheadRuns, &rc, [&](size_t v) {
+                                if (v == 1) {
+                                    sampler_ms.push_back(
+                                        double(tally_testing_sampler_cpu_ns() - sampler0) / 1e6);
+                                }
+                            });
+        if (rc) {
+            state.SkipWithError(error_text("blur", rc).c_str());
+            return;
+        }
+        std::vector<double> pairs;
+        for (size_t i = 0; i < t[0].wall.size(); i++) {
+            pairs.push_back(t[1].wall[i] / t[0].wall[i]);
+        }
+        double host_ms = median(t[0].wall), profile_ms = median(t[1].wall);
+        state.SetIterationTime(profile_ms / 1e3);
+        state.counters["host_ms"] = host_ms;
+        state.counters["profile_ms"] = profile_ms;
+        state.counters["ratio"] = profile_ms / host_ms;
+        state.counters["pair_ratio"] = median(pairs);
+        state.counters["cpu_ratio"] = median(t[1].cpu) / median(t[0].cpu);
+        state.counters["sampler_cpu_ms"] = median(sampler_ms);
+        state.counters["host_iqr_pct"] = iqr_pct(t[0].wall);
+    }
+    if (b.out_host.data != b.out_profile.data) {
+        state.SkipWithError("host and host-profile outputs differ");
+    }
+}
+BENCHMARK(BM_ProfilingOverhead)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+#ifdef TALLY_BENCH_HALIDE
+std::unique_ptr<Image<uint16_t>> g_out_halide;
+std::unique_ptr<apps_bench_halide::Blur> g_halide;
+#endif
+
+#ifdef TALLY_BENCH_HALIDE
+apps_bench_halide::Blur &halide_blur() {
+    if (!g_halide) {
+        BlurState &b = blur_state();
+        g_out_halide = std::make_unique<Image<uint16_t>>(std::vector<int>{kBlurSize, kBlurSize});
+        g_halide = std::make_unique<apps_bench_halide::Blur>(b.input.ptr(), g_out_halide->ptr(),
+                                                             b.width, b.height);
+    }
+    return *g_halide;
+}
+#endif
+
+void BM_BlurVsReference(benchmark::State &state) {
+    BlurState *bp = setup(state, blur_state);
+    if (!bp) {
+        return;
+    }
+    BlurState &b = *bp;
+    std::vector<std::function<int()>> variants = {
+        [&] { return b.run(*b.host, b.out_host); },
+        [&] {
+            tally_apps::blur_reference(b.input.ptr(), b.out_reference.ptr(), b.width, b.height);
+            return 0;
+        }};
+#ifdef TALLY_BENCH_HALIDE
+    apps_bench_halide::Blur *halide = setup(state, halide_blur);
+    if (!halide) {
+        return;
+    }
+    variants.push_back([halide] {
+        halide->run();
+        return 0;
+    });
+#endif
+    for (auto _ : state) {
+        int rc;
+        auto t = interleave(variants, kCompareRuns, &rc);
+        if (rc) {
+            state.SkipWithError(error_text("blur", rc).c_str());
+            return;
+        }
+        double tally_ms = median(t[0].wall), reference_ms = median(t[1].wall);
+        state.SetIterationTime(tally_ms / 1e3);
+        state.counters["tally_ms"] = tally_ms;
+        state.counters["reference_ms"] = reference_ms;
+        state.counters["vs_reference"] = tally_ms / reference_ms;
+#ifdef TALLY_BENCH_HALIDE
+        double halide_ms = median(t[2].wall);
+        state.counters["halide_ms"] = halide_ms;
+        state.counters["vs_halide"] = tally_ms / halide_ms;
+#endif
+    }
+    if (b.out_host.data != b.out_reference.data) {
+        state.SkipWithError("Tally's blur differs from the reference");
+    }
+#ifdef TALLY_BENCH_HALIDE
+    if (g_out_halide->data != b.out_reference.data) {
+        state.SkipWithError("Halide's blur differs from the reference");
+    }
+    state.SetLabel("Halide " TALLY_BENCH_HALIDE_VERSION " JIT");
+#else
+    state.SetLabel("no Halide comparison: Halide 14 not found at configure time");
+#endif
+}
+BENCHMARK(BM_BlurVsReference)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// --- JIT compile time ---------------------------------------------------------------------------
+
+void BM_JitCompile(benchmark::State &state, const std::string &app, const std::string &target) {
+    const std::string path = app_stmt_path(app);
+    const std::string text = read_text(path);
+    for (auto _ : state) {
+        try {
+            Clock::time_point t0 = Clock::now();
+            tally::Module m = tally::parse_module(text, path);
+            double parse_ms = ms_since(t0);
+            t0 = Clock::now();
+            tally::Module lowered = tally::lower(m, tally::Target::parse(target));
+            double lower_ms = ms_since(t0);
+            t0 = Clock::now();
+            std::unique_ptr<tally::JITModule> jit = tally::compile_jit(lowered);
+            double jit_ms = ms_since(t0);
+            benchmark::DoNotOptimize(jit->symbol(jit->entry().name));
+            state.SetIterationTime((parse_ms + lower_ms + jit_ms) / 1e3);
+            state.counters["parse_ms"] = parse_ms;
+            state.counters["lower_ms"] = lower_ms;
+            state.counters["jit_ms"] = jit_ms;
+        } catch (const std::exception &e) {
+            state.SkipWithError(e.what());
+            return;
+        }
+    }
+}
+
+// --- Vulkan: the cost of the injected syncs ------------------------------------------------------
+
+/** One Vulkan app compiled three ways, with its buffers. */
+struct VulkanApp {
+    std::unique_ptr<tally::JITModule> plain, profile, nosync;
+    std::function<int(const tally::JITModule &)> run;
+    std::function<bool()> check;  // the last output against the reference
+};
+
+struct BlurGpuData {
+    Image<uint32_t> input{{kBlurGpuWidth + 2, kBlurGpuHeight + 2}};
+    Image<uint32_t> output{{kBlurGpuWidth, kBlurGpuHeight}};
+    int32_t width = kBlurGpuWidth, height = kBlurGpuHeight;
+    BlurGpuData() {
+        Rng rng(7);
+        for (size_t i = 0; i < input.size(); i++) {
+            input.data[i] = rng.next() >> 2;  // below 2^30: sums of three do not wrap
+        }
+    }
+};
+
+struct GgcData {
+    Image<float> input{{kGgcSize, kGgcSize}}, C{{kGgcSize, kGgcSize}};
+    int32_t width = kGgcSize, height = kGgcSize, reps = kGgcReps;
+    GgcData() {
+        Rng rng(11);
+        for (size_t i = 0; i < input.size(); i++) {
+            input.data[i] = rng.uniform(-1.0f, 1.0f);
+        }
+    }
+};
+
+std::unique_ptr<BlurGpuData> g_blur_gpu;
+std::unique_ptr<GgcData> g_ggc;
+std::unique_ptr<VulkanApp> g_vk_blur_gpu, g_vk_ggc;
+
+VulkanApp &vulkan_app(const std::string &app) {
+    std::unique_ptr<VulkanApp> &slot = app == "blur_gpu" ? g_vk_blur_gpu : g_vk_ggc;
+    if (slot) {
+        return *slot;
+    }
+    slot = std::make_unique<VulkanApp>();
+    VulkanApp &v = *slot;
+    v.plain = compile_app(app, "host-vulkan");
+    v.profile = compile_app(app, "host-vulkan-profile");
+    v.nosync = compile_app(app, "host-vulkan-profile", /*inject_sync=*/false);
+    if (app == "blur_gpu") {
+        g_blur_gpu = std::make_unique<BlurGpuData>();
+        BlurGpuData *d = g_blur_gpu.get();
+        v.run = [d](const tally::JITModule &jit) {
+            d->input.mark_host_dirty();
+            void *args[] = {d->input.raw(), d->output.raw(), &d->width, &d->height};
+            return jit.run(args);
+        };
+        v.check = [d] {
+            std::vector<uint32_t> want(d->output.size());
+            tally_apps::blur_gpu_reference(d->input.ptr(), want.data(), d->width, d->height);
+            return want == d->output.data;
+        };
+    } else {
+        g_ggc = std::make_unique<GgcData>();
+        GgcData *d = g_ggc.get();
+        v.run = [d](const tally::JITModule &jit) {
+            d->input.mark_host_dirty();
+            void *args[] = {d->input.raw(), d->C.raw(), &d->width, &d->height, &d->reps};
+            return jit.run(args);
+        };
+        v.check = [d] {
+            std::vector<float> want(d->C.size());
+            tally_apps::gpu_gpu_cpu_reference(d->input.ptr(), want.data(), d->width, d->height,
+                                              d->reps);
+            for (size_t i = 0; i < want.size(); i++) {
+                double tol = 1e-4 * std::max(1.0, double(std::abs(want[i])));
+                if (!(std::abs(double(d->C.data[i]) - double(want[i])) <= tol)) {
+                    return false;
+                }
+            }
+            return true;
+        };
+    }
+    return v;
+}
+
+void BM_VulkanSync(benchmark::State &state, const std::string &app) {
+    if (!halide_vulkan_device_interface()) {
+        state.SkipWithError(
+            "no Vulkan device (halide_vulkan_device_interface() returned NULL); skipped");
+        return;
+    }
+    VulkanApp *vp = setup(state, [&]() -> VulkanApp & { return vulkan_app(app); });
+    if (!vp) {
+        return;
+    }
+    VulkanApp &v = *vp;
+    for (auto _ : state) {
+        int rc;
+        auto t = interleave({[&] { return v.run(*v.plain); }, [&] { return v.run(*v.profile); },
+                             [&] { return v.run(*v.nosync); }},
+                            kVulkanRuns, &rc);
+        if (rc) {
+            state.SkipWithError(error_text(app.c_str(), rc).c_str());
+            return;
+        }
+        double plain_ms = median(t[0].wall), profile_ms = median(t[1].wall),
+               nosync_ms = median(t[2].wall);
+        state.SetIterationTime(profile_ms / 1e3);
+        state.counters["plain_ms"] = plain_ms;
+        state.counters["profile_ms"] = profile_ms;
+        state.counters["nosync_ms"] = nosync_ms;
+        state.counters["ratio"] = profile_ms / plain_ms;
+        state.counters["sync_ratio"] = profile_ms / nosync_ms;
+    }
+    if (!v.check()) {
+        state.SkipWithError((app + ": output differs from the reference").c_str());
+    }
+}
+
+void register_dynamic_benchmarks() {
+    for (const char *app : {"blur", "conv_chain", "memory", "skewed"}) {
+        benchmark::RegisterBenchmark((std::string("BM_JitCompile/") + app + "/host").c_str(),
+                                     BM_JitCompile, std::string(app), std::string("host"))
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+    for (const char *app : {"blur_gpu", "bounce", "gpu_gpu_cpu"}) {
+        benchmark::RegisterBenchmark((std::string("BM_JitCompile/") + app + "/host-vulkan").c_str(),
+                                     BM_JitCompile, std::string(app), std::string("host-vulkan"))
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+    for (const char *app : {"blur_gpu", "gpu_gpu_cpu"}) {
+        benchmark::RegisterBenchmark((std::string("BM_VulkanSync/") + app).c_str(), BM_VulkanSync,
+                                     std::string(app))
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    // The profiled runs would print a report at exit; nobody reads it here.
+    setenv("TALLY_PROFILE_OUTPUT", "/dev/null", /*overwrite=*/0);
+    register_dynamic_benchmarks();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+        return 1;
+    }
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    // Device buffers and JIT code go before the runtime's exit handlers run.
+    g_vk_blur_gpu.reset();
+    g_vk_ggc.reset();
+    g_blur_gpu.reset();
+    g_ggc.reset();
+#ifdef TALLY_BENCH_HALIDE
+    g_halide.reset();
+    g_out_halide.reset();
+#endif
+    g_blur.reset();
+    return 0;
+}
