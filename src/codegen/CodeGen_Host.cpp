@@ -37,6 +37,7 @@
 
 #include "codegen/CodeGen_PTX.h"
 #include "codegen/CodeGen_Vulkan.h"
+#include "codegen/LLVMArith.h"
 #include "codegen/RuntimeSymbols.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
@@ -296,32 +297,7 @@ private:
     }
 
     llvm::Value *cast_value(llvm::Value *v, const Type &from, const Type &to) {
-        llvm::Type *dst = llvm_type(to);
-        if (from == to) {
-            return v;
-        }
-        if (to.is_handle()) {
-            return from.is_handle() ? v : builder.CreateIntToPtr(v, dst);
-        }
-        if (from.is_handle()) {
-            return builder.CreatePtrToInt(v, dst);
-        }
-        if (to.is_bool()) {
-            if (from.is_float()) {
-                return builder.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
-            }
-            return builder.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
-        }
-        if (from.is_float() && to.is_float()) {
-            return builder.CreateFPCast(v, dst);
-        }
-        if (from.is_float()) {
-            return to.is_int() ? builder.CreateFPToSI(v, dst) : builder.CreateFPToUI(v, dst);
-        }
-        if (to.is_float()) {
-            return from.is_int() ? builder.CreateSIToFP(v, dst) : builder.CreateUIToFP(v, dst);
-        }
-        return builder.CreateIntCast(v, dst, from.is_int());
+        return emit_cast(builder, v, from, to, llvm_type(to));
     }
 
     void visit(const Cast *op) override {
@@ -363,36 +339,6 @@ private:
         value = op->type.is_float() ? builder.CreateFMul(a, b) : builder.CreateMul(a, b);
     }
 
-    /** Euclidean division and modulo; x / 0 == 0 and x % 0 == 0. */
-    void div_mod(const Type &t, llvm::Value *a, llvm::Value *b, llvm::Value **q, llvm::Value **r) {
-        llvm::Type *lt = a->getType();
-        llvm::Value *zero = llvm::Constant::getNullValue(lt), *one = llvm::ConstantInt::get(lt, 1);
-        llvm::Value *b_zero = builder.CreateICmpEQ(b, zero);
-        if (t.is_uint()) {
-            llvm::Value *safe_b = builder.CreateSelect(b_zero, one, b);
-            *q = builder.CreateSelect(b_zero, zero, builder.CreateUDiv(a, safe_b));
-            *r = builder.CreateSelect(b_zero, zero, builder.CreateURem(a, safe_b));
-            return;
-        }
-        // Avoid the two undefined cases of sdiv: b == 0 and INT_MIN / -1.
-        llvm::Value *minus_one = llvm::Constant::getAllOnesValue(lt);
-        llvm::Value *b_m1 = builder.CreateICmpEQ(b, minus_one);
-        llvm::Value *safe_b = builder.CreateSelect(builder.CreateOr(b_zero, b_m1), one, b);
-        llvm::Value *tq = builder.CreateSDiv(a, safe_b), *tr = builder.CreateSRem(a, safe_b);
-        // b == -1: q = -a, r = 0.
-        tq = builder.CreateSelect(b_m1, builder.CreateNeg(a), tq);
-        tr = builder.CreateSelect(b_m1, zero, tr);
-        // Make the remainder non-negative: r += |b|, q -= sign(b).
-        llvm::Value *r_neg = builder.CreateICmpSLT(tr, zero);
-        llvm::Value *b_neg = builder.CreateICmpSLT(b, zero);
-        llvm::Value *abs_b = builder.CreateSelect(b_neg, builder.CreateNeg(b), b);
-        tr = builder.CreateSelect(r_neg, builder.CreateAdd(tr, abs_b), tr);
-        llvm::Value *adj = builder.CreateSelect(b_neg, minus_one, one);
-        tq = builder.CreateSelect(r_neg, builder.CreateSub(tq, adj), tq);
-        *q = builder.CreateSelect(b_zero, zero, tq);
-        *r = builder.CreateSelect(b_zero, zero, tr);
-    }
-
     void visit(const Div *op) override {
         llvm::Value *a = codegen(op->a), *b = codegen(op->b);
         if (op->type.is_float()) {
@@ -400,55 +346,22 @@ private:
             return;
         }
         llvm::Value *q, *r;
-        div_mod(op->type, a, b, &q, &r);
+        emit_div_mod(builder, op->type, a, b, &q, &r);
         value = q;
     }
     void visit(const Mod *op) override {
         llvm::Value *a = codegen(op->a), *b = codegen(op->b);
         if (op->type.is_float()) {
-            // a - b * floor(a / b)
-            llvm::Value *f =
-                builder.CreateUnaryIntrinsic(llvm::Intrinsic::floor, builder.CreateFDiv(a, b));
-            value = builder.CreateFSub(a, builder.CreateFMul(b, f));
+            value = emit_float_mod(builder, a, b);
             return;
         }
         llvm::Value *q, *r;
-        div_mod(op->type, a, b, &q, &r);
+        emit_div_mod(builder, op->type, a, b, &q, &r);
         value = r;
     }
 
     llvm::Value *compare(IRNodeType k, const Type &t, llvm::Value *a, llvm::Value *b) {
-        if (t.is_float()) {
-            switch (k) {
-            case IRNodeType::EQ:
-                return builder.CreateFCmpOEQ(a, b);
-            case IRNodeType::NE:
-                return builder.CreateFCmpUNE(a, b);
-            case IRNodeType::LT:
-                return builder.CreateFCmpOLT(a, b);
-            case IRNodeType::LE:
-                return builder.CreateFCmpOLE(a, b);
-            case IRNodeType::GT:
-                return builder.CreateFCmpOGT(a, b);
-            default:
-                return builder.CreateFCmpOGE(a, b);
-            }
-        }
-        bool s = t.is_int();
-        switch (k) {
-        case IRNodeType::EQ:
-            return builder.CreateICmpEQ(a, b);
-        case IRNodeType::NE:
-            return builder.CreateICmpNE(a, b);
-        case IRNodeType::LT:
-            return s ? builder.CreateICmpSLT(a, b) : builder.CreateICmpULT(a, b);
-        case IRNodeType::LE:
-            return s ? builder.CreateICmpSLE(a, b) : builder.CreateICmpULE(a, b);
-        case IRNodeType::GT:
-            return s ? builder.CreateICmpSGT(a, b) : builder.CreateICmpUGT(a, b);
-        default:
-            return s ? builder.CreateICmpSGE(a, b) : builder.CreateICmpUGE(a, b);
-        }
+        return emit_compare(builder, k, t, a, b);
     }
 
     void visit(const Min *op) override {
