@@ -20,9 +20,9 @@
 //    current only if it is current on both paths), so later touches copy where either path
 //    needs it and the runtime's dirty bits make the possibly redundant copy cheap;
 //  - a host loop that contains device code is walked to a fixpoint (entry state merged with the
-//    state at the end of its body, until stable) by dry runs on copies of the walker, and then
-//    once for real; buffers it reads but never writes are copied once, in front of it. Other
-//    host loops are single host statements, so their copies land in front of them too;
+//    state at the end of its body, until stable) by dry runs whose changes are rolled back,
+//    and then once for real; buffers it reads but never writes are copied once, in front of
+//    it. Other host loops are single host statements, so their copies land in front of them;
 //  - at the end of the function, buffer arguments whose host copy is not current are copied
 //    back.
 // Copies are placed immediately before the statement that needs them, inside the innermost
@@ -33,6 +33,12 @@
 // block. That is also why the walker is not an IRMutator: a statement does not map to one
 // statement, and a state has to be threaded through siblings in order. Result names are made
 // unique per function with Halide's `$n` suffixes, handed out in walk order.
+//
+// Cost: linear in the size of the function, times the nesting depth of host loops that hold
+// device code (their bodies are walked to a fixpoint). Which allocations and loops hold device
+// code is found in one walk up front (IndexDeviceCode); the state is a map that changes are
+// journaled against, so that an `if` or a loop joins only the buffers its body changed; fresh
+// names resume their count per base name.
 //
 // Allocations that device code touches get a one-dimensional `X.buffer` descriptor over their
 // host memory, a `halide_device_malloc` right after it and a `halide_device_free` before their
@@ -51,8 +57,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -150,18 +159,18 @@ struct Residency {
 };
 using State = std::map<std::string, Residency>;
 
-/** The state after two paths join: a side is current only if it is current on both. */
-State merge(const State &a, const State &b) {
-    State out = a;
-    for (auto &[name, r] : out) {
-        auto it = b.find(name);
-        if (it == b.end()) {
-            continue;
-        }
-        r.host = r.host && it->second.host;
-        if (r.device != it->second.device) {
-            r.device = DeviceAPI::None;
-        }
+/** One buffer after two paths join: a side is current only if it is current on both. A buffer
+ * that the first path does not track stays untracked; one only the first tracks keeps its
+ * residency there. (Tracking is scoped, so both paths track the same buffers in practice.) */
+std::optional<Residency> join(const std::optional<Residency> &a,
+                              const std::optional<Residency> &b) {
+    if (!a || !b) {
+        return a;
+    }
+    Residency out = *a;
+    out.host = a->host && b->host;
+    if (a->device != b->device) {
+        out.device = DeviceAPI::None;
     }
     return out;
 }
@@ -242,28 +251,98 @@ FindDeviceUse device_use_of(const Stmt &s) {
     return f;
 }
 
-/** Every name bound or used in a function, so that generated names never collide. */
-class CollectNames : public IRVisitor {
+/** What the walk asks about host allocations and loops, answered for a whole function in one
+ * walk rather than by walking each allocation's or loop's body again when the walk reaches it
+ * (allocations nest as deep as the pipeline is long). For each host allocation: the API of the
+ * first device nest in its body that touches a buffer of its name (what device_use_of(body)
+ * says for that name), or none. For each host loop: whether its body holds device code. Nodes
+ * are keyed by address: a node shared between places has the same body, so the same answer. */
+class IndexDeviceCode : public IRVisitor {
 public:
-    std::set<std::string> names;
+    std::unordered_map<const Allocate *, std::optional<DeviceAPI>> alloc_api;
+    std::unordered_set<const For *> loops_with_device_code;
 
 private:
     using IRVisitor::visit;
-    void visit(const Variable *op) override { names.insert(op->name); }
+    // The enclosing host allocations of each name, outermost first.
+    std::unordered_map<std::string, std::vector<const Allocate *>> open;
+    bool found = false;  // device code seen since the innermost enclosing loop began
+
+    void visit(const Allocate *op) override {
+        alloc_api.emplace(op, std::nullopt);
+        std::vector<const Allocate *> &stack = open[op->name];
+        stack.push_back(op);
+        IRVisitor::visit(op);
+        stack.pop_back();
+    }
+
+    void visit(const For *op) override {
+        if (is_gpu_for_type(op->for_type)) {
+            found = true;
+            FindTouches t;
+            op->accept(&t);
+            for (const std::string &n : t.touched) {
+                auto it = open.find(n);
+                if (it == open.end()) {
+                    continue;
+                }
+                for (const Allocate *a : it->second) {
+                    std::optional<DeviceAPI> &api = alloc_api[a];
+                    if (!api) {
+                        api = op->device_api;
+                    }
+                }
+            }
+            return;
+        }
+        bool outer = found;
+        found = false;
+        IRVisitor::visit(op);
+        if (found) {
+            loops_with_device_code.insert(op);
+        }
+        found = found || outer;
+    }
+};
+
+// Every name the pass generates (the results of runtime calls) starts with this, so only names
+// that do can collide with one: the others need not be collected.
+const std::string generated_prefix = "halide_";
+
+bool may_collide(const std::string &n) {
+    return n.compare(0, generated_prefix.size(), generated_prefix) == 0;
+}
+
+using NameSet = std::unordered_set<std::string>;
+
+/** Every name bound or used in a function that a generated name could collide with. */
+class CollectNames : public IRVisitor {
+public:
+    NameSet names;
+
+    void note(const std::string &n) {
+        if (may_collide(n)) {
+            names.insert(n);
+        }
+    }
+
+private:
+    using IRVisitor::visit;
+    void visit(const Variable *op) override { note(op->name); }
     void visit(const Let *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
     void visit(const LetStmt *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
     void visit(const For *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
     void visit(const Allocate *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
 };
@@ -287,12 +366,15 @@ struct Seq {
 /** Folds a sequence into IR: right-nested blocks, lets wrapping what follows them. */
 Stmt fold(const Seq &seq) {
     Stmt rest;
-    std::vector<Stmt> run;  // statements after the last let seen (walking backwards)
+    // Statements after the last let seen (walking backwards), last first until a let needs
+    // them: reversing once keeps a long run linear.
+    std::vector<Stmt> run;
     for (auto it = seq.items.rbegin(); it != seq.items.rend(); ++it) {
         if (!it->let_value.defined()) {
-            run.insert(run.begin(), it->stmt);
+            run.push_back(it->stmt);
             continue;
         }
+        std::reverse(run.begin(), run.end());
         if (rest.defined()) {
             run.push_back(rest);
         }
@@ -301,6 +383,7 @@ Stmt fold(const Seq &seq) {
         rest = LetStmt::make(it->let_name, it->let_value, body);
         run.clear();
     }
+    std::reverse(run.begin(), run.end());
     if (rest.defined()) {
         run.push_back(rest);
     }
@@ -315,11 +398,14 @@ struct AllocFrame {
 };
 
 /** The walker: threads buffer residency through host statements in program order and builds
- * the rewritten statements. Copyable on purpose: loop fixpoints run dry on copies. */
+ * the rewritten statements. Loop fixpoints run dry walks on the walker itself: a dry walk
+ * names nothing and frees nothing, and the residency changes it makes are rolled back from a
+ * journal, so that the work at an `if` or a loop is proportional to what its body changes
+ * rather than to the number of buffers tracked. */
 class PlaceCopies {
 public:
-    PlaceCopies(const Target &target, std::set<std::string> names)
-        : target(target), names(std::move(names)) {}
+    PlaceCopies(const Target &target, NameSet names, const IndexDeviceCode &index)
+        : target(target), names(std::move(names)), index(index) {}
 
     State state;
 
@@ -340,9 +426,25 @@ private:
     using SeqHook = std::function<void(Seq &)>;
 
     Target target;
-    std::set<std::string> names;
+    NameSet names;  // those that may collide with a generated one
+    // Per base name, the suffix number below which every candidate is taken. Names are only
+    // ever added, so fresh_name resumes its search there instead of counting up from 1.
+    std::map<std::string, int> next_suffix;
+    const IndexDeviceCode &index;
     std::vector<AllocFrame> allocs;
+    // Names of the lets in scope, innermost last, and how many times each occurs there.
     std::vector<std::string> lets_in_scope;
+    std::map<std::string, int> let_count;
+    // Residency changes, oldest first, as (buffer, residency before; none: untracked). Kept
+    // while some `if` or loop is being walked, which rolls back and joins its branches by them.
+    struct Change {
+        std::string buffer;
+        std::optional<Residency> before;
+    };
+    std::vector<Change> journal;
+    int journal_users = 0;
+    // Inside a loop's fixpoint iteration: the statements built are thrown away.
+    bool dry = false;
     // What runs at the very end of the function (copying outputs back). It moves into an
     // allocation that ends the function, so that it lands inside that scope rather than after
     // it (which would need braces in the text).
@@ -361,13 +463,102 @@ private:
     // -----------------------------------------------------------------------------------------
     // Building blocks
 
+    /** `base`, or the first of `base$1`, `base$2`, ... that the function does not use. A dry
+     * walk's statements are thrown away, so it takes no name. */
     std::string fresh_name(const std::string &base) {
-        std::string n = base;
-        for (int i = 1; names.count(n); i++) {
+        if (dry) {
+            return base;
+        }
+        internal_assert(may_collide(base)) << "generated name " << base << " lacks the prefix";
+        int &i = next_suffix[base];
+        std::string n = i == 0 ? base : base + "$" + std::to_string(i);
+        while (names.count(n)) {
+            i++;
             n = base + "$" + std::to_string(i);
         }
         names.insert(n);
         return n;
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Residency, with the journal
+
+    std::optional<Residency> residency_of(const std::string &x) const {
+        auto it = state.find(x);
+        return it == state.end() ? std::nullopt : std::optional<Residency>(it->second);
+    }
+
+    /** Sets (or, with none, removes) the residency of `x`, journaling the change. */
+    void set_residency(const std::string &x, const std::optional<Residency> &r) {
+        auto it = state.find(x);
+        if (journal_users > 0) {
+            journal.push_back(
+                {x, it == state.end() ? std::nullopt : std::optional<Residency>(it->second)});
+        }
+        if (!r) {
+            if (it != state.end()) {
+                state.erase(it);
+            }
+        } else if (it == state.end()) {
+            state.emplace(x, *r);
+        } else {
+            it->second = *r;
+        }
+    }
+
+    /** The residency of `x`, tracked or not (untracked: the default, as `state[x]` gives). */
+    Residency current(const std::string &x) const { return residency_of(x).value_or(Residency()); }
+
+    /** Marks the journal for a later roll-back; pair with end_journal. */
+    size_t begin_journal() {
+        journal_users++;
+        return journal.size();
+    }
+    void end_journal() {
+        if (--journal_users == 0) {
+            journal.clear();
+        }
+    }
+
+    using Changes = std::map<std::string, std::optional<Residency>>;
+
+    /** The buffers changed since `mark`, with their residency now. */
+    Changes changes_since(size_t mark) const {
+        Changes out;
+        for (size_t i = mark; i < journal.size(); i++) {
+            out.emplace(journal[i].buffer, std::nullopt);
+        }
+        for (auto &[x, r] : out) {
+            r = residency_of(x);
+        }
+        return out;
+    }
+
+    /** Restores the state as it was at `mark`. */
+    void roll_back(size_t mark) {
+        while (journal.size() > mark) {
+            Change &c = journal.back();
+            if (c.before) {
+                state[c.buffer] = *c.before;
+            } else {
+                state.erase(c.buffer);
+            }
+            journal.pop_back();
+        }
+    }
+
+    void push_let(const std::string &n) {
+        lets_in_scope.push_back(n);
+        let_count[n]++;
+    }
+    void pop_lets(size_t mark) {
+        while (lets_in_scope.size() > mark) {
+            auto it = let_count.find(lets_in_scope.back());
+            if (--it->second == 0) {
+                let_count.erase(it);
+            }
+            lets_in_scope.pop_back();
+        }
     }
 
     /** `let r = call` then `assert(r == 0, r)`. */
@@ -394,13 +585,17 @@ private:
         emit_checked(seq, copy_to_device_fn,
                      Call::make(Int(32), copy_to_device_fn, {buffer_var(x), device_interface(api)},
                                 Call::Extern));
-        state[x].device = api;
+        Residency r = current(x);
+        r.device = api;
+        set_residency(x, r);
     }
 
     void copy_to_host(Seq &seq, const std::string &x) {
         emit_checked(seq, copy_to_host_fn,
                      Call::make(Int(32), copy_to_host_fn, {buffer_var(x)}, Call::Extern));
-        state[x].host = true;
+        Residency r = current(x);
+        r.host = true;
+        set_residency(x, r);
     }
 
     static Stmt dirty_mark(const std::string &x, bool device) {
@@ -466,13 +661,16 @@ private:
     template <typename T>
     void host_touch(Seq &seq, const T &node) {
         for (const std::string &x : tracked(touches_of(node).touched)) {
-            if (!state[x].host) {
+            if (!current(x).host) {
                 copy_to_host(seq, x);
             }
         }
     }
 
-    static bool contains_device_code(const Stmt &s) { return device_use_of(s).any; }
+    /** Does the body of host loop `op` hold device code? */
+    bool contains_device_code(const For *op) const {
+        return index.loops_with_device_code.count(op) > 0;
+    }
 
     // -----------------------------------------------------------------------------------------
     // The walk
@@ -501,7 +699,7 @@ private:
             epilogue(seq);
         }
         tail_hook = outer_tail;
-        lets_in_scope.resize(lets_mark);
+        pop_lets(lets_mark);
         return seq.changed ? fold(seq) : s;
     }
 
@@ -532,16 +730,17 @@ private:
             }
             walk_let_value(let, seq);
             if (!last) {
-                lets_in_scope.push_back(let->name);
+                size_t lets_mark = lets_in_scope.size();
+                push_let(let->name);
                 Stmt body = walk_body(let->body);
-                lets_in_scope.pop_back();
+                pop_lets(lets_mark);
                 push_rebuilt(seq, s,
                              body.same_as(let->body) ? s
                                                      : LetStmt::make(let->name, let->value, body));
                 return;
             }
             seq.let(let->name, let->value);
-            lets_in_scope.push_back(let->name);
+            push_let(let->name);
             s = let->body;
         }
     }
@@ -603,14 +802,16 @@ private:
         host_touch(seq, op->value);
         if (const Call *c = call_named(op->value, copy_to_device_fn); c && !c->args.empty()) {
             std::string x = buffer_named_by(c->args[0]);
-            if (state.count(x)) {
+            if (std::optional<Residency> r = residency_of(x)) {
                 DeviceAPI api = c->args.size() > 1 ? api_of_interface(c->args[1]) : DeviceAPI::None;
-                state[x].device = api == DeviceAPI::None ? resolve(DeviceAPI::DefaultGPU) : api;
+                r->device = api == DeviceAPI::None ? resolve(DeviceAPI::DefaultGPU) : api;
+                set_residency(x, r);
             }
         } else if (const Call *c = call_named(op->value, copy_to_host_fn); c && !c->args.empty()) {
             std::string x = buffer_named_by(c->args[0]);
-            if (state.count(x)) {
-                state[x].host = true;
+            if (std::optional<Residency> r = residency_of(x)) {
+                r->host = true;
+                set_residency(x, r);
             }
         }
     }
@@ -627,36 +828,37 @@ private:
         host_touch(seq, op->condition);
         host_touch(seq, op->new_expr);
 
-        FindDeviceUse use = device_use_of(op->body);
-        auto api_it = use.first_api.find(x);
-        bool on_device = api_it != use.first_api.end();
+        auto indexed = index.alloc_api.find(op);
+        internal_assert(indexed != index.alloc_api.end())
+            << "allocation " << x << " missed by the device-code index";
+        const std::optional<DeviceAPI> &first_api = indexed->second;
 
         // Shadowing: the allocation hides any outer buffer of the same name while it lives.
-        auto outer = state.find(x);
-        bool had_outer = outer != state.end();
-        Residency outer_r = had_outer ? outer->second : Residency();
-        state.erase(x);
+        std::optional<Residency> outer = residency_of(x);
+        set_residency(x, std::nullopt);
 
         Stmt body;
-        if (!on_device) {
+        if (!first_api) {
             body = walk_body(op->body, nullptr, nullptr, tail);
         } else {
-            DeviceAPI api = resolve(api_it->second);
+            DeviceAPI api = resolve(*first_api);
             std::string desc = x + buffer_suffix;
-            bool has_descriptor =
-                std::find(lets_in_scope.begin(), lets_in_scope.end(), desc) != lets_in_scope.end();
-            if (const LetStmt *first = flatten_block(op->body).front().as<LetStmt>()) {
+            bool has_descriptor = let_count.count(desc) > 0;
+            const Block *block = op->body.as<Block>();
+            if (const LetStmt *first = (block ? block->first : op->body).as<LetStmt>()) {
                 has_descriptor = has_descriptor || first->name == desc;
             }
-            state[x] = Residency{true, api};
+            set_residency(x, Residency{true, api});
             allocs.push_back({x, !has_descriptor, false});
             SeqHook prologue = nullptr, epilogue = nullptr;
             if (!has_descriptor) {
                 prologue = [&](Seq &inner) {
-                    names.insert(desc);
+                    if (!dry && may_collide(desc)) {
+                        names.insert(desc);
+                    }
                     inner.let(desc, make_descriptor(op));
                     inner.changed = true;
-                    lets_in_scope.push_back(desc);
+                    push_let(desc);
                     emit_checked(inner, device_malloc_fn,
                                  Call::make(Int(32), device_malloc_fn,
                                             {buffer_var(x), device_interface(api)}, Call::Extern));
@@ -671,10 +873,7 @@ private:
             allocs.pop_back();
         }
 
-        state.erase(x);
-        if (had_outer) {
-            state[x] = outer_r;
-        }
+        set_residency(x, outer);
         push_rebuilt(seq, s,
                      body.same_as(op->body)
                          ? s
@@ -731,7 +930,8 @@ private:
             if (it->name == op->name) {
                 if (it->owns_device_free && !it->freed) {
                     emit_device_free(seq, op->name);
-                    it->freed = true;
+                    // A dry walk changes no frame: the frame may be outside the loop.
+                    it->freed = !dry;
                 }
                 break;
             }
@@ -741,12 +941,35 @@ private:
 
     void walk_if(const IfThenElse *op, const Stmt &s, Seq &seq) {
         host_touch(seq, op->condition);
-        State before = state;
+        // Both branches start from the state before the `if`; only the buffers a branch
+        // changed can differ between them.
+        size_t mark = begin_journal();
         Stmt then_case = walk_body(op->then_case);
-        State after_then = state;
-        state = before;
+        Changes after_then = changes_since(mark);
+        roll_back(mark);
         Stmt else_case = walk_body(op->else_case);
-        state = merge(after_then, state);
+        Changes after_else = changes_since(mark);
+        roll_back(mark);
+        auto at_end = [&](const Changes &c, const std::string &x) {
+            auto it = c.find(x);
+            return it == c.end() ? residency_of(x) : it->second;
+        };
+        auto join_branches = [&](const std::string &x) {
+            std::optional<Residency> now = residency_of(x);
+            std::optional<Residency> joined = join(at_end(after_then, x), at_end(after_else, x));
+            if (!(joined == now)) {
+                set_residency(x, joined);
+            }
+        };
+        for (const auto &c : after_then) {
+            join_branches(c.first);
+        }
+        for (const auto &c : after_else) {
+            if (!after_then.count(c.first)) {
+                join_branches(c.first);
+            }
+        }
+        end_journal();
         bool same = then_case.same_as(op->then_case) && else_case.same_as(op->else_case);
         push_rebuilt(seq, s, same ? s : IfThenElse::make(op->condition, then_case, else_case));
     }
@@ -755,33 +978,51 @@ private:
         if (is_gpu_for_type(op->for_type)) {
             return walk_device_nest(op, s, seq);
         }
-        if (!contains_device_code(op->body)) {
+        if (!contains_device_code(op)) {
             return walk_host_leaf(s, seq);
         }
         host_touch(seq, op->min);
         host_touch(seq, op->extent);
         hoist_loop_invariant_copies(op->body, seq);
         // Fixpoint: the body may start in the state the loop was entered with or in the one a
-        // previous iteration left. Dry runs work on copies, so they emit and name nothing.
-        State entry = state;
+        // previous iteration left. Dry runs name nothing, their statements are thrown away and
+        // their changes rolled back; only the buffers they changed can move the entry state.
+        begin_journal();
         while (true) {
-            PlaceCopies dry = *this;
-            dry.state = entry;
-            dry.walk_body(op->body);
-            State next = merge(entry, dry.state);
-            if (next == entry) {
+            size_t mark = journal.size();
+            bool was_dry = dry;
+            dry = true;
+            walk_body(op->body);
+            dry = was_dry;
+            if (!join_changes(mark)) {
                 break;
             }
-            entry = next;
         }
-        state = entry;
+        size_t mark = journal.size();
         Stmt body = walk_body(op->body);
         // The loop may run zero times; at the fixpoint, merging changes nothing more.
-        state = merge(entry, state);
+        join_changes(mark);
+        end_journal();
         push_rebuilt(seq, s,
                      body.same_as(op->body) ? s
                                             : For::make(op->name, op->min, op->extent, op->for_type,
                                                         op->device_api, body));
+    }
+
+    /** Rolls the state back to `mark` and joins it, buffer by buffer, with the state as it
+     * was before the roll-back. Says whether the state changed. */
+    bool join_changes(size_t mark) {
+        Changes after = changes_since(mark);
+        roll_back(mark);
+        bool changed = false;
+        for (const auto &[x, r] : after) {
+            std::optional<Residency> now = residency_of(x), joined = join(now, r);
+            if (!(joined == now)) {
+                set_residency(x, joined);
+                changed = true;
+            }
+        }
+        return changed;
     }
 
     /** A buffer the loop reads but never writes is copied once, in front of the loop, to
@@ -789,17 +1030,19 @@ private:
      * every iteration. */
     void hoist_loop_invariant_copies(const Stmt &body, Seq &seq) {
         FindTouches all = touches_of(body);
-        std::vector<std::string> on_host = touches_of(body, true).touched;
+        std::set<std::string> written(all.written.begin(), all.written.end());
+        std::vector<std::string> host_touched = touches_of(body, true).touched;
+        std::set<std::string> on_host(host_touched.begin(), host_touched.end());
         std::map<std::string, DeviceAPI> on_device = device_use_of(body).first_api;
         for (const std::string &x : tracked(all.touched)) {
-            if (std::count(all.written.begin(), all.written.end(), x)) {
+            if (written.count(x)) {
                 continue;
             }
             auto d = on_device.find(x);
-            if (d != on_device.end() && state[x].device != resolve(d->second)) {
+            if (d != on_device.end() && current(x).device != resolve(d->second)) {
                 copy_to_device(seq, x, resolve(d->second));
             }
-            if (std::count(on_host.begin(), on_host.end(), x) && !state[x].host) {
+            if (on_host.count(x) && !current(x).host) {
                 copy_to_host(seq, x);
             }
         }
@@ -814,13 +1057,13 @@ private:
         }
         DeviceAPI api = resolve(op->device_api);
         for (const std::string &x : touched) {
-            if (state[x].device != api) {
+            if (current(x).device != api) {
                 copy_to_device(seq, x, api);
             }
         }
         seq.stmt(s);
         for (const std::string &x : tracked(t.written)) {
-            state[x] = Residency{false, api};
+            set_residency(x, Residency{false, api});
             owe_dirty_mark(seq, x, true);
         }
     }
@@ -829,20 +1072,20 @@ private:
         host_touch(seq, s);
         seq.stmt(s);
         for (const std::string &x : tracked(touches_of(s).written)) {
-            state[x] = Residency{true, DeviceAPI::None};
+            set_residency(x, Residency{true, DeviceAPI::None});
             owe_dirty_mark(seq, x, false);
         }
     }
 };
 
 /** The names a function already uses, so that generated names never collide. */
-std::set<std::string> names_in(const LoweredFunc &f) {
+NameSet names_in(const LoweredFunc &f) {
     CollectNames collect;
     f.body.accept(&collect);
     for (const Argument &a : f.args) {
-        collect.names.insert(a.name);
+        collect.note(a.name);
         if (a.is_buffer()) {
-            collect.names.insert(a.name + buffer_suffix);
+            collect.note(a.name + buffer_suffix);
         }
     }
     return std::move(collect.names);
@@ -869,8 +1112,11 @@ static Module inject_host_dev_copies_impl(const Module &m) {
         if (use.first_api.empty()) {
             continue;
         }
-        // 2. Buffer arguments and module constants start with their contents on the host only.
-        PlaceCopies place(m.target, names_in(f));
+        // 2. Index the allocations and loops that hold device code. Buffer arguments and module
+        //    constants start with their contents on the host only.
+        IndexDeviceCode index;
+        f.body.accept(&index);
+        PlaceCopies place(m.target, names_in(f), index);
         std::vector<std::string> args = buffer_args(f);
         for (const BufferConstant &b : m.buffers) {
             if (use.first_api.count(b.name)) {

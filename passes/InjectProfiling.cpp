@@ -32,6 +32,7 @@
 
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/LargeStack.h"
@@ -78,7 +79,9 @@ bool uses_name(const Stmt &s, const std::string &n) {
 }
 
 /** Appends `tail` at the end of `body`, inside the scopes of its trailing lets and
- * allocations when `tail` does not use their names: the printed text then needs no braces. */
+ * allocations when `tail` does not use their names: the printed text then needs no braces.
+ * Costs the length of that trailing chain, which a `free`, a produce/consume or a loop ends;
+ * only heap allocations without a `free`, nested one in the next, make it add up to n^2. */
 Stmt append_inside(const Stmt &body, const Stmt &tail) {
     if (const LetStmt *l = body.as<LetStmt>()) {
         if (!uses_name(tail, l->name)) {
@@ -184,7 +187,7 @@ bool calls_any(const Stmt &s, const std::set<std::string> &names) {
 struct SlotTable {
     std::vector<std::string> names{"overhead"};
     std::vector<int> kinds{SlotFunc};
-    std::map<std::string, int> func_slot;
+    std::unordered_map<std::string, int> func_slot;
     std::map<std::pair<std::string, bool>, int> copy_slot;  // (func, to_device)
     std::map<std::string, int> closure_slot;  // slot current where a closure is called
 
@@ -278,7 +281,7 @@ private:
         int slot;
         std::string bytes_var;
     };
-    std::map<std::string, std::vector<HeapAlloc>> heap_allocs;
+    std::unordered_map<std::string, std::vector<HeapAlloc>> heap_allocs;
     // Buffers whose device allocation has been reported: Halide may call device_malloc on a
     // buffer that device_and_host_malloc already allocated (the runtime makes it a no-op).
     std::set<std::string> device_reported;

@@ -41,6 +41,10 @@
 // (CollectLaunchBounds, then CollectKernelArgs), names the kernel (KernelNames), records it, and
 // builds the launch. Functions without GPU loops come back as the same nodes. Since no gpu_block
 // loop survives in a function, a second run changes nothing.
+//
+// Cost: linear in the size of the module. The names a result name could collide with (those
+// starting `halide_`) are collected once per function, and the search for a free `$n` (or
+// kernel `_n`) resumes per base name where the previous one stopped.
 
 #include "OffloadGpuLoops.h"
 
@@ -48,6 +52,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "codegen/RuntimeSymbols.h"
@@ -137,29 +142,41 @@ private:
     }
 };
 
-/** Every name a statement binds or uses; the candidates a fresh name must avoid. */
+using NameSet = std::unordered_set<std::string>;
+
+// Every launch result name starts with this (`halide_<api>_run_result`, then `$n`), so only the
+// names that do can collide with one.
+const std::string result_prefix = "halide_";
+
+/** Every name a statement binds or uses that a fresh result name could collide with. Keeping
+ * only those keeps the set small however large the function is. */
 class AllNames : public IRVisitor {
 public:
-    std::set<std::string> names;
+    NameSet names;
 
 private:
     using IRVisitor::visit;
 
-    void visit(const Variable *op) override { names.insert(op->name); }
+    void note(const std::string &n) {
+        if (n.compare(0, result_prefix.size(), result_prefix) == 0) {
+            names.insert(n);
+        }
+    }
+    void visit(const Variable *op) override { note(op->name); }
     void visit(const Let *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
     void visit(const LetStmt *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
     void visit(const For *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
     void visit(const Allocate *op) override {
-        names.insert(op->name);
+        note(op->name);
         IRVisitor::visit(op);
     }
 };
@@ -420,6 +437,21 @@ private:
     }
 };
 
+/** `base` if `taken` lacks it, else the first of `base<sep>1`, `base<sep>2`, ... that it lacks;
+ * the result is added to `taken`. Names are only ever added, so the search for a base resumes
+ * where the previous one for that base stopped (`next`): n launches cost n lookups, not n^2/2. */
+std::string fresh_with_suffix(const std::string &base, const char *sep, NameSet *taken,
+                              std::map<std::string, int> *next) {
+    int &i = (*next)[base];
+    std::string n = i == 0 ? base : base + sep + std::to_string(i);
+    while (taken->count(n)) {
+        i++;
+        n = base + sep + std::to_string(i);
+    }
+    taken->insert(n);
+    return n;
+}
+
 /** Kernel names unique across the module: `<base>`, else `<base>_1`, `<base>_2`, ... */
 class KernelNames {
 public:
@@ -433,16 +465,12 @@ public:
     }
 
     std::string fresh(const std::string &base) {
-        std::string n = base;
-        for (int i = 1; taken.count(n); i++) {
-            n = base + "_" + std::to_string(i);
-        }
-        taken.insert(n);
-        return n;
+        return fresh_with_suffix(base, "_", &taken, &next_suffix);
     }
 
 private:
-    std::set<std::string> taken;
+    NameSet taken;
+    std::map<std::string, int> next_suffix;
 };
 
 /** A kernel launch: the Kernel to add and the statements that replace its nest. */
@@ -471,6 +499,7 @@ private:
     KernelNames &names;
     std::vector<Kernel> *kernels;
     AllNames used;  // names of the function, for fresh result variables
+    std::map<std::string, int> next_result_suffix;
     std::vector<std::string> producers;
 
     static const For *as_gpu_nest(const Stmt &s) {
@@ -480,12 +509,9 @@ private:
 
     /** Halide's unique_name: the bare name if the function does not use it, else `$1`, ... */
     std::string fresh_result(const std::string &base) {
-        std::string n = base;
-        for (int i = 1; used.names.count(n); i++) {
-            n = base + "$" + std::to_string(i);
-        }
-        used.names.insert(n);
-        return n;
+        internal_assert(base.compare(0, result_prefix.size(), result_prefix) == 0)
+            << "launch result " << base << " lacks the prefix AllNames keeps";
+        return fresh_with_suffix(base, "$", &used.names, &next_result_suffix);
     }
 
     Launch offload(const For *op) {
