@@ -94,9 +94,10 @@ asan() {
     cmake --build "$dir" -j "$JOBS"
     log "running the unit, ir, runtime and e2e tests under AddressSanitizer + UBSan"
     (cd "$dir" && ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
+        LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
         ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' -LE 'timing' \
-        -E 'ProfileSkewed|VulkanAttribution|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.Input/deep_parens')
+        -E 'ProfileSkewed|VulkanAttribution|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.Input/deep_')
 }
 
 # The parser fuzzer (test/fuzz/run_fuzz.sh): clang-19 + libFuzzer, ASan, UBSan, for
