@@ -1331,6 +1331,12 @@ private:
             if (e.name == "__user_context") {
                 return Variable::make(Handle(), e.name);
             }
+            // A free `X.buffer` is X's buffer descriptor (infer_args makes X a buffer argument),
+            // typed as a declared buffer argument's is, so that the printed module reads back
+            // the same.
+            if (ends_with(e.name, ".buffer")) {
+                return Variable::make(Handle("halide_buffer_t"), e.name);
+            }
             return Variable::make(Int(32), e.name);
         }
         case PExpr::Binary:
