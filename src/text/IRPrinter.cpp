@@ -93,9 +93,9 @@ std::string quote(const std::string &s) {
 }
 
 /** A name as the grammar reads it anywhere: bare, or `quoted` (with the string escapes) when
- * it is not an identifier. */
-std::string name_str(const std::string &s) {
-    if (is_plain_name(s)) {
+ * it is not an identifier, or always quoted when `force_quotes`. */
+std::string name_str(const std::string &s, bool force_quotes = false) {
+    if (is_plain_name(s) && !force_quotes) {
         return s;
     }
     std::string out = "`";
@@ -245,6 +245,8 @@ public:
 
 private:
     std::ostream &os;
+    // Set while an Evaluate prints a lone variable that needs its name quoted.
+    bool quote_variable = false;
     int indent = 0;
     bool implicit_parens = false;
     // What the parser would infer for a bare name: variable and allocation scopes.
@@ -334,7 +336,7 @@ private:
         if (!bare) {
             os << type_prefix(op->type);
         }
-        os << name_str(op->name);
+        os << name_str(op->name, quote_variable);
     }
     void visit(const Add *op) override { binary(op, " + "); }
     void visit(const Sub *op) override { binary(op, " - "); }
@@ -603,7 +605,13 @@ private:
     }
     void visit(const Evaluate *op) override {
         do_indent();
+        // A variable named like a statement keyword, alone on its line, would read back as that
+        // statement (`free` or `produce` taking the next line's name): print its name quoted.
+        const Variable *v = op->value.as<Variable>();
+        quote_variable = v && (v->name == "let" || v->name == "allocate" || v->name == "free" ||
+                               v->name == "produce" || v->name == "consume");
         print_no_parens(op->value);
+        quote_variable = false;
         os << "\n";
     }
 };

@@ -2057,6 +2057,16 @@ private:
                     args.push_back(a);
                 }
             }
+            // Both `X` and `X.buffer` free would make two arguments named X, which no module
+            // can declare (the printed header would not parse).
+            std::set<std::string> names;
+            for (const Argument &a : args) {
+                if (!names.insert(a.name).second) {
+                    error(f.loc, "'" + a.name + "' is used both as a value and as the buffer '" +
+                                     a.name + ".buffer'; free names of a bare statement become " +
+                                     "its arguments, and one name cannot be both");
+                }
+            }
             return args;
         }
         for (const PArg &pa : f.args) {
