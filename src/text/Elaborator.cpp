@@ -248,6 +248,7 @@ private:
                                   ": buffer<uint8>`");
     }
 
+    // Typed scopes (var_scope, alloc_scope): a stack of types per name, innermost binding last.
     static const Type *top(const std::map<std::string, std::vector<Type>> &s,
                            const std::string &n) {
         auto it = s.find(n);
