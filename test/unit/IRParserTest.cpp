@@ -20,6 +20,9 @@
 #include "tally/IREquality.h"
 #include "tally/IRPrinter.h"
 #include "tally/Parser.h"
+#include "text/Elaborator.h"
+#include "text/Lexer.h"
+#include "text/SyntaxParser.h"
 
 namespace tally {
 namespace {
@@ -371,6 +374,56 @@ TEST(IRParser, LetsAndAllocationsScopeOverTheRestOfTheirBlock) {
     EXPECT_EQ(alloc->type, UInt(8));
     EXPECT_EQ(flatten_block(alloc->body).size(), 2u);
     EXPECT_TRUE(m.functions[0].args.empty());
+}
+
+/** A bare statement whose buffers teach each other their element type backwards: `b0[0] =
+ * b1[0]`, ..., `b{n-1}[0] = 1.5f`. Statements run in order, so each learning round settles only
+ * the next buffer back: the worst case, n rounds and one more that learns nothing. */
+std::string backward_chain(int n) {
+    std::string text;
+    for (int i = 0; i + 1 < n; i++) {
+        text += "b" + std::to_string(i) + "[0] = b" + std::to_string(i + 1) + "[0]\n";
+    }
+    return text + "b" + std::to_string(n - 1) + "[0] = 1.5f\n";
+}
+
+TEST(IRParser, LearnsBufferTypesAlongAChainLongerThanAnyFixedRoundCount) {
+    // Twenty buffers need twenty-one rounds; a cap of 8 used to stop early without a word and
+    // report that b1's type could not be inferred.
+    Module m = parse_module(backward_chain(20), "chain.stmt");
+    std::vector<Stmt> stores = flatten_block(m.functions[0].body);
+    ASSERT_EQ(stores.size(), 20u);
+    for (const Stmt &s : stores) {
+        const Store *st = s.as<Store>();
+        ASSERT_NE(st, nullptr);
+        EXPECT_EQ(st->value.type(), Float(32)) << st->name;
+    }
+}
+
+/** Elaborates `text` allowing at most `rounds` learning rounds; the CompileError's message, or
+ * "" if it elaborated. */
+std::string error_with_rounds(const std::string &text, int rounds) {
+    Lexer lex(text, "chain.stmt");
+    PModule pm = parse_syntax_module(lex);
+    ElaborateOptions opts;
+    opts.max_learning_rounds = rounds;
+    try {
+        elaborate_module(pm, lex, opts);
+    } catch (const CompileError &e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(IRParser, LearningThatDoesNotSettleInTheAllowedRoundsIsAnErrorAtWhatItLearnedLast) {
+    // Round 1 learns b4 (line 5), round 2 b3 (line 4), round 3 b2 (line 3).
+    EXPECT_EQ(error_with_rounds(backward_chain(5), 3),
+              "chain.stmt:3:1: error: buffer element types did not settle in 3 learning rounds: "
+              "round 3 still learned the type of 'b2' here");
+    // Five buffers settle in five rounds; the sixth learns nothing and ends learning, so six
+    // rounds (the derived bound: one per learnable name, plus one) are exactly enough.
+    EXPECT_THAT(error_with_rounds(backward_chain(5), 5), HasSubstr("did not settle in 5"));
+    EXPECT_EQ(error_with_rounds(backward_chain(5), 6), "");
 }
 
 TEST(IRParser, ReadsTypedModuleHeaders) {

@@ -1,0 +1,1069 @@
+// The syntax parser: IR text -> parse tree (ParseTree.h).
+//
+// A recursive-descent parser over the lexer's tokens, one function per grammar rule
+// (docs/ir-syntax.md is the grammar). It knows no types beyond what the text spells: a `(T)`
+// prefix, a cast's type, a header's argument types. Everything the text leaves implicit is the
+// elaborator's job (Elaborator.cpp).
+//
+// Assumes: nothing about the input; any bytes are read or rejected with a CompileError
+// `file:line:col: error: ...` at the first mistake (there is no error recovery).
+// Establishes, in the tree it returns: every node has the location of its first token; the
+// fixed arities hold (a select has 3 operands, a ramp 2 plus its literal lane count, a shuffle
+// form its literal indices, a cast 1); function names are unique in a module and argument names
+// unique in a function; a bare statement is a PModule with `bare` set and one function.
+//
+// Statements are one per line: outside brackets an expression ends at a line break, so `x`
+// followed by a line that starts with `(` is two statements, not a call. Nesting deeper than
+// max_nesting is rejected before it can exhaust the stack (the entry runs on a large stack, see
+// ir/LargeStack.h, so the limit is the only bound).
+
+#include "text/SyntaxParser.h"
+
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tally/Error.h"
+
+namespace tally {
+
+namespace {
+
+// Syntactic nesting beyond this is rejected rather than risking the stack.
+constexpr int max_nesting = 10000;
+
+bool device_api_from_name(const std::string &s, DeviceAPI *out) {
+    for (int i = 0; i <= int(DeviceAPI::WebGPU); i++) {
+        DeviceAPI d = DeviceAPI(i);
+        if (d != DeviceAPI::None && s == device_api_name(d)) {
+            *out = d;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool for_type_from_name(const std::string &s, ForType *out) {
+    for (int i = 0; i <= int(ForType::GPULane); i++) {
+        if (s == for_type_name(ForType(i))) {
+            *out = ForType(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+// One parse of one text: a function per grammar rule, reading tokens from a borrowed lexer.
+class SyntaxParser {
+public:
+    explicit SyntaxParser(Lexer &lex) : lex(lex) {}
+
+    PModule parse() {
+        PModule m;
+        const Token &t = lex.peek();
+        if (t.kind == Token::Ident && t.text == "module") {
+            parse_module_header(&m);
+            while (lex.peek().kind != Token::End) {
+                parse_top_level(&m);
+            }
+        } else {
+            m.bare = true;
+            PFunc f;
+            f.loc = t.loc;
+            f.body = parse_stmts(/*top_level=*/true);
+            m.funcs.push_back(std::move(f));
+        }
+        check_unique_names(m);
+        return m;
+    }
+
+    PExpr parse_single_expr() {
+        PExpr e = parse_expr();
+        if (lex.peek().kind != Token::End) {
+            err(lex.peek(), "expected end of input after expression");
+        }
+        return e;
+    }
+
+private:
+    Lexer &lex;
+    int depth = 0;
+    // Brackets currently open. At 0 an expression ends at a line break: statements are one per
+    // line, so `x` followed by a line starting with `(` is two statements, not a call.
+    int group_depth = 0;
+
+    struct Group {
+        SyntaxParser *p;
+        explicit Group(SyntaxParser *p) : p(p) { p->group_depth++; }
+        ~Group() { p->group_depth--; }
+    };
+
+    /** May the expression continue with the next token (same line, or inside brackets)? */
+    bool continues() { return group_depth > 0 || !lex.peek().newline_before; }
+
+    struct DepthGuard {
+        SyntaxParser *p;
+        DepthGuard(SyntaxParser *p, const Loc &loc) : p(p) {
+            if (++p->depth > max_nesting) {
+                p->lex.error(loc, "nesting deeper than " + std::to_string(max_nesting) + " levels");
+            }
+        }
+        ~DepthGuard() { p->depth--; }
+    };
+
+    /** Functions of a module, and arguments of a function, are defined once. Checked once the
+     * whole text is read, so a later syntax error is reported first. */
+    void check_unique_names(const PModule &m) {
+        std::set<std::string> names;
+        for (const PFunc &f : m.funcs) {
+            if (!m.bare && !names.insert(f.name).second) {
+                lex.error(f.loc, "'" + f.name + "' is defined twice");
+            }
+            std::set<std::string> arg_names;
+            for (const PArg &a : f.args) {
+                if (!arg_names.insert(a.name).second) {
+                    lex.error(a.loc, "argument '" + a.name + "' appears twice");
+                }
+            }
+        }
+    }
+
+    [[noreturn]] void err(const Token &t, const std::string &msg) {
+        lex.error(t.loc, msg + describe(t));
+    }
+
+    static std::string describe(const Token &t) {
+        switch (t.kind) {
+        case Token::End:
+            return " (found end of input)";
+        case Token::String:
+            return " (found a string)";
+        default:
+            return " (found '" + t.text + "')";
+        }
+    }
+
+    bool is_punct(const char *p, int k = 0) {
+        const Token &t = lex.peek(k);
+        return t.kind == Token::Punct && t.text == p;
+    }
+    bool is_ident(const char *p, int k = 0) {
+        const Token &t = lex.peek(k);
+        return t.kind == Token::Ident && t.text == p;
+    }
+    Token expect_punct(const char *p, const char *context) {
+        if (!is_punct(p)) {
+            err(lex.peek(), std::string("expected '") + p + "' " + context);
+        }
+        return lex.next();
+    }
+    void expect_ident(const char *word, const char *context) {
+        if (!is_ident(word)) {
+            err(lex.peek(), std::string("expected '") + word + "' " + context);
+        }
+        lex.next();
+    }
+    std::string expect_name(const char *context) {
+        const Token &t = lex.peek();
+        if (t.kind == Token::Ident || t.kind == Token::String) {
+            if (t.kind == Token::String && t.text.empty()) {
+                lex.error(t.loc, std::string("empty name ") + context);
+            }
+            return lex.next().text;
+        }
+        err(t, std::string("expected a name ") + context);
+    }
+    int64_t expect_int(const char *context, bool allow_negative = false) {
+        bool neg = false;
+        if (allow_negative && is_punct("-")) {
+            lex.next();
+            neg = true;
+        }
+        const Token &t = lex.peek();
+        if (t.kind != Token::Int || t.int_value > uint64_t(INT32_MAX)) {
+            err(t, std::string("expected a small integer ") + context);
+        }
+        int64_t v = int64_t(lex.next().int_value);
+        return neg ? -v : v;
+    }
+
+    /** `item (',' item)*`, reading each item with `read_item`. */
+    template <typename ReadItem>
+    void parse_comma_separated(ReadItem read_item) {
+        read_item();
+        while (is_punct(",")) {
+            lex.next();
+            read_item();
+        }
+    }
+
+    // module name=NAME, target=TARGET
+    void parse_module_header(PModule *m) {
+        lex.next();  // module
+        expect_ident("name", "after 'module'");
+        expect_punct("=", "after 'name'");
+        m->name = expect_name("for the module");
+        expect_punct(",", "after the module name");
+        const Token &tt = lex.peek();
+        Loc tloc = tt.loc;
+        expect_ident("target", "in the module header");
+        // The target string is read raw: it contains '-' and digits.
+        if (!is_punct("=")) {
+            err(lex.peek(), "expected '=' after 'target'");
+        }
+        lex.next();
+        while (lex.peek_raw_is_space()) {
+            lex.skip_raw();
+        }
+        Loc start = lex.position();
+        std::string target = lex.read_line_raw();
+        try {
+            m->target = Target::parse(target);
+        } catch (const CompileError &e) {
+            // Point at the part of the target string the message names, if it names one.
+            std::string msg = e.what();
+            size_t q1 = msg.find('\''), q2 = msg.find('\'', q1 + 1);
+            if (q1 != std::string::npos && q2 != std::string::npos) {
+                size_t at = target.find(msg.substr(q1 + 1, q2 - q1 - 1));
+                if (at != std::string::npos) {
+                    tloc = start;
+                    tloc.col += int(at);
+                }
+            }
+            lex.error(tloc, msg);
+        }
+    }
+
+    void parse_top_level(PModule *m) {
+        const Token t = lex.peek();
+        if (t.kind != Token::Ident) {
+            err(t, "expected 'buffer', 'kernel' or a function definition");
+        }
+        if (t.text == "buffer") {
+            lex.next();
+            BufferConstant b;
+            b.name = expect_name("for the buffer");
+            expect_punct("=", "after the buffer name");
+            expect_punct("{", "to open the buffer contents");
+            b.opaque = !lex.read_blob(&b.bytes);
+            expect_punct("}", "to close the buffer contents");
+            m->buffers.push_back(std::move(b));
+            return;
+        }
+        PFunc f;
+        f.loc = t.loc;
+        if (t.text == "kernel") {
+            lex.next();
+            f.is_kernel = true;
+            expect_punct("<", "after 'kernel'");
+            Token api = lex.peek();
+            std::string api_name = expect_name("for the kernel's device API");
+            if (!device_api_from_name(api_name, &f.device_api)) {
+                lex.error(api.loc, "unknown device API '" + api_name + "'");
+            }
+            expect_punct(">", "after the device API");
+        } else {
+            if (t.text == "external") {
+                f.linkage = LinkageType::External;
+            } else if (t.text == "external_plus_metadata") {
+                f.linkage = LinkageType::ExternalPlusMetadata;
+            } else if (t.text == "internal") {
+                f.linkage = LinkageType::Internal;
+            } else {
+                err(t, "expected 'buffer', 'kernel' or a linkage ('external', "
+                       "'external_plus_metadata', 'internal')");
+            }
+            lex.next();
+            expect_ident("func", "after the linkage");
+        }
+        f.name = expect_name("for the function");
+        expect_punct("(", "to open the argument list");
+        if (!is_punct(")")) {
+            parse_comma_separated([&]() { f.args.push_back(parse_arg()); });
+        }
+        expect_punct(")", "to close the argument list");
+        expect_punct("{", "to open the function body");
+        f.body = parse_stmts(false);
+        expect_punct("}", "to close the function body");
+        m->funcs.push_back(std::move(f));
+    }
+
+    // NAME [: TYPE | : buffer<ELEM, DIMS>]
+    PArg parse_arg() {
+        PArg a;
+        a.loc = lex.peek().loc;
+        a.name = expect_name("for an argument");
+        a.arg.name = a.name;
+        if (!is_punct(":")) {
+            return a;
+        }
+        lex.next();
+        a.typed = true;
+        if (is_ident("buffer")) {
+            lex.next();
+            a.arg.kind = Argument::Buffer;
+            if (is_punct("<")) {
+                lex.next();
+                if (is_punct("?")) {
+                    lex.next();
+                } else {
+                    a.arg.type = parse_type("as the buffer's element type");
+                }
+                if (is_punct(",")) {
+                    lex.next();
+                    a.arg.dimensions = int(expect_int("as the buffer's dimensions"));
+                }
+                expect_punct(">", "to close the buffer type");
+            }
+        } else {
+            a.arg.kind = Argument::Scalar;
+            a.arg.type = parse_type("as the argument's type");
+        }
+        return a;
+    }
+
+    /** `(ident... *...)` starting at lookahead k: the number of tokens, or 0. */
+    int handle_prefix_length(int k) {
+        if (!is_punct("(", k)) {
+            return 0;
+        }
+        int i = k + 1;
+        int words = 0;
+        while (lex.peek(i).kind == Token::Ident && !lex.peek(i).quoted) {
+            i++;
+            words++;
+        }
+        int stars = 0;
+        while (is_punct("*", i)) {
+            i++;
+            stars++;
+        }
+        if (words == 0 || stars == 0 || !is_punct(")", i)) {
+            return 0;
+        }
+        return i - k + 1;
+    }
+
+    /** Is there a `(T)` type prefix at lookahead 0? */
+    bool at_type_prefix() {
+        if (handle_prefix_length(0)) {
+            return true;
+        }
+        return is_punct("(") && lex.peek(1).kind == Token::Ident && !lex.peek(1).quoted &&
+               parse_type_name(lex.peek(1).text).is_valid() && is_punct(")", 2);
+    }
+
+    /** Consumes `(T)` (value or handle type). */
+    Type parse_type_prefix() {
+        int n = handle_prefix_length(0);
+        if (n) {
+            lex.next();  // (
+            std::string name;
+            int words = 0;
+            while (lex.peek().kind == Token::Ident) {
+                name += (words++ ? " " : "") + lex.next().text;
+            }
+            int stars = 0;
+            while (is_punct("*")) {
+                lex.next();
+                stars++;
+            }
+            for (int i = 1; i < stars; i++) {
+                name += " *";
+            }
+            lex.next();  // )
+            return Handle(name);
+        }
+        lex.next();
+        Type t = parse_type_name(lex.next().text);
+        lex.next();
+        return t;
+    }
+
+    /** A type where the grammar expects one: `float32` or `(void *)`. */
+    Type parse_type(const char *context) {
+        if (handle_prefix_length(0)) {
+            return parse_type_prefix();
+        }
+        const Token &t = lex.peek();
+        if (t.kind == Token::Ident) {
+            Type ty = parse_type_name(t.text);
+            if (ty.is_valid()) {
+                lex.next();
+                return ty;
+            }
+        }
+        err(t, std::string("expected a type ") + context);
+    }
+
+    // --- statements -----------------------------------------------------------------------
+
+    std::vector<PStmt> parse_stmts(bool top_level) {
+        std::vector<PStmt> out;
+        while (true) {
+            const Token &t = lex.peek();
+            if (t.kind == Token::End) {
+                if (!top_level) {
+                    err(t, "expected '}'");
+                }
+                break;
+            }
+            if (t.kind == Token::Punct && t.text == "}") {
+                if (top_level) {
+                    err(t, "unexpected '}'");
+                }
+                break;
+            }
+            out.push_back(parse_stmt());
+        }
+        return out;
+    }
+
+    std::vector<PStmt> parse_braced_body(const char *what) {
+        expect_punct("{", what);
+        DepthGuard g(this, lex.peek().loc);
+        // Statements inside braces are one per line again, whatever encloses the braces.
+        int saved = group_depth;
+        group_depth = 0;
+        std::vector<PStmt> body = parse_stmts(false);
+        group_depth = saved;
+        expect_punct("}", "to close the block");
+        return body;
+    }
+
+    /** One statement, chosen by its first token; keywords count only when unquoted. */
+    PStmt parse_stmt() {
+        const Token t = lex.peek();
+        PStmt s;
+        s.loc = t.loc;
+        if (t.kind == Token::Punct && t.text == "{") {
+            // `{ ... }`: a nested block that ends the scope of its lets and allocations.
+            s.kind = PStmt::ScopeS;
+            s.body = parse_braced_body("to open the block");
+            return s;
+        }
+        if (t.kind == Token::Ident && !t.quoted) {
+            const std::string w = t.text;
+            // Is the keyword followed by a name, as `produce f` is and `produce(x)` is not?
+            auto named_next = [&]() {
+                return lex.peek(1).kind == Token::Ident || lex.peek(1).kind == Token::String;
+            };
+            ForType ft;
+            if (w == "let") {
+                lex.next();
+                parse_let(&s);
+                return s;
+            }
+            if (w == "assert" && is_punct("(", 1)) {
+                lex.next();
+                parse_assert(&s);
+                return s;
+            }
+            if ((w == "produce" || w == "consume") && named_next()) {
+                lex.next();
+                parse_producer_consumer(w == "produce", &s);
+                return s;
+            }
+            if (for_type_from_name(w, &ft) && (is_punct("(", 1) || is_punct("<", 1))) {
+                lex.next();
+                parse_for(ft, &s);
+                return s;
+            }
+            if (w == "allocate") {
+                lex.next();
+                parse_allocate(&s);
+                return s;
+            }
+            if (w == "free" && named_next()) {
+                lex.next();
+                s.kind = PStmt::FreeS;
+                s.name = expect_name("after 'free'");
+                return s;
+            }
+            if (w == "if" && is_punct("(", 1)) {
+                lex.next();
+                return parse_if(s.loc);
+            }
+            if (w == "predicate" && is_punct("(", 1)) {
+                lex.next();
+                return parse_predicated_store();
+            }
+        }
+        parse_store_or_eval(&s);
+        return s;
+    }
+
+    // let NAME = VALUE, or `let NAME = VALUE in BODY` (an evaluated let expression)
+    void parse_let(PStmt *s) {
+        s->name = expect_name("after 'let'");
+        expect_punct("=", "after the let name");
+        PExpr value = parse_expr();
+        if (!is_ident("in")) {
+            s->kind = PStmt::LetS;
+            s->exprs.push_back(std::move(value));
+            return;
+        }
+        lex.next();
+        PExpr let;
+        let.kind = PExpr::LetE;
+        let.loc = s->loc;
+        let.name = s->name;
+        let.kids.push_back(std::move(value));
+        let.kids.push_back(parse_expr());
+        s->kind = PStmt::EvalS;
+        s->name.clear();
+        s->exprs.push_back(std::move(let));
+    }
+
+    // assert(COND, MESSAGE)
+    void parse_assert(PStmt *s) {
+        lex.next();  // (
+        Group g(this);
+        s->kind = PStmt::AssertS;
+        s->exprs.push_back(parse_expr());
+        expect_punct(",", "between the assert's condition and message");
+        s->exprs.push_back(parse_expr());
+        expect_punct(")", "to close the assert");
+    }
+
+    // produce NAME { ... } / consume NAME { ... }
+    void parse_producer_consumer(bool is_producer, PStmt *s) {
+        s->kind = is_producer ? PStmt::ProduceS : PStmt::ConsumeS;
+        Token nt = lex.peek();
+        if (nt.kind == Token::String && nt.text.empty()) {
+            lex.error(nt.loc,
+                      std::string(is_producer ? "producer" : "consumer") + " has an empty name");
+        }
+        s->name = expect_name("for the producer/consumer");
+        s->body = parse_braced_body("to open the producer/consumer body");
+    }
+
+    // FORTYPE[<API>](NAME, MIN, EXTENT) { ... }
+    void parse_for(ForType ft, PStmt *s) {
+        s->kind = PStmt::ForS;
+        s->for_type = ft;
+        if (is_punct("<")) {
+            lex.next();
+            Token api = lex.peek();
+            std::string api_name = expect_name("for the loop's device API");
+            if (!device_api_from_name(api_name, &s->device_api)) {
+                lex.error(api.loc, "unknown device API '" + api_name + "'");
+            }
+            expect_punct(">", "after the device API");
+        }
+        {
+            expect_punct("(", "to open the loop header");
+            Group g(this);
+            s->name = expect_name("for the loop variable");
+            expect_punct(",", "after the loop variable");
+            s->exprs.push_back(parse_expr());
+            expect_punct(",", "after the loop minimum");
+            s->exprs.push_back(parse_expr());
+            expect_punct(")", "to close the loop header");
+        }
+        s->body = parse_braced_body("to open the loop body");
+    }
+
+    // predicate(PRED) followed by a store
+    PStmt parse_predicated_store() {
+        lex.next();  // (
+        PExpr pred;
+        {
+            Group g(this);
+            pred = parse_expr();
+            expect_punct(")", "to close the store predicate");
+        }
+        PStmt st = parse_stmt();
+        if (st.kind != PStmt::StoreS) {
+            lex.error(st.loc, "a 'predicate' must be followed by a store");
+        }
+        st.has_predicate = true;
+        st.exprs.push_back(std::move(pred));
+        return st;
+    }
+
+    // An expression statement, or a store `name[index] = value`.
+    void parse_store_or_eval(PStmt *s) {
+        PExpr e = parse_expr();
+        if (!is_punct("=")) {
+            s->kind = PStmt::EvalS;
+            s->exprs.push_back(std::move(e));
+            return;
+        }
+        if (e.kind != PExpr::LoadE || e.has_predicate) {
+            lex.error(e.loc, "the left side of '=' must be a buffer element, `name[index]`");
+        }
+        lex.next();
+        s->kind = PStmt::StoreS;
+        s->name = e.name;
+        s->alignment = e.alignment;
+        s->exprs.push_back(std::move(e.kids[0]));
+        s->exprs.push_back(parse_expr());
+    }
+
+    PStmt parse_if(const Loc &loc) {
+        PStmt s;
+        s.loc = loc;
+        s.kind = PStmt::IfS;
+        {
+            expect_punct("(", "after 'if'");
+            Group g(this);
+            s.exprs.push_back(parse_expr());
+            expect_punct(")", "to close the if condition");
+        }
+        s.body = parse_braced_body("to open the then-branch");
+        if (is_ident("else")) {
+            lex.next();
+            s.has_else = true;
+            if (is_ident("if")) {
+                Loc l = lex.next().loc;
+                DepthGuard g(this, l);
+                s.else_body.push_back(parse_if(l));
+            } else {
+                s.else_body = parse_braced_body("to open the else-branch");
+            }
+        }
+        return s;
+    }
+
+    // allocate NAME[TYPE * e * e] [in MEM] [if COND] [custom_new { e }] [custom_delete { f(n); }]
+    void parse_allocate(PStmt *s) {
+        s->kind = PStmt::AllocateS;
+        s->name = expect_name("after 'allocate'");
+        {
+            expect_punct("[", "after the allocation name");
+            Group g(this);
+            s->type = parse_type("for the allocation's elements");
+            while (is_punct("*")) {
+                lex.next();
+                s->exprs.push_back(parse_unary());
+            }
+            expect_punct("]", "to close the allocation size");
+        }
+        if (is_ident("in")) {
+            lex.next();
+            Token mt = lex.peek();
+            std::string m = expect_name("for the memory type");
+            bool found = false;
+            for (int i = 0; i <= int(MemoryType::AMXTile); i++) {
+                if (m == memory_type_name(MemoryType(i))) {
+                    s->memory_type = MemoryType(i);
+                    found = true;
+                }
+            }
+            if (!found) {
+                lex.error(mt.loc, "unknown memory type '" + m + "'");
+            }
+        }
+        if (is_ident("if")) {
+            lex.next();
+            s->has_condition = true;
+            s->condition = parse_expr();
+        }
+        if (is_ident("custom_new")) {
+            lex.next();
+            expect_punct("{", "after 'custom_new'");
+            s->has_new_expr = true;
+            s->new_expr = parse_expr();
+            expect_punct("}", "to close 'custom_new'");
+        }
+        if (is_ident("custom_delete")) {
+            lex.next();
+            expect_punct("{", "after 'custom_delete'");
+            s->free_function = expect_name("for the free function");
+            expect_punct("(", "after the free function");
+            Token n = lex.peek();
+            std::string arg = expect_name("as the free function's argument");
+            if (arg != s->name) {
+                lex.error(n.loc, "custom_delete must free '" + s->name + "', not '" + arg + "'");
+            }
+            expect_punct(")", "after the free function's argument");
+            expect_punct(";", "after the free call");
+            expect_punct("}", "to close 'custom_delete'");
+        }
+    }
+
+    // --- expressions ----------------------------------------------------------------------
+
+    PExpr binary(const Loc &loc, const std::string &op, PExpr a, PExpr b) {
+        PExpr e;
+        e.kind = PExpr::Binary;
+        e.loc = loc;
+        e.name = op;
+        e.kids.push_back(std::move(a));
+        e.kids.push_back(std::move(b));
+        return e;
+    }
+
+    PExpr parse_expr() { return parse_binary(0); }
+
+    // The binary operators by precedence, loosest first; all associate left.
+    static constexpr const char *binary_ops[][6] = {
+        {"||"}, {"&&"}, {"==", "!=", "<", "<=", ">", ">="}, {"+", "-"}, {"*", "/", "%"},
+    };
+    static constexpr int binary_levels = int(std::size(binary_ops));
+
+    bool at_binary_op(int level) {
+        for (const char *op : binary_ops[level]) {
+            if (op && is_punct(op)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** An operand of precedence `level` or tighter: `a op b op c` with ops of that level. */
+    PExpr parse_binary(int level) {
+        if (level == binary_levels) {
+            return parse_unary();
+        }
+        PExpr e = parse_binary(level + 1);
+        while (at_binary_op(level) && continues()) {
+            Token op = lex.next();
+            e = binary(op.loc, op.text, std::move(e), parse_binary(level + 1));
+        }
+        return e;
+    }
+
+    PExpr parse_unary() {
+        DepthGuard g(this, lex.peek().loc);
+        if (is_punct("!")) {
+            PExpr e;
+            e.kind = PExpr::NotE;
+            e.loc = lex.next().loc;
+            e.kids.push_back(parse_unary());
+            return e;
+        }
+        if (is_punct("-")) {
+            Loc l = lex.next().loc;
+            const Token &t = lex.peek();
+            if (t.kind == Token::Int || t.kind == Token::Float) {
+                PExpr e = parse_literal(Type());
+                e.loc = l;
+                e.negative = !e.negative;
+                return e;
+            }
+            PExpr e;
+            e.kind = PExpr::Neg;
+            e.loc = l;
+            e.kids.push_back(parse_unary());
+            return e;
+        }
+        return parse_primary();
+    }
+
+    PExpr parse_literal(const Type &prefix) {
+        Token t = lex.next();
+        PExpr e;
+        e.loc = t.loc;
+        e.prefix = prefix;
+        if (t.kind == Token::Int) {
+            e.kind = PExpr::IntLit;
+            e.int_value = t.int_value;
+        } else {
+            e.kind = PExpr::FloatLit;
+            e.float_value = t.float_value;
+            e.float_suffix = t.float_suffix;
+        }
+        return e;
+    }
+
+    std::vector<PExpr> parse_call_args(const char *what) {
+        expect_punct("(", what);
+        Group g(this);
+        std::vector<PExpr> args;
+        if (!is_punct(")")) {
+            parse_comma_separated([&]() { args.push_back(parse_expr()); });
+        }
+        expect_punct(")", "to close the argument list");
+        return args;
+    }
+
+    PExpr parse_primary() {
+        const Token t = lex.peek();
+        if (t.kind == Token::Punct && t.text == "(") {
+            Loc l = t.loc;
+            if (at_type_prefix()) {
+                Type prefix = parse_type_prefix();
+                return parse_prefixed(l, prefix);
+            }
+            lex.next();
+            Group g(this);
+            PExpr e = parse_expr();
+            if (is_ident("if") && e.kind == PExpr::LoadE && !e.has_predicate) {
+                // A predicated load: `(name[index] if predicate)`.
+                lex.next();
+                e.has_predicate = true;
+                e.kids.push_back(parse_expr());
+            }
+            expect_punct(")", "to close the parenthesis");
+            return e;
+        }
+        if (t.kind == Token::Int || t.kind == Token::Float) {
+            return parse_literal(Type());
+        }
+        if (t.kind == Token::String) {
+            PExpr e;
+            e.kind = PExpr::StrLit;
+            e.loc = t.loc;
+            e.name = lex.next().text;
+            return e;
+        }
+        if (t.kind == Token::Ident) {
+            if (t.text == "let" && !t.quoted) {
+                PExpr e;
+                e.kind = PExpr::LetE;
+                e.loc = lex.next().loc;
+                e.name = expect_name("after 'let'");
+                expect_punct("=", "after the let name");
+                e.kids.push_back(parse_expr());
+                expect_ident("in", "after the let value");
+                e.kids.push_back(parse_expr());
+                return e;
+            }
+            return parse_named(Type());
+        }
+        err(t, "expected an expression");
+    }
+
+    PExpr parse_prefixed(const Loc &loc, const Type &prefix) {
+        const Token &t = lex.peek();
+        if (t.kind == Token::Int || t.kind == Token::Float) {
+            PExpr e = parse_literal(prefix);
+            e.loc = loc;
+            return e;
+        }
+        if (t.kind == Token::Punct && t.text == "-") {
+            lex.next();
+            const Token &n = lex.peek();
+            if (n.kind == Token::Int || n.kind == Token::Float) {
+                PExpr e = parse_literal(prefix);
+                e.loc = loc;
+                e.negative = true;
+                return e;
+            }
+            if (n.kind == Token::Ident && n.text == "inf") {
+                lex.next();
+                PExpr e;
+                e.kind = PExpr::SpecialFloat;
+                e.loc = loc;
+                e.prefix = prefix;
+                e.name = "-inf";
+                return e;
+            }
+            err(n, "expected a number after '-'");
+        }
+        if (t.kind == Token::Ident && (t.text == "inf" || t.text == "nan")) {
+            PExpr e;
+            e.kind = PExpr::SpecialFloat;
+            e.loc = loc;
+            e.prefix = prefix;
+            e.name = lex.next().text;
+            return e;
+        }
+        if (t.kind == Token::Punct && t.text == "(") {
+            // `(T)(e)`: Halide's spelling of a cast to a handle type.
+            lex.next();
+            Group g(this);
+            PExpr e;
+            e.kind = PExpr::CastE;
+            e.loc = loc;
+            e.cast_type = prefix;
+            e.kids.push_back(parse_expr());
+            expect_punct(")", "to close the cast");
+            return e;
+        }
+        if (t.kind == Token::Ident) {
+            PExpr e = parse_named(prefix);
+            e.loc = loc;
+            return e;
+        }
+        err(t, "expected a literal, name or call after a type prefix");
+    }
+
+    // A name: variable, call, load, or one of the built-in forms.
+    PExpr parse_named(const Type &prefix) {
+        Token t = lex.next();
+        PExpr e;
+        e.loc = t.loc;
+        e.prefix = prefix;
+        e.name = t.text;
+        if (is_punct("@") && continues()) {
+            parse_call_type(&e);
+        }
+        if (is_punct("[") && continues()) {
+            parse_load_index(&e);
+            return e;
+        }
+        if (!is_punct("(") || (!continues() && !e.has_call_type)) {
+            e.kind = PExpr::Var;
+            return e;
+        }
+        if (!e.has_call_type && !t.quoted && parse_builtin(t, prefix, &e)) {
+            return e;
+        }
+        e.kind = PExpr::CallE;
+        e.kids = parse_call_args("after the function name");
+        return e;
+    }
+
+    // NAME@CALLTYPE(...): a call whose call type is not the default for its name
+    void parse_call_type(PExpr *e) {
+        lex.next();
+        Token ct = lex.peek();
+        std::string n = expect_name("for the call type");
+        bool found = false;
+        for (int i = 0; i <= int(Call::PureIntrinsic); i++) {
+            if (n == call_type_name(Call::CallType(i))) {
+                e->call_type = Call::CallType(i);
+                found = true;
+            }
+        }
+        if (!found) {
+            lex.error(ct.loc, "unknown call type '" + n + "'");
+        }
+        e->has_call_type = true;
+        if (!is_punct("(")) {
+            err(lex.peek(), "expected '(' after the call type");
+        }
+    }
+
+    // NAME[INDEX [aligned(MOD, REM)]]
+    void parse_load_index(PExpr *e) {
+        lex.next();
+        Group g(this);
+        e->kind = PExpr::LoadE;
+        e->kids.push_back(parse_expr());
+        if (is_ident("aligned") && is_punct("(", 1)) {
+            lex.next();
+            lex.next();
+            e->alignment.modulus = expect_int("as the alignment modulus");
+            expect_punct(",", "in aligned(...)");
+            e->alignment.remainder = expect_int("as the alignment remainder", true);
+            expect_punct(")", "to close aligned(...)");
+        }
+        expect_punct("]", "to close the index");
+    }
+
+    /** The built-in forms written like calls: `T(v)` casts, `xN(v)` broadcasts, ramp, select,
+     * min, max, reinterpret and the shuffles. Reads one into `e` (named by `t`, after `prefix`)
+     * and returns true, or returns false for an ordinary call. */
+    bool parse_builtin(const Token &t, const Type &prefix, PExpr *e) {
+        const std::string &n = e->name;
+        Type ct = parse_type_name(n);
+        if (ct.is_valid() && !prefix.is_valid()) {
+            e->kind = PExpr::CastE;
+            e->cast_type = ct;
+            std::vector<PExpr> args = parse_call_args("after the cast type");
+            if (args.size() != 1) {
+                lex.error(t.loc, "a cast takes exactly one value");
+            }
+            e->kids = std::move(args);
+            return true;
+        }
+        if (n.size() > 1 && n[0] == 'x' && n.find_first_not_of("0123456789", 1) == n.npos &&
+            !prefix.is_valid()) {
+            e->kind = PExpr::BroadcastE;
+            if (n.size() > 6) {
+                lex.error(t.loc, "broadcast lane count too large");
+            }
+            e->lanes = std::stoi(n.substr(1));
+            e->kids = parse_call_args("after the broadcast");
+            if (e->kids.size() != 1 || e->lanes < 2) {
+                lex.error(t.loc, "a broadcast `xN(value)` takes one value and N >= 2");
+            }
+            return true;
+        }
+        if (n == "ramp" && !prefix.is_valid()) {
+            e->kind = PExpr::RampE;
+            e->kids = parse_call_args("after 'ramp'");
+            if (e->kids.size() != 3 || e->kids[2].kind != PExpr::IntLit || e->kids[2].negative ||
+                e->kids[2].prefix.is_valid() || e->kids[2].int_value < 2 ||
+                e->kids[2].int_value > 65535) {
+                lex.error(t.loc, "ramp takes (base, stride, lanes) with a literal lane "
+                                 "count of at least 2");
+            }
+            e->lanes = int(e->kids[2].int_value);
+            e->kids.pop_back();
+            return true;
+        }
+        if ((n == "select" || n == "min" || n == "max") && !prefix.is_valid()) {
+            e->kind = n == "select" ? PExpr::SelectE : PExpr::Binary;
+            e->kids = parse_call_args("after the operator");
+            if (e->kids.size() != (n == "select" ? 3u : 2u)) {
+                lex.error(t.loc, n + " takes " + (n == "select" ? "3" : "2") + " arguments");
+            }
+            return true;
+        }
+        if (n == "reinterpret") {
+            e->kind = PExpr::ReinterpretE;
+            e->kids = parse_call_args("after 'reinterpret'");
+            if (e->kids.size() != 1) {
+                lex.error(t.loc, "reinterpret takes one argument");
+            }
+            return true;
+        }
+        if ((n == "interleave_vectors" || n == "concat_vectors" || n == "slice_vectors" ||
+             n == "extract_element" || n == "shuffle") &&
+            !prefix.is_valid()) {
+            *e = parse_shuffle(std::move(*e));
+            return true;
+        }
+        return false;
+    }
+
+    PExpr parse_shuffle(PExpr e) {
+        e.kind = PExpr::ShuffleE;
+        expect_punct("(", "after the shuffle");
+        Group g(this);
+        const std::string &n = e.name;
+        int trailing = n == "slice_vectors" ? 3 : n == "extract_element" ? 1 : 0;
+        while (true) {
+            if (n == "shuffle" && is_punct("[")) {
+                lex.next();
+                parse_comma_separated(
+                    [&]() { e.indices.push_back(int(expect_int("as a shuffle index"))); });
+                expect_punct("]", "to close the shuffle indices");
+                break;  // the index list is the last argument
+            }
+            e.kids.push_back(parse_expr());
+            if (!is_punct(",")) {
+                break;
+            }
+            lex.next();
+        }
+        expect_punct(")", "to close the shuffle");
+        if (trailing) {
+            if (int(e.kids.size()) != trailing + 1) {
+                lex.error(e.loc, n + " takes one vector and " + std::to_string(trailing) +
+                                     " integer arguments");
+            }
+            for (int i = 0; i < trailing; i++) {
+                const PExpr &k = e.kids[1 + i];
+                if (k.kind != PExpr::IntLit || k.prefix.is_valid() || k.int_value > 65535) {
+                    lex.error(k.loc, "expected a literal integer in " + n);
+                }
+                e.indices.push_back(int(k.int_value));
+            }
+            e.kids.resize(1);
+        }
+        if (e.kids.empty() || (n == "shuffle" && e.indices.empty())) {
+            lex.error(e.loc, n + " needs at least one vector" +
+                                 (n == "shuffle" ? std::string(" and a [indices] list") : ""));
+        }
+        return e;
+    }
+};
+
+}  // namespace
+
+PModule parse_syntax_module(Lexer &lex) {
+    return SyntaxParser(lex).parse();
+}
+
+PExpr parse_syntax_expr(Lexer &lex) {
+    return SyntaxParser(lex).parse_single_expr();
+}
+
+}  // namespace tally
