@@ -27,7 +27,7 @@
 #include <set>
 #include <sstream>
 
-#include "codegen/RuntimeSymbols.h"
+#include "ir/RuntimeCalls.h"
 #include "tally/Error.h"
 #include "tally/IRVisitor.h"
 #include "text/Lexer.h"
