@@ -53,7 +53,6 @@
 #include "InjectHostDevCopies.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -66,6 +65,9 @@
 #include <vector>
 
 #include "ir/LargeStack.h"
+#include "ir/RuntimeCalls.h"
+#include "ir/Scope.h"
+#include "ir/UniqueNames.h"
 #include "tally/Error.h"
 #include "tally/IRVisitor.h"
 
@@ -73,21 +75,6 @@ namespace tally {
 
 namespace {
 
-// Runtime entry points (declared in runtime/include/tally_runtime.h, listed in
-// src/codegen/RuntimeSymbols.h) and the buffer-descriptor intrinsics Halide's lowering uses.
-const char *const copy_to_device_fn = "halide_copy_to_device";
-const char *const copy_to_host_fn = "halide_copy_to_host";
-const char *const device_malloc_fn = "halide_device_malloc";
-const char *const device_free_fn = "halide_device_free";
-const char *const set_device_dirty_fn = "_halide_buffer_set_device_dirty";
-const char *const set_host_dirty_fn = "_halide_buffer_set_host_dirty";
-const char *const buffer_init_fn = "_halide_buffer_init";
-
-const std::string buffer_suffix = ".buffer";
-
-Type buffer_ptr_type() {
-    return Handle("halide_buffer_t");
-}
 Type interface_ptr_type() {
     return Handle("halide_device_interface_t");
 }
@@ -99,49 +86,11 @@ Expr int32(int64_t v) {
     return IntImm::make(Int(32), v);
 }
 
-Expr buffer_var(const std::string &buffer) {
-    return Variable::make(buffer_ptr_type(), buffer + buffer_suffix);
-}
-
-/** X for a Variable named `X.buffer`, else empty. */
-std::string buffer_named_by(const Expr &e) {
-    const Variable *v = e.as<Variable>();
-    if (!v || v->name.size() <= buffer_suffix.size() ||
-        v->name.compare(v->name.size() - buffer_suffix.size(), buffer_suffix.size(),
-                        buffer_suffix) != 0) {
-        return "";
-    }
-    return v->name.substr(0, v->name.size() - buffer_suffix.size());
-}
-
-/** `halide_<api>_device_interface`, the runtime's name for an API's device interface. */
-std::string interface_fn(DeviceAPI api) {
-    std::string n = device_api_name(api);
-    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
-    return "halide_" + n + "_device_interface";
-}
-
-/** The API whose interface `e` returns, or DeviceAPI::None when `e` is not such a call. */
-DeviceAPI api_of_interface(const Expr &e) {
-    const Call *c = e.as<Call>();
-    if (!c) {
-        return DeviceAPI::None;
-    }
-    for (DeviceAPI api : {DeviceAPI::CUDA, DeviceAPI::Vulkan, DeviceAPI::OpenCL,
-                          DeviceAPI::OpenGLCompute, DeviceAPI::Metal, DeviceAPI::D3D12Compute,
-                          DeviceAPI::WebGPU, DeviceAPI::Hexagon, DeviceAPI::HexagonDma}) {
-        if (c->name == interface_fn(api)) {
-            return api;
-        }
-    }
-    return DeviceAPI::None;
-}
-
 Expr device_interface(DeviceAPI api) {
-    user_assert(api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan)
+    user_assert(has_gpu_backend(api))
         << "inject-host-dev-copies: device API " << device_api_name(api)
         << " is not supported (Tally supports CUDA and Vulkan)";
-    return Call::make(interface_ptr_type(), interface_fn(api), {}, Call::Extern);
+    return device_interface_call(api);
 }
 
 /** The Call a `let` or `Evaluate` of a runtime call holds, if it is one named `fn`. */
@@ -307,45 +256,7 @@ private:
 
 // Every name the pass generates (the results of runtime calls) starts with this, so only names
 // that do can collide with one: the others need not be collected.
-const std::string generated_prefix = "halide_";
-
-bool may_collide(const std::string &n) {
-    return n.compare(0, generated_prefix.size(), generated_prefix) == 0;
-}
-
-using NameSet = std::unordered_set<std::string>;
-
-/** Every name bound or used in a function that a generated name could collide with. */
-class CollectNames : public IRVisitor {
-public:
-    NameSet names;
-
-    void note(const std::string &n) {
-        if (may_collide(n)) {
-            names.insert(n);
-        }
-    }
-
-private:
-    using IRVisitor::visit;
-    void visit(const Variable *op) override { note(op->name); }
-    void visit(const Let *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const LetStmt *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const For *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const Allocate *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-};
+const char *const generated_prefix = "halide_";
 
 /** One entry of a statement list under construction: a statement, or a let binding that
  * scopes over every item after it. */
@@ -404,7 +315,7 @@ struct AllocFrame {
  * rather than to the number of buffers tracked. */
 class PlaceCopies {
 public:
-    PlaceCopies(const Target &target, NameSet names, const IndexDeviceCode &index)
+    PlaceCopies(const Target &target, UniqueNames names, const IndexDeviceCode &index)
         : target(target), names(std::move(names)), index(index) {}
 
     State state;
@@ -426,15 +337,12 @@ private:
     using SeqHook = std::function<void(Seq &)>;
 
     Target target;
-    NameSet names;  // those that may collide with a generated one
-    // Per base name, the suffix number below which every candidate is taken. Names are only
-    // ever added, so fresh_name resumes its search there instead of counting up from 1.
-    std::map<std::string, int> next_suffix;
+    UniqueNames names;  // result names, with the function's names that could collide with one
     const IndexDeviceCode &index;
     std::vector<AllocFrame> allocs;
-    // Names of the lets in scope, innermost last, and how many times each occurs there.
+    // Names of the lets in scope, innermost last, and the same names as a Scope.
     std::vector<std::string> lets_in_scope;
-    std::map<std::string, int> let_count;
+    Scope<> lets;
     // Residency changes, oldest first, as (buffer, residency before; none: untracked). Kept
     // while some `if` or loop is being walked, which rolls back and joins its branches by them.
     struct Change {
@@ -465,20 +373,7 @@ private:
 
     /** `base`, or the first of `base$1`, `base$2`, ... that the function does not use. A dry
      * walk's statements are thrown away, so it takes no name. */
-    std::string fresh_name(const std::string &base) {
-        if (dry) {
-            return base;
-        }
-        internal_assert(may_collide(base)) << "generated name " << base << " lacks the prefix";
-        int &i = next_suffix[base];
-        std::string n = i == 0 ? base : base + "$" + std::to_string(i);
-        while (names.count(n)) {
-            i++;
-            n = base + "$" + std::to_string(i);
-        }
-        names.insert(n);
-        return n;
-    }
+    std::string fresh_name(const std::string &base) { return dry ? base : names.make(base); }
 
     // -----------------------------------------------------------------------------------------
     // Residency, with the journal
@@ -549,57 +444,53 @@ private:
 
     void push_let(const std::string &n) {
         lets_in_scope.push_back(n);
-        let_count[n]++;
+        lets.push(n);
     }
     void pop_lets(size_t mark) {
         while (lets_in_scope.size() > mark) {
-            auto it = let_count.find(lets_in_scope.back());
-            if (--it->second == 0) {
-                let_count.erase(it);
-            }
+            lets.pop(lets_in_scope.back());
             lets_in_scope.pop_back();
         }
     }
 
     /** `let r = call` then `assert(r == 0, r)`. */
-    void emit_checked(Seq &seq, const std::string &base, Expr call) {
-        std::string r = fresh_name(base + "_result");
-        Expr rv = Variable::make(Int(32), r);
+    void emit_checked(Seq &seq, const std::string &fn, Expr call) {
+        std::string r = fresh_name(result_name(fn));
         seq.let(r, std::move(call));
-        seq.stmt(AssertStmt::make(EQ::make(rv, int32(0)), rv));
+        seq.stmt(result_check(r));
         seq.changed = true;
     }
 
     DeviceAPI resolve(DeviceAPI api) const {
-        if (api == DeviceAPI::DefaultGPU || api == DeviceAPI::None) {
-            DeviceAPI t = target.gpu_api();
-            user_assert(t != DeviceAPI::None)
-                << "inject-host-dev-copies: a GPU loop uses Default_GPU, but target "
-                << target.to_string() << " names no GPU API (add cuda or vulkan)";
-            return t;
-        }
-        return api;
+        DeviceAPI resolved = resolve_device_api(api, target);
+        user_assert(resolved != DeviceAPI::None)
+            << "inject-host-dev-copies: a GPU loop uses Default_GPU, but target "
+            << target.to_string() << " names no GPU API (add cuda or vulkan)";
+        return resolved;
     }
 
     void copy_to_device(Seq &seq, const std::string &x, DeviceAPI api) {
-        emit_checked(seq, copy_to_device_fn,
-                     Call::make(Int(32), copy_to_device_fn, {buffer_var(x), device_interface(api)},
-                                Call::Extern));
+        emit_checked(seq, runtime::halide_copy_to_device,
+                     Call::make(Int(32), runtime::halide_copy_to_device,
+                                {buffer_var(x), device_interface(api)}, Call::Extern));
         Residency r = current(x);
         r.device = api;
         set_residency(x, r);
     }
 
     void copy_to_host(Seq &seq, const std::string &x) {
-        emit_checked(seq, copy_to_host_fn,
-                     Call::make(Int(32), copy_to_host_fn, {buffer_var(x)}, Call::Extern));
+        emit_checked(
+            seq, runtime::halide_copy_to_host,
+            Call::make(Int(32), runtime::halide_copy_to_host, {buffer_var(x)}, Call::Extern));
         Residency r = current(x);
         r.host = true;
         set_residency(x, r);
     }
 
     static Stmt dirty_mark(const std::string &x, bool device) {
-        return Evaluate::make(Call::make(Int(32), device ? set_device_dirty_fn : set_host_dirty_fn,
+        return Evaluate::make(Call::make(Int(32),
+                                         device ? runtime::_halide_buffer_set_device_dirty
+                                                : runtime::_halide_buffer_set_host_dirty,
                                          {buffer_var(x), make_one(Bool())}, Call::Extern));
     }
 
@@ -629,8 +520,7 @@ private:
      * its value alone: its body is walked as the rest of the same sequence). */
     bool is_neutral(const Stmt &s, bool last) const {
         auto quiet = [&](const Expr &e) {
-            return tracked(touches_of(e).touched).empty() && !call_named(e, copy_to_device_fn) &&
-                   !call_named(e, copy_to_host_fn);
+            return tracked(touches_of(e).touched).empty() && !as_copy_call(e);
         };
         switch (s.node_type()) {
         case IRNodeType::LetStmt:
@@ -777,15 +667,15 @@ private:
 
     /** A dirty mark we would have placed here already exists: keep it, owe nothing. */
     bool consume_dirty_mark(const Evaluate *op) {
-        const Call *c = call_named(op->value, set_device_dirty_fn);
+        const Call *c = call_named(op->value, runtime::_halide_buffer_set_device_dirty);
         bool device = c != nullptr;
         if (!c) {
-            c = call_named(op->value, set_host_dirty_fn);
+            c = call_named(op->value, runtime::_halide_buffer_set_host_dirty);
         }
         if (!c || c->args.empty()) {
             return false;
         }
-        std::string x = buffer_named_by(c->args[0]);
+        std::string x = buffer_name_of(c->args[0]);
         auto it =
             std::find_if(pending_dirty.begin(), pending_dirty.end(),
                          [&](const PendingMark &p) { return p.buffer == x && p.device == device; });
@@ -800,20 +690,19 @@ private:
      * Halide's lowering) are facts. */
     void walk_let_value(const LetStmt *op, Seq &seq) {
         host_touch(seq, op->value);
-        if (const Call *c = call_named(op->value, copy_to_device_fn); c && !c->args.empty()) {
-            std::string x = buffer_named_by(c->args[0]);
-            if (std::optional<Residency> r = residency_of(x)) {
-                DeviceAPI api = c->args.size() > 1 ? api_of_interface(c->args[1]) : DeviceAPI::None;
-                r->device = api == DeviceAPI::None ? resolve(DeviceAPI::DefaultGPU) : api;
-                set_residency(x, r);
-            }
-        } else if (const Call *c = call_named(op->value, copy_to_host_fn); c && !c->args.empty()) {
-            std::string x = buffer_named_by(c->args[0]);
-            if (std::optional<Residency> r = residency_of(x)) {
-                r->host = true;
-                set_residency(x, r);
-            }
+        bool to_device;
+        const Call *c = as_copy_call(op->value, &to_device);
+        std::optional<Residency> r = c ? residency_of(buffer_name_of(c->args[0])) : std::nullopt;
+        if (!r) {
+            return;
         }
+        if (to_device) {
+            DeviceAPI api = c->args.size() > 1 ? device_interface_api(c->args[1]) : DeviceAPI::None;
+            r->device = api == DeviceAPI::None ? resolve(DeviceAPI::DefaultGPU) : api;
+        } else {
+            r->host = true;
+        }
+        set_residency(buffer_name_of(c->args[0]), r);
     }
 
     void walk_allocate(const Allocate *op, const Stmt &s, Seq &seq, bool last) {
@@ -842,8 +731,8 @@ private:
             body = walk_body(op->body, nullptr, nullptr, tail);
         } else {
             DeviceAPI api = resolve(*first_api);
-            std::string desc = x + buffer_suffix;
-            bool has_descriptor = let_count.count(desc) > 0;
+            std::string desc = buffer_var_name(x);
+            bool has_descriptor = lets.contains(desc);
             const Block *block = op->body.as<Block>();
             if (const LetStmt *first = (block ? block->first : op->body).as<LetStmt>()) {
                 has_descriptor = has_descriptor || first->name == desc;
@@ -853,14 +742,14 @@ private:
             SeqHook prologue = nullptr, epilogue = nullptr;
             if (!has_descriptor) {
                 prologue = [&](Seq &inner) {
-                    if (!dry && may_collide(desc)) {
-                        names.insert(desc);
+                    if (!dry) {
+                        names.reserve(desc);
                     }
                     inner.let(desc, make_descriptor(op));
                     inner.changed = true;
                     push_let(desc);
-                    emit_checked(inner, device_malloc_fn,
-                                 Call::make(Int(32), device_malloc_fn,
+                    emit_checked(inner, runtime::halide_device_malloc,
+                                 Call::make(Int(32), runtime::halide_device_malloc,
                                             {buffer_var(x), device_interface(api)}, Call::Extern));
                 };
                 epilogue = [&](Seq &inner) {
@@ -913,7 +802,7 @@ private:
                                               Call::default_call_type("size_of_halide_buffer_t"))},
                                   Call::default_call_type("alloca"));
         Expr no_interface = Reinterpret::make(interface_ptr_type(), make_zero(UInt(64)));
-        return Call::make(buffer_ptr_type(), buffer_init_fn,
+        return Call::make(buffer_ptr_type(), runtime::_halide_buffer_init,
                           {storage, shape(), Variable::make(Handle(), op->name),
                            make_zero(UInt(64)), no_interface, int32(op->type.code()),
                            int32(op->type.bits()), int32(1), shape(), make_zero(UInt(64))},
@@ -921,8 +810,9 @@ private:
     }
 
     void emit_device_free(Seq &seq, const std::string &x) {
-        emit_checked(seq, device_free_fn,
-                     Call::make(Int(32), device_free_fn, {buffer_var(x)}, Call::Extern));
+        emit_checked(
+            seq, runtime::halide_device_free,
+            Call::make(Int(32), runtime::halide_device_free, {buffer_var(x)}, Call::Extern));
     }
 
     void walk_free(const Free *op, const Stmt &s, Seq &seq) {
@@ -1078,17 +968,17 @@ private:
     }
 };
 
-/** The names a function already uses, so that generated names never collide. */
-NameSet names_in(const LoweredFunc &f) {
-    CollectNames collect;
-    f.body.accept(&collect);
+/** Result names for a function, unique against the names it already uses. */
+UniqueNames result_names(const LoweredFunc &f) {
+    UniqueNames names("$", generated_prefix);
+    names.reserve_names_in(f.body);
     for (const Argument &a : f.args) {
-        collect.note(a.name);
+        names.reserve(a.name);
         if (a.is_buffer()) {
-            collect.note(a.name + buffer_suffix);
+            names.reserve(buffer_var_name(a.name));
         }
     }
-    return std::move(collect.names);
+    return names;
 }
 
 std::vector<std::string> buffer_args(const LoweredFunc &f) {
@@ -1116,7 +1006,7 @@ static Module inject_host_dev_copies_impl(const Module &m) {
         //    constants start with their contents on the host only.
         IndexDeviceCode index;
         f.body.accept(&index);
-        PlaceCopies place(m.target, names_in(f), index);
+        PlaceCopies place(m.target, result_names(f), index);
         std::vector<std::string> args = buffer_args(f);
         for (const BufferConstant &b : m.buffers) {
             if (use.first_api.count(b.name)) {

@@ -36,18 +36,15 @@
 #include <vector>
 
 #include "ir/LargeStack.h"
+#include "ir/RuntimeCalls.h"
 #include "tally/Error.h"
 #include "tally/IRMutator.h"
 #include "tally/IRVisitor.h"
+#include "tally_runtime.h"
 
 namespace tally {
 
 namespace {
-
-// Slot kinds, as the runtime's tally_slot_kind enum numbers them.
-enum SlotKind { SlotFunc = 0, SlotCopyToDevice = 1, SlotCopyToHost = 2 };
-// Memory kinds, as the runtime numbers them.
-enum MemoryKind { MemoryHeap = 0, MemoryDevice = 1 };
 
 const char *const inst_name = "tally_prof";
 const char *const ctx_name = "tally_prof_ctx";
@@ -61,7 +58,8 @@ Expr call_i32(const std::string &n, std::vector<Expr> args) {
 }
 
 Stmt set_current(const Expr &ctx, int slot) {
-    return Evaluate::make(call_i32("tally_profiler_set_current", {ctx, make_const(Int(32), slot)}));
+    return Evaluate::make(
+        call_i32(runtime::tally_profiler_set_current, {ctx, make_const(Int(32), slot)}));
 }
 
 /** Does `s` use the name `n` (as a variable)? */
@@ -98,71 +96,16 @@ Stmt append_inside(const Stmt &body, const Stmt &tail) {
     return Block::make(body, tail);
 }
 
-/** `let name = value` then `assert(name == 0, name)` around `rest`. */
-Stmt checked_let(const std::string &name, const Expr &value, const Stmt &rest) {
-    Expr v = Variable::make(value.type(), name);
-    Stmt check = AssertStmt::make(EQ::make(v, make_zero(value.type())), v);
-    return LetStmt::make(name, value, rest.defined() ? Block::make(check, rest) : check);
-}
-
-bool is_copy_call(const Call *c, bool *to_device) {
-    if (!c) {
-        return false;
-    }
-    if (c->name == "halide_copy_to_device") {
-        *to_device = true;
-        return true;
-    }
-    if (c->name == "halide_copy_to_host") {
-        *to_device = false;
-        return true;
-    }
-    return false;
-}
-
-/** `halide_<api>_run`, the launch of a device kernel. */
-bool is_launch_call(const Call *c, std::string *api) {
-    if (!c || c->name.size() <= 11 || c->name.compare(0, 7, "halide_") != 0 ||
-        c->name.compare(c->name.size() - 4, 4, "_run") != 0) {
-        return false;
-    }
-    *api = c->name.substr(7, c->name.size() - 11);
-    return !api->empty() && api->find('_') == std::string::npos;
-}
-
-/** The Func a buffer expression belongs to: `f.buffer` (possibly cast) names f. */
+/** The Func a buffer expression belongs to: `f.buffer` (possibly cast) names f; any other
+ * variable names itself. */
 std::string buffer_func(const Expr &e) {
+    std::string f = buffer_name_of(e);
     Expr x = e;
     while (const Cast *c = x.as<Cast>()) {
         x = c->value;
     }
-    if (const Variable *v = x.as<Variable>()) {
-        const std::string suffix = ".buffer";
-        const std::string &n = v->name;
-        if (n.size() > suffix.size() &&
-            n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-            return n.substr(0, n.size() - suffix.size());
-        }
-        return n;
-    }
-    return "<buffer>";
-}
-
-/** The closure a `halide_do_par_for(::f, ...)` call runs, or "". */
-std::string par_for_closure(const Expr &e) {
-    const Call *c = e.as<Call>();
-    if (!c || c->name != "halide_do_par_for" || c->args.empty()) {
-        return "";
-    }
-    Expr f = c->args[0];
-    while (const Cast *k = f.as<Cast>()) {
-        f = k->value;
-    }
-    const Variable *v = f.as<Variable>();
-    if (v && v->name.compare(0, 2, "::") == 0) {
-        return v->name.substr(2);
-    }
-    return "";
+    const Variable *v = x.as<Variable>();
+    return !f.empty() ? f : v ? v->name : "<buffer>";
 }
 
 bool calls_any(const Stmt &s, const std::set<std::string> &names) {
@@ -186,7 +129,7 @@ bool calls_any(const Stmt &s, const std::set<std::string> &names) {
 /** The slot table of one pipeline. */
 struct SlotTable {
     std::vector<std::string> names{"overhead"};
-    std::vector<int> kinds{SlotFunc};
+    std::vector<int> kinds{TALLY_SLOT_FUNC};
     std::unordered_map<std::string, int> func_slot;
     std::map<std::pair<std::string, bool>, int> copy_slot;  // (func, to_device)
     std::map<std::string, int> closure_slot;  // slot current where a closure is called
@@ -212,7 +155,7 @@ public:
             }
             table->copy_slot[c] = int(table->names.size());
             table->names.push_back(c.first + (c.second ? " (copy to device)" : " (copy to host)"));
-            table->kinds.push_back(c.second ? SlotCopyToDevice : SlotCopyToHost);
+            table->kinds.push_back(c.second ? TALLY_SLOT_COPY_TO_DEVICE : TALLY_SLOT_COPY_TO_HOST);
         }
     }
 
@@ -233,7 +176,7 @@ private:
         if (!table->func_slot.count(op->name)) {
             table->func_slot[op->name] = int(table->names.size());
             table->names.push_back(op->name);
-            table->kinds.push_back(SlotFunc);
+            table->kinds.push_back(TALLY_SLOT_FUNC);
         }
         current.push_back(table->func_slot[op->name]);
         IRVisitor::visit(op);
@@ -247,7 +190,7 @@ private:
     }
     void visit(const Call *op) override {
         bool to_device;
-        if (is_copy_call(op, &to_device) && !op->args.empty()) {
+        if (as_copy_call(op, &to_device)) {
             copies.emplace_back(buffer_func(op->args[0]), to_device);
         }
         IRVisitor::visit(op);
@@ -300,14 +243,14 @@ private:
         return s < 0 ? current.back() : s;
     }
 
-    Stmt memory_call(bool alloc, int slot, MemoryKind kind, const Expr &bytes) {
-        return Evaluate::make(
-            call_i32(alloc ? "tally_profiler_memory_allocate" : "tally_profiler_memory_free",
-                     {inst, make_const(Int(32), slot), make_const(Int(32), kind), bytes}));
+    Stmt memory_call(bool alloc, int slot, tally_memory_kind_t kind, const Expr &bytes) {
+        return Evaluate::make(call_i32(
+            alloc ? runtime::tally_profiler_memory_allocate : runtime::tally_profiler_memory_free,
+            {inst, make_const(Int(32), slot), make_const(Int(32), kind), bytes}));
     }
 
     Expr buffer_bytes(const Expr &buf) {
-        return Call::make(UInt(64), "tally_buffer_size_in_bytes", {buf}, Call::Extern);
+        return Call::make(UInt(64), runtime::tally_buffer_size_in_bytes, {buf}, Call::Extern);
     }
 
     Stmt visit(const ProducerConsumer *op) override {
@@ -342,10 +285,11 @@ private:
         ctx = saved;
         Expr worker = handle_var(ctx_name);
         Stmt wrapped = LetStmt::make(
-            ctx_name, Call::make(Handle(), "tally_profiler_thread_begin", {inst}, Call::Extern),
+            ctx_name,
+            Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
             Block::make(set_current(worker, current.back()),
-                        append_inside(body, Evaluate::make(
-                                                call_i32("tally_profiler_thread_end", {worker})))));
+                        append_inside(body, Evaluate::make(call_i32(
+                                                runtime::tally_profiler_thread_end, {worker})))));
         return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, wrapped);
     }
 
@@ -356,13 +300,7 @@ private:
             first = b->first;
             tail = b->rest;
         }
-        const AssertStmt *a = first.as<AssertStmt>();
-        if (!a) {
-            return false;
-        }
-        const EQ *eq = a->condition.as<EQ>();
-        const Variable *v = eq ? eq->a.as<Variable>() : nullptr;
-        if (!v || v->name != name) {
+        if (!is_result_check(first, name)) {
             return false;
         }
         *check = first;
@@ -377,23 +315,18 @@ private:
         }
         const LetStmt *l = first.as<LetStmt>();
         const Call *c = l ? l->value.as<Call>() : nullptr;
-        if (c && c->name == "halide_device_sync_global") {
+        if (c && c->name == runtime::halide_device_sync_global) {
             return true;
         }
         const Evaluate *e = first.as<Evaluate>();
         c = e ? e->value.as<Call>() : nullptr;
-        return c && c->name == "halide_device_sync_global";
+        return c && c->name == runtime::halide_device_sync_global;
     }
 
     Stmt sync_global(const Expr &iface, const Stmt &rest) {
-        return checked_let("halide_device_sync_global_result",
-                           Call::make(Int(32), "halide_device_sync_global", {iface}, Call::Extern),
-                           rest);
-    }
-
-    static Expr interface_for_api(const std::string &api) {
-        return Call::make(Handle("halide_device_interface_t"),
-                          "halide_" + api + "_device_interface", {}, Call::Extern);
+        return checked_call(
+            result_name(runtime::halide_device_sync_global),
+            Call::make(Int(32), runtime::halide_device_sync_global, {iface}, Call::Extern), rest);
     }
 
     Stmt join(const Stmt &a, const Stmt &b) {
@@ -409,11 +342,10 @@ private:
     Stmt visit(const LetStmt *op) override {
         const Call *c = op->value.as<Call>();
         bool to_device;
-        std::string api;
         Stmt check, rest;
         bool checked = split_check(op->name, op->body, &check, &rest);
 
-        if (is_copy_call(c, &to_device) && !c->args.empty()) {
+        if (as_copy_call(op->value, &to_device)) {
             // Copy slot on, the call and its check, the sync for a copy to the device, back.
             int slot = table.copy_slot.at({buffer_func(c->args[0]), to_device});
             Stmt after = mutate(checked ? rest : op->body);
@@ -425,16 +357,17 @@ private:
             Stmt body = checked ? Block::make(check, tail) : tail;
             return Block::make(set_current(ctx, slot), LetStmt::make(op->name, op->value, body));
         }
-        if (is_launch_call(c, &api) && checked) {
+        if (DeviceAPI api = launch_api(c); api != DeviceAPI::None && checked) {
             // One buffer-free sync after the launch's own check, never before it.
             Stmt after = mutate(rest);
             if (opts.inject_device_sync && !starts_with_sync(rest)) {
-                after = sync_global(interface_for_api(api), after);
+                after = sync_global(device_interface_call(api), after);
             }
             return LetStmt::make(op->name, op->value, join(check, after));
         }
         if (c && checked &&
-            (c->name == "halide_device_malloc" || c->name == "halide_device_and_host_malloc") &&
+            (c->name == runtime::halide_device_malloc ||
+             c->name == runtime::halide_device_and_host_malloc) &&
             !c->args.empty()) {
             std::string buf = buffer_func(c->args[0]);
             if (!device_reported.insert(buf).second) {
@@ -442,24 +375,26 @@ private:
             }
             int slot = slot_for_buffer(buf);
             Stmt after = mutate(rest);
-            Stmt acct = memory_call(true, slot, MemoryDevice, buffer_bytes(c->args[0]));
-            if (c->name == "halide_device_and_host_malloc") {
-                acct = Block::make(acct,
-                                   memory_call(true, slot, MemoryHeap, buffer_bytes(c->args[0])));
+            Stmt acct = memory_call(true, slot, TALLY_MEMORY_DEVICE, buffer_bytes(c->args[0]));
+            if (c->name == runtime::halide_device_and_host_malloc) {
+                acct = Block::make(
+                    acct, memory_call(true, slot, TALLY_MEMORY_HEAP, buffer_bytes(c->args[0])));
             }
             return LetStmt::make(op->name, op->value, Block::make({check, acct, after}));
         }
-        if (c && (c->name == "halide_device_free" || c->name == "halide_device_and_host_free") &&
+        if (c &&
+            (c->name == runtime::halide_device_free ||
+             c->name == runtime::halide_device_and_host_free) &&
             !c->args.empty()) {
             std::string buf = buffer_func(c->args[0]);
             if (!device_reported.erase(buf)) {
                 return IRMutator::visit(op);
             }
             int slot = slot_for_buffer(buf);
-            Stmt acct = memory_call(false, slot, MemoryDevice, buffer_bytes(c->args[0]));
-            if (c->name == "halide_device_and_host_free") {
-                acct = Block::make(acct,
-                                   memory_call(false, slot, MemoryHeap, buffer_bytes(c->args[0])));
+            Stmt acct = memory_call(false, slot, TALLY_MEMORY_DEVICE, buffer_bytes(c->args[0]));
+            if (c->name == runtime::halide_device_and_host_free) {
+                acct = Block::make(
+                    acct, memory_call(false, slot, TALLY_MEMORY_HEAP, buffer_bytes(c->args[0])));
             }
             return Block::make(acct, IRMutator::visit(op));
         }
@@ -467,9 +402,8 @@ private:
     }
 
     Stmt visit(const Evaluate *op) override {
-        const Call *c = op->value.as<Call>();
         bool to_device;
-        if (is_copy_call(c, &to_device) && !c->args.empty()) {
+        if (const Call *c = as_copy_call(op->value, &to_device)) {
             int slot = table.copy_slot.at({buffer_func(c->args[0]), to_device});
             Stmt s = Block::make(set_current(ctx, slot), op);
             if (to_device && opts.inject_device_sync && c->args.size() > 1) {
@@ -501,12 +435,13 @@ private:
         }
         Expr bytes_v = Variable::make(UInt(64), bytes_var);
         if (!freed) {
-            body = append_inside(body, memory_call(false, slot, MemoryHeap, bytes_v));
+            body = append_inside(body, memory_call(false, slot, TALLY_MEMORY_HEAP, bytes_v));
         }
         Stmt alloc = Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
                                     body, op->new_expr, op->free_function);
-        return LetStmt::make(bytes_var, bytes,
-                             Block::make(memory_call(true, slot, MemoryHeap, bytes_v), alloc));
+        return LetStmt::make(
+            bytes_var, bytes,
+            Block::make(memory_call(true, slot, TALLY_MEMORY_HEAP, bytes_v), alloc));
     }
 
     Stmt visit(const Free *op) override {
@@ -516,7 +451,8 @@ private:
         }
         HeapAlloc &a = it->second.back();
         Stmt s = Block::make(
-            memory_call(false, a.slot, MemoryHeap, Variable::make(UInt(64), a.bytes_var)), op);
+            memory_call(false, a.slot, TALLY_MEMORY_HEAP, Variable::make(UInt(64), a.bytes_var)),
+            op);
         a.bytes_var.clear();  // reported: the end of the allocation adds nothing more
         return s;
     }
@@ -541,9 +477,9 @@ Expr int_table(const std::vector<int> &v) {
 /** Opens a pipeline: start, its check, and the end registered for every exit. */
 Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
                        const Stmt &body) {
-    int flags = t.has_feature("profile_by_timer") ? 1 : 0;
+    int flags = t.has_feature("profile_by_timer") ? TALLY_PROFILER_FLAG_TIMER : 0;
     Expr start =
-        Call::make(Handle(), "tally_profiler_start",
+        Call::make(Handle(), runtime::tally_profiler_start,
                    {StringImm::make(name), StringImm::make(t.to_string()),
                     make_const(Int(32), int(table.names.size())), string_table(table.names),
                     int_table(table.kinds), make_const(Int(32), flags)},
@@ -551,9 +487,9 @@ Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable
     Expr inst = handle_var(inst_name);
     Expr not_null = NE::make(Reinterpret::make(UInt(64), inst), make_zero(UInt(64)));
     Stmt check = AssertStmt::make(not_null, make_const(Int(32), -1));
-    Stmt end =
-        Evaluate::make(Call::make(Handle(), "register_destructor",
-                                  {StringImm::make("tally_profiler_end"), inst}, Call::Intrinsic));
+    Stmt end = Evaluate::make(Call::make(Handle(), "register_destructor",
+                                         {StringImm::make(runtime::tally_profiler_end), inst},
+                                         Call::Intrinsic));
     return LetStmt::make(inst_name, start, Block::make({check, end, body}));
 }
 
@@ -562,13 +498,13 @@ Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable
 Stmt closure_prologue(int slot, const Stmt &body) {
     Expr inst = handle_var(inst_name), worker = handle_var(ctx_name);
     Stmt inner = LetStmt::make(
-        ctx_name, Call::make(Handle(), "tally_profiler_thread_begin", {inst}, Call::Extern),
-        Block::make(
-            set_current(worker, slot),
-            append_inside(body, Evaluate::make(call_i32("tally_profiler_thread_end", {worker})))));
-    return LetStmt::make(inst_name,
-                         Call::make(Handle(), "tally_profiler_current_instance", {}, Call::Extern),
-                         inner);
+        ctx_name, Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
+        Block::make(set_current(worker, slot),
+                    append_inside(body, Evaluate::make(call_i32(runtime::tally_profiler_thread_end,
+                                                                {worker})))));
+    return LetStmt::make(
+        inst_name, Call::make(Handle(), runtime::tally_profiler_current_instance, {}, Call::Extern),
+        inner);
 }
 
 }  // namespace
@@ -577,32 +513,17 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &opt
     if (!m.target.profiling()) {
         return m;
     }
-    // 1. Pipelines are the functions no other function runs as a parallel closure.
-    std::set<std::string> closures;
-    class FindClosures : public IRVisitor {
-    public:
-        std::set<std::string> *out;
-        using IRVisitor::visit;
-        void visit(const Call *op) override {
-            std::string c = par_for_closure(op);
-            if (!c.empty()) {
-                out->insert(c);
-            }
-            IRVisitor::visit(op);
-        }
-    } find;
-    find.out = &closures;
-    for (const LoweredFunc &f : m.functions) {
-        f.body.accept(&find);
-    }
-    const std::set<std::string> markers = {"tally_profiler_start", "tally_profiler_thread_begin"};
+    // 1. Pipelines are the entry points: neither Internal nor run as a parallel closure.
+    std::set<std::string> closures = par_for_closures(m);
+    const std::set<std::string> markers = {runtime::tally_profiler_start,
+                                           runtime::tally_profiler_thread_begin};
 
     Module out = m;
     std::map<std::string, const SlotTable *> closure_tables;
     std::vector<SlotTable> tables(m.functions.size());
     for (size_t i = 0; i < m.functions.size(); i++) {
         const LoweredFunc &f = m.functions[i];
-        if (closures.count(f.name) || calls_any(f.body, markers)) {
+        if (!is_pipeline_function(f, closures) || calls_any(f.body, markers)) {
             continue;
         }
         // 2. The slot table, in walk order through the pipeline and its closures.

@@ -38,9 +38,9 @@
 //
 // Strategy, per function: the OffloadNests mutator walks the body, tracking the enclosing
 // producer; at each outermost gpu_block For it runs two read-only analyses over the nest
-// (CollectLaunchBounds, then CollectKernelArgs), names the kernel (KernelNames), records it, and
-// builds the launch. Functions without GPU loops come back as the same nodes. Since no gpu_block
-// loop survives in a function, a second run changes nothing.
+// (CollectLaunchBounds, then CollectKernelArgs), names the kernel (one UniqueNames for the
+// module), records it, and builds the launch. Functions without GPU loops come back as the same
+// nodes. Since no gpu_block loop survives in a function, a second run changes nothing.
 //
 // Cost: linear in the size of the module. The names a result name could collide with (those
 // starting `halide_`) are collected once per function, and the search for a free `$n` (or
@@ -49,14 +49,14 @@
 #include "OffloadGpuLoops.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
-#include "codegen/RuntimeSymbols.h"
+#include "ir/FreeVariables.h"
 #include "ir/LargeStack.h"
+#include "ir/RuntimeCalls.h"
+#include "ir/UniqueNames.h"
 #include "tally/Error.h"
 #include "tally/IREquality.h"
 #include "tally/IRMutator.h"
@@ -66,38 +66,27 @@ namespace tally {
 
 namespace {
 
-// The intrinsic that codegen resolves to the module's table of compiled kernels.
-const char *const kernel_table_intrinsic = "tally_kernel_table";
-
 /** The device API a GPU loop runs on: Default_GPU (or none) means the target's. Only CUDA and
  * Vulkan have back ends; anything else is a user error naming the API. */
 DeviceAPI resolve_api(const For *op, const Target &target, const std::string &func) {
-    DeviceAPI api = op->device_api;
-    if (api == DeviceAPI::DefaultGPU || api == DeviceAPI::None) {
-        api = target.gpu_api();
+    DeviceAPI api = resolve_device_api(op->device_api, target);
+    if (op->device_api == DeviceAPI::DefaultGPU || op->device_api == DeviceAPI::None) {
         user_assert(api != DeviceAPI::None)
             << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
             << "' in function '" << func << "' asks for Default_GPU, but target '"
             << target.to_string() << "' names no GPU API (add cuda or vulkan to the target)";
-        user_assert(api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan)
+        user_assert(has_gpu_backend(api))
             << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
             << "' in function '" << func << "' asks for Default_GPU, which target '"
             << target.to_string() << "' resolves to " << device_api_name(api)
             << ", for which Tally has no back end (supported: CUDA, Vulkan)";
         return api;
     }
-    user_assert(api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan)
+    user_assert(has_gpu_backend(api))
         << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
         << "' in function '" << func << "' uses device API " << device_api_name(api)
         << ", for which Tally has no back end (supported: CUDA, Vulkan)";
     return api;
-}
-
-/** `halide_cuda_run` / `halide_vulkan_run`: the launch entry point of an API. */
-std::string run_function(DeviceAPI api) {
-    std::string n = api == DeviceAPI::CUDA ? "halide_cuda_run" : "halide_vulkan_run";
-    internal_assert(find_runtime_symbol(n.c_str())) << n << " is not a runtime symbol";
-    return n;
 }
 
 /** Every character outside [A-Za-z0-9_] becomes '_'. */
@@ -116,76 +105,15 @@ Expr make_struct(std::vector<Expr> fields) {
     return Call::make(Handle(), "make_struct", std::move(fields), Call::Intrinsic);
 }
 
-/** The free variables of an expression (Lets inside it bind their names). */
-class FreeVars : public IRVisitor {
-public:
-    const std::vector<std::string> &names() const { return found; }
-
-private:
-    std::map<std::string, int> bound;
-    std::vector<std::string> found;
-
-    using IRVisitor::visit;
-
-    void visit(const Variable *op) override {
-        if (!bound.count(op->name)) {
-            found.push_back(op->name);
-        }
-    }
-    void visit(const Let *op) override {
-        op->value.accept(this);
-        bound[op->name]++;
-        op->body.accept(this);
-        if (--bound[op->name] == 0) {
-            bound.erase(op->name);
-        }
-    }
-};
-
-using NameSet = std::unordered_set<std::string>;
-
 // Every launch result name starts with this (`halide_<api>_run_result`, then `$n`), so only the
 // names that do can collide with one.
-const std::string result_prefix = "halide_";
-
-/** Every name a statement binds or uses that a fresh result name could collide with. Keeping
- * only those keeps the set small however large the function is. */
-class AllNames : public IRVisitor {
-public:
-    NameSet names;
-
-private:
-    using IRVisitor::visit;
-
-    void note(const std::string &n) {
-        if (n.compare(0, result_prefix.size(), result_prefix) == 0) {
-            names.insert(n);
-        }
-    }
-    void visit(const Variable *op) override { note(op->name); }
-    void visit(const Let *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const LetStmt *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const For *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const Allocate *op) override {
-        note(op->name);
-        IRVisitor::visit(op);
-    }
-};
+const char *const result_prefix = "halide_";
 
 /** Launch sizes of one nest. Walks the nest keeping the chain of enclosing gpu_block and
  * gpu_thread loops; at the innermost loop of a chain it files each loop's extent under its
  * dimension (innermost = X). It also checks that every GPU loop agrees on the device API and
- * that no extent uses a name bound inside the nest. */
-class CollectLaunchBounds : public IRVisitor {
+ * that no extent uses a name bound inside the nest (FindFreeVariables keeps those in scope). */
+class CollectLaunchBounds : public FindFreeVariables {
 public:
     CollectLaunchBounds(DeviceAPI api, const Target &target, std::string func)
         : api(api), target(target), func(std::move(func)) {}
@@ -215,13 +143,12 @@ public:
         return out;
     }
 
-    using IRVisitor::visit;
+    using FindFreeVariables::visit;
 
 private:
     DeviceAPI api;
     const Target &target;
     std::string func;
-    std::map<std::string, int> bound;
     std::vector<const For *> chain[2];
     int seen[2] = {0, 0};
     // Per kind and dimension (X, Y, Z), the distinct extents filed there.
@@ -232,18 +159,9 @@ private:
         return op->for_type == ForType::GPUBlock ? 0 : op->for_type == ForType::GPUThread ? 1 : -1;
     }
 
-    void bind(const std::string &n) { bound[n]++; }
-    void unbind(const std::string &n) {
-        if (--bound[n] == 0) {
-            bound.erase(n);
-        }
-    }
-
     void check_extent(const For *op) {
-        FreeVars fv;
-        op->extent.accept(&fv);
-        for (const std::string &n : fv.names()) {
-            user_assert(!bound.count(n))
+        for (const std::string &n : free_variables(op->extent)) {
+            user_assert(!is_bound(n))
                 << "offload-gpu-loops: the extent of " << for_type_name(op->for_type) << " loop '"
                 << op->name << "' in function '" << func << "' uses '" << n
                 << "', which is bound inside the GPU loop nest; launch sizes must be computable "
@@ -275,8 +193,6 @@ private:
     }
 
     void visit(const For *op) override {
-        op->min.accept(this);
-        op->extent.accept(this);
         int kind = kind_of(op);
         if (kind >= 0) {
             DeviceAPI a = resolve_api(op, target, func);
@@ -290,9 +206,7 @@ private:
             seen[kind]++;
         }
         int seen_before = kind >= 0 ? seen[kind] : 0;
-        bind(op->name);
-        op->body.accept(this);
-        unbind(op->name);
+        FindFreeVariables::visit(op);
         if (kind >= 0) {
             if (seen[kind] == seen_before) {
                 record_chain(kind);
@@ -300,72 +214,47 @@ private:
             chain[kind].pop_back();
         }
     }
-    void visit(const LetStmt *op) override {
-        op->value.accept(this);
-        bind(op->name);
-        op->body.accept(this);
-        unbind(op->name);
-    }
-    void visit(const Let *op) override {
-        op->value.accept(this);
-        bind(op->name);
-        op->body.accept(this);
-        unbind(op->name);
-    }
-    void visit(const Allocate *op) override {
-        for (const Expr &e : op->extents) {
-            e.accept(this);
-        }
-        if (op->condition.defined()) {
-            op->condition.accept(this);
-        }
-        if (op->new_expr.defined()) {
-            op->new_expr.accept(this);
-        }
-        bind(op->name);
-        op->body.accept(this);
-        unbind(op->name);
-    }
 };
 
 /** The arguments of one kernel: buffers loaded or stored but not allocated in the nest, then
- * scalars used but not bound in it, each in the order the printed nest shows them first. */
-class CollectKernelArgs : public IRVisitor {
+ * scalars used but not bound in it, each in the order the printed nest shows them first. The
+ * scalars are the nest's free variables, less the user context and function references. */
+class CollectKernelArgs : public FindFreeVariables {
 public:
     explicit CollectKernelArgs(std::string kernel) : kernel(std::move(kernel)) {}
 
     /** Buffers first, then scalars. */
     std::vector<Argument> args() const {
-        for (const Argument &s : scalars) {
+        std::vector<Argument> out = buffers;
+        for (const FreeVariable &v : variables()) {
+            if (v.name == "__user_context" || v.name.compare(0, 2, "::") == 0) {
+                continue;
+            }
             for (const Argument &b : buffers) {
-                user_assert(s.name != b.name)
-                    << "offload-gpu-loops: kernel '" << kernel << "' uses '" << s.name
+                user_assert(v.name != b.name)
+                    << "offload-gpu-loops: kernel '" << kernel << "' uses '" << v.name
                     << "' both as a buffer and as a value; a kernel receives buffers only "
                        "through loads and stores";
             }
+            Argument a;
+            a.name = v.name;
+            a.kind = Argument::Scalar;
+            a.type = v.type;
+            out.push_back(a);
         }
-        std::vector<Argument> out = buffers;
-        out.insert(out.end(), scalars.begin(), scalars.end());
         return out;
     }
 
-    using IRVisitor::visit;
+    using FindFreeVariables::visit;
 
 private:
     std::string kernel;
-    std::map<std::string, int> bound_vars, bound_buffers;
-    std::set<std::string> seen;
-    std::vector<Argument> buffers, scalars;
+    std::set<std::string> seen_buffers;
+    std::vector<Argument> buffers;
 
-    static void bind(std::map<std::string, int> &s, const std::string &n) { s[n]++; }
-    static void unbind(std::map<std::string, int> &s, const std::string &n) {
-        if (--s[n] == 0) {
-            s.erase(n);
-        }
-    }
-
+    // An allocation binds its name as a variable (its host pointer) and as a buffer.
     void use_buffer(const std::string &n, const Type &t) {
-        if (bound_buffers.count(n) || bound_vars.count(n) || !seen.insert("b:" + n).second) {
+        if (is_bound(n) || !seen_buffers.insert(n).second) {
             return;
         }
         Argument a;
@@ -376,21 +265,9 @@ private:
         buffers.push_back(a);
     }
 
-    void visit(const Variable *op) override {
-        const std::string &n = op->name;
-        if (bound_vars.count(n) || n == "__user_context" || n.compare(0, 2, "::") == 0 ||
-            !seen.insert("s:" + n).second) {
-            return;
-        }
-        Argument a;
-        a.name = n;
-        a.kind = Argument::Scalar;
-        a.type = op->type;
-        scalars.push_back(a);
-    }
     void visit(const Load *op) override {
         use_buffer(op->name, op->type);
-        IRVisitor::visit(op);
+        FindFreeVariables::visit(op);
     }
     void visit(const Store *op) override {
         if (op->predicate.defined()) {
@@ -400,95 +277,36 @@ private:
         op->index.accept(this);
         op->value.accept(this);
     }
-    void visit(const Let *op) override {
-        op->value.accept(this);
-        bind(bound_vars, op->name);
-        op->body.accept(this);
-        unbind(bound_vars, op->name);
-    }
-    void visit(const LetStmt *op) override {
-        op->value.accept(this);
-        bind(bound_vars, op->name);
-        op->body.accept(this);
-        unbind(bound_vars, op->name);
-    }
-    void visit(const For *op) override {
-        op->min.accept(this);
-        op->extent.accept(this);
-        bind(bound_vars, op->name);
-        op->body.accept(this);
-        unbind(bound_vars, op->name);
-    }
-    void visit(const Allocate *op) override {
-        for (const Expr &e : op->extents) {
-            e.accept(this);
-        }
-        if (op->condition.defined()) {
-            op->condition.accept(this);
-        }
-        if (op->new_expr.defined()) {
-            op->new_expr.accept(this);
-        }
-        bind(bound_vars, op->name);
-        bind(bound_buffers, op->name);
-        op->body.accept(this);
-        unbind(bound_buffers, op->name);
-        unbind(bound_vars, op->name);
-    }
 };
-
-/** `base` if `taken` lacks it, else the first of `base<sep>1`, `base<sep>2`, ... that it lacks;
- * the result is added to `taken`. Names are only ever added, so the search for a base resumes
- * where the previous one for that base stopped (`next`): n launches cost n lookups, not n^2/2. */
-std::string fresh_with_suffix(const std::string &base, const char *sep, NameSet *taken,
-                              std::map<std::string, int> *next) {
-    int &i = (*next)[base];
-    std::string n = i == 0 ? base : base + sep + std::to_string(i);
-    while (taken->count(n)) {
-        i++;
-        n = base + sep + std::to_string(i);
-    }
-    taken->insert(n);
-    return n;
-}
 
 /** Kernel names unique across the module: `<base>`, else `<base>_1`, `<base>_2`, ... */
-class KernelNames {
-public:
-    explicit KernelNames(const Module &m) {
-        for (const Kernel &k : m.kernels) {
-            taken.insert(k.name);
-        }
-        for (const LoweredFunc &f : m.functions) {
-            taken.insert(f.name);
-        }
+UniqueNames kernel_names(const Module &m) {
+    UniqueNames names("_");
+    for (const Kernel &k : m.kernels) {
+        names.reserve(k.name);
     }
-
-    std::string fresh(const std::string &base) {
-        return fresh_with_suffix(base, "_", &taken, &next_suffix);
+    for (const LoweredFunc &f : m.functions) {
+        names.reserve(f.name);
     }
-
-private:
-    NameSet taken;
-    std::map<std::string, int> next_suffix;
-};
+    return names;
+}
 
 /** A kernel launch: the Kernel to add and the statements that replace its nest. */
 struct Launch {
     Kernel kernel;
     std::string result;  // the let-bound result variable
     Expr call;
-    Stmt check;
 };
 
 /** Replaces the outermost gpu_block nests of one function by launches and collects their
  * kernels. A gpu_block For is outermost here because the mutator never descends into one. */
 class OffloadNests : public IRMutator {
 public:
-    OffloadNests(const LoweredFunc &f, const Target &target, KernelNames &names,
+    OffloadNests(const LoweredFunc &f, const Target &target, UniqueNames &kernel_names,
                  std::vector<Kernel> *kernels)
-        : func(f.name), target(target), names(names), kernels(kernels) {
-        f.body.accept(&used);
+        : func(f.name), target(target), kernel_names(kernel_names), kernels(kernels),
+          results("$", result_prefix) {
+        results.reserve_names_in(f.body);
     }
 
     using IRMutator::visit;
@@ -496,22 +314,16 @@ public:
 private:
     std::string func;
     const Target &target;
-    KernelNames &names;
+    UniqueNames &kernel_names;
     std::vector<Kernel> *kernels;
-    AllNames used;  // names of the function, for fresh result variables
-    std::map<std::string, int> next_result_suffix;
+    // Launch results, unique in the function as Halide's unique_name makes them: the bare name
+    // if the function does not use it, else `$1`, ...
+    UniqueNames results;
     std::vector<std::string> producers;
 
     static const For *as_gpu_nest(const Stmt &s) {
         const For *f = s.as<For>();
         return f && f->for_type == ForType::GPUBlock ? f : nullptr;
-    }
-
-    /** Halide's unique_name: the bare name if the function does not use it, else `$1`, ... */
-    std::string fresh_result(const std::string &base) {
-        internal_assert(base.compare(0, result_prefix.size(), result_prefix) == 0)
-            << "launch result " << base << " lacks the prefix AllNames keeps";
-        return fresh_with_suffix(base, "$", &used.names, &next_result_suffix);
     }
 
     Launch offload(const For *op) {
@@ -521,7 +333,7 @@ private:
         op->accept(&bounds);
 
         const std::string &producer = producers.empty() ? func : producers.back();
-        l.kernel.name = names.fresh(sanitize(producer + "_" + op->name));
+        l.kernel.name = kernel_names.make(sanitize(producer + "_" + op->name));
         l.kernel.device_api = api;
         l.kernel.body = op;
         CollectKernelArgs args(l.kernel.name);
@@ -532,7 +344,7 @@ private:
         for (const Argument &a : l.kernel.args) {
             if (a.is_buffer()) {
                 sizes.push_back(make_const(Int(64), 8));
-                values.push_back(Variable::make(Handle("halide_buffer_t"), a.name + ".buffer"));
+                values.push_back(buffer_var(a.name));
                 flags.push_back(make_one(UInt(8)));
             } else {
                 int bytes = (a.type.bits() * a.type.lanes() + 7) / 8;
@@ -545,7 +357,7 @@ private:
         values.push_back(Reinterpret::make(Handle(), make_zero(UInt(64))));
         flags.push_back(make_zero(UInt(8)));
 
-        std::string run = run_function(api);
+        std::string run = launch_function(api);
         std::vector<Expr> call_args = {
             Call::make(Handle(), kernel_table_intrinsic, {}, Call::Intrinsic),
             StringImm::make(l.kernel.name)};
@@ -560,9 +372,7 @@ private:
         call_args.push_back(make_struct(flags));
         l.call = Call::make(Int(32), run, call_args, Call::Extern);
 
-        l.result = fresh_result(run + "_result");
-        Expr r = Variable::make(Int(32), l.result);
-        l.check = AssertStmt::make(EQ::make(r, make_zero(Int(32))), r);
+        l.result = results.make(result_name(run));
         kernels->push_back(l.kernel);
         return l;
     }
@@ -583,7 +393,7 @@ private:
             return IRMutator::visit(op);
         }
         Launch l = offload(op);
-        return LetStmt::make(l.result, l.call, l.check);
+        return checked_call(l.result, l.call);
     }
 
     // The launch's let scopes over what followed the nest, as the parser reads the printed text.
@@ -593,8 +403,7 @@ private:
             return IRMutator::visit(op);
         }
         Launch l = offload(nest);
-        Stmt rest = mutate(op->rest);
-        return LetStmt::make(l.result, l.call, Block::make(l.check, rest));
+        return checked_call(l.result, l.call, mutate(op->rest));
     }
 };
 
@@ -603,7 +412,7 @@ private:
 static Module offload_gpu_loops_impl(const Module &m) {
     Module out = m;
     // 1. Kernel names already taken by the module's kernels and functions.
-    KernelNames names(out);
+    UniqueNames names = kernel_names(out);
     // 2. Each function's outermost gpu_block nests become kernels (appended in function order
     //    and walk order) and checked launches. Bodies without GPU loops come back unchanged.
     for (LoweredFunc &f : out.functions) {

@@ -30,6 +30,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "ir/RuntimeCalls.h"
 #include "tally/Compiler.h"
 #include "tally/IRVisitor.h"
 #include "tally/Lower.h"
@@ -44,22 +45,6 @@ using tally::Module;
 namespace {
 
 // ---- how the pipeline uses its buffers --------------------------------------------------------
-
-/** The name X of an expression `X.buffer` (through casts), or "". */
-std::string buffer_of(tally::Expr e) {
-    while (const tally::Cast *c = e.as<tally::Cast>()) {
-        e = c->value;
-    }
-    const std::string suffix = ".buffer";
-    if (const tally::Variable *v = e.as<tally::Variable>()) {
-        const std::string &n = v->name;
-        if (n.size() > suffix.size() &&
-            n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-            return n.substr(0, n.size() - suffix.size());
-        }
-    }
-    return "";
-}
 
 /** Finds, for a module's buffers: which it writes (stores to, in host code or kernels; marks
  * device-dirty; copies back to the host), which it reads (loads from, in host code or kernels;
@@ -88,20 +73,21 @@ private:
     }
     void visit(const tally::Call *op) override {
         if (!op->args.empty()) {
-            std::string b = buffer_of(op->args[0]);
+            namespace rt = tally::runtime;
+            std::string b = tally::buffer_name_of(op->args[0]);
             if (!b.empty()) {
-                if (op->name == "_halide_buffer_set_device_dirty" ||
-                    op->name == "halide_copy_to_host") {
+                if (op->name == rt::_halide_buffer_set_device_dirty ||
+                    op->name == rt::halide_copy_to_host) {
                     written.insert(b);
-                } else if (op->name == "_halide_buffer_get_stride" ||
-                           op->name == "_halide_buffer_get_shape") {
+                } else if (op->name == rt::_halide_buffer_get_stride ||
+                           op->name == rt::_halide_buffer_get_shape) {
                     reads_strides.insert(b);
                 }
             }
         }
         if (!reads_no_buffer(op->name)) {
             for (const tally::Expr &a : op->args) {
-                std::string b = buffer_of(a);
+                std::string b = tally::buffer_name_of(a);
                 if (!b.empty()) {
                     read.insert(b);
                 }
@@ -115,10 +101,16 @@ private:
      * is what the caller decides), and the argument structs of kernel launches (kernel bodies'
      * loads say what a kernel reads). */
     static bool reads_no_buffer(const std::string &n) {
-        static const std::set<std::string> calls = {
-            "halide_copy_to_device",       "halide_copy_to_host", "halide_device_malloc",
-            "halide_device_free",          "halide_device_sync",  "halide_device_and_host_malloc",
-            "halide_device_and_host_free", "make_struct",         "register_destructor"};
+        namespace rt = tally::runtime;
+        static const std::set<std::string> calls = {rt::halide_copy_to_device,
+                                                    rt::halide_copy_to_host,
+                                                    rt::halide_device_malloc,
+                                                    rt::halide_device_free,
+                                                    rt::halide_device_sync,
+                                                    rt::halide_device_and_host_malloc,
+                                                    rt::halide_device_and_host_free,
+                                                    "make_struct",
+                                                    "register_destructor"};
         return n.compare(0, 15, "_halide_buffer_") == 0 || calls.count(n) > 0;
     }
 };

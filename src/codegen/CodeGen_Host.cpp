@@ -38,7 +38,7 @@
 #include "codegen/CodeGen_PTX.h"
 #include "codegen/CodeGen_Vulkan.h"
 #include "codegen/LLVMArith.h"
-#include "codegen/RuntimeSymbols.h"
+#include "ir/RuntimeCalls.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
 #include "tally/IRVisitor.h"
@@ -66,15 +66,6 @@ public:
         IRVisitor::visit(op);
     }
 };
-
-std::string closure_name_of(const Expr &e) {
-    Expr f = e;
-    while (const Cast *c = f.as<Cast>()) {
-        f = c->value;
-    }
-    const Variable *v = f.as<Variable>();
-    return v && v->name.compare(0, 2, "::") == 0 ? v->name.substr(2) : "";
-}
 
 class CodeGen : public IRVisitor {
 public:
@@ -1245,35 +1236,6 @@ private:
 };
 
 }  // namespace
-
-std::vector<const LoweredFunc *> pipeline_functions(const Module &m) {
-    std::set<std::string> closures;
-    class Find : public IRVisitor {
-    public:
-        std::set<std::string> *out;
-        using IRVisitor::visit;
-        void visit(const Call *op) override {
-            if (op->name == "halide_do_par_for" && !op->args.empty()) {
-                std::string c = closure_name_of(op->args[0]);
-                if (!c.empty()) {
-                    out->insert(c);
-                }
-            }
-            IRVisitor::visit(op);
-        }
-    } find;
-    find.out = &closures;
-    for (const LoweredFunc &f : m.functions) {
-        f.body.accept(&find);
-    }
-    std::vector<const LoweredFunc *> out;
-    for (const LoweredFunc &f : m.functions) {
-        if (!closures.count(f.name) && f.linkage != LinkageType::Internal) {
-            out.push_back(&f);
-        }
-    }
-    return out;
-}
 
 std::vector<CompiledKernel> compile_kernels(const Module &m) {
     std::vector<CompiledKernel> out;

@@ -42,9 +42,6 @@ std::vector<CompiledKernel> compile_kernels(const Module &m);
 /** Runs LLVM's standard optimisation pipeline at `level` (0-3) for `tm`. */
 void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level);
 
-/** The pipeline entry points of a module: functions no other function runs as a closure. */
-std::vector<const LoweredFunc *> pipeline_functions(const Module &m);
-
 }  // namespace tally
 
 #endif  // TALLY_CODEGEN_CODEGEN_HOST_H

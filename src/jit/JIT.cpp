@@ -26,6 +26,7 @@
 
 #include "codegen/CodeGen_Host.h"
 #include "ir/LargeStack.h"
+#include "ir/RuntimeCalls.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"

@@ -6,7 +6,7 @@
 // (docs/ir-syntax.md states the rules). Types flow bottom-up where they are known (literals,
 // prefixes, scopes) and top-down as hints where they are not (the other operand of a binary
 // operator, the buffer a value is stored to, a runtime function's parameter, from
-// codegen/RuntimeSymbols.h).
+// ir/RuntimeCalls.h).
 //
 // The element types of buffers that are never allocated in view (pipeline inputs and outputs)
 // are learned first, in rounds over the whole module: from loads typed by hints, from stores,
@@ -34,7 +34,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/RuntimeSymbols.h"
+#include "ir/FreeVariables.h"
+#include "ir/RuntimeCalls.h"
+#include "ir/Scope.h"
 #include "tally/Error.h"
 #include "tally/IRVisitor.h"
 
@@ -42,36 +44,13 @@ namespace tally {
 
 namespace {
 
-// `X.buffer` naming: the variable that holds buffer X's descriptor. These are the parser's copy of
-// the rule (InjectProfiling and InjectHostDevCopies write it too).
-
-bool ends_with(const std::string &s, const std::string &suffix) {
-    return s.size() > suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-/** Is `name` some buffer's `X.buffer` descriptor variable? */
-bool is_buffer_var(const std::string &name) {
-    return ends_with(name, ".buffer");
-}
-
-/** The buffer whose descriptor `is_buffer_var(name)` names: `X` for `X.buffer`. */
-std::string buffer_of_var(const std::string &name) {
-    return name.substr(0, name.size() - 7);
-}
-
-/** The descriptor variable of buffer `buffer`: `X.buffer` for `X`. */
-std::string buffer_var_name(const std::string &buffer) {
-    return buffer + ".buffer";
-}
-
 /** Adds to `names` every name whose element type learning could settle in `e`: those it
  * loads, and X for each `X.buffer` (a type check's subject). */
 void collect_learnable(const PExpr &e, std::set<std::string> *names) {
     if (e.kind == PExpr::LoadE) {
         names->insert(e.name);
-    } else if (e.kind == PExpr::Var && is_buffer_var(e.name)) {
-        names->insert(buffer_of_var(e.name));
+    } else if (e.kind == PExpr::Var && !buffer_name_of(e.name).empty()) {
+        names->insert(buffer_name_of(e.name));
     }
     for (const PExpr &k : e.kids) {
         collect_learnable(k, names);
@@ -151,7 +130,8 @@ private:
     std::string round_name;
     Loc round_loc;
     std::map<std::string, std::string> type_lets;  // let name -> buffer whose type it reads
-    std::map<std::string, std::vector<Type>> var_scope, alloc_scope;
+    // Typed scopes: the type of each name's innermost binding.
+    Scope<Type> var_scope, alloc_scope;
     bool have_unresolved = false;
     Loc unresolved_loc;
     std::string unresolved_name;
@@ -248,23 +228,6 @@ private:
                                   ": buffer<uint8>`");
     }
 
-    // Typed scopes (var_scope, alloc_scope): a stack of types per name, innermost binding last.
-    static const Type *top(const std::map<std::string, std::vector<Type>> &s,
-                           const std::string &n) {
-        auto it = s.find(n);
-        return it == s.end() ? nullptr : &it->second.back();
-    }
-    static void push(std::map<std::string, std::vector<Type>> &s, const std::string &n, Type t) {
-        s[n].push_back(std::move(t));
-    }
-    static void pop(std::map<std::string, std::vector<Type>> &s, const std::string &n) {
-        auto it = s.find(n);
-        it->second.pop_back();
-        if (it->second.empty()) {
-            s.erase(it);
-        }
-    }
-
     /** Records that an expression could not be typed yet. Returns an undefined Expr. */
     Expr unresolved(const PExpr &e) {
         if (!have_unresolved) {
@@ -277,7 +240,7 @@ private:
 
     /** The element type of buffer `name` if known: from an enclosing allocation, or learned. */
     Type known_elem_type(const std::string &name) const {
-        if (const Type *a = top(alloc_scope, name)) {
+        if (const Type *a = alloc_scope.find(name)) {
             return *a;
         }
         auto it = learned.find(name);
@@ -399,7 +362,7 @@ private:
         if (e.prefix.is_valid()) {
             return Variable::make(e.prefix, e.name);
         }
-        if (const Type *t = top(var_scope, e.name)) {
+        if (const Type *t = var_scope.find(e.name)) {
             if (!t->is_valid()) {
                 return unresolved(e);
             }
@@ -411,8 +374,8 @@ private:
         // A free `X.buffer` is X's buffer descriptor (infer_args makes X a buffer argument),
         // typed as a declared buffer argument's is, so that the printed module reads back
         // the same.
-        if (is_buffer_var(e.name)) {
-            return Variable::make(Handle("halide_buffer_t"), e.name);
+        if (!buffer_name_of(e.name).empty()) {
+            return Variable::make(buffer_ptr_type(), e.name);
         }
         return Variable::make(Int(32), e.name);
     }
@@ -472,9 +435,9 @@ private:
 
     Expr elab_let(const PExpr &e, const Type *hint) {
         Expr v = elab(e.kids[0], nullptr);
-        push(var_scope, e.name, v.defined() ? v.type() : Type());
+        var_scope.push(e.name, v.defined() ? v.type() : Type());
         Expr b = elab(e.kids[1], hint);
-        pop(var_scope, e.name);
+        var_scope.pop(e.name);
         if (!v.defined() || !b.defined()) {
             return Expr();
         }
@@ -711,7 +674,7 @@ private:
         return Shuffle::make(vs, idx);
     }
 
-    /** The IR-level parameter type hints of a runtime function, from RuntimeSymbols.h. */
+    /** The IR-level parameter type hints of a runtime function, from ir/RuntimeCalls.h. */
     static bool param_hint(const std::string &name, size_t i, Type *out) {
         if (name == "register_destructor" && i == 1) {
             *out = Handle();
@@ -785,9 +748,9 @@ private:
                 continue;
             }
             if (a.arg.is_buffer()) {
-                push(var_scope, buffer_var_name(a.name), Handle("halide_buffer_t"));
+                var_scope.push(buffer_var_name(a.name), buffer_ptr_type());
             } else if (a.arg.type.is_valid()) {
-                push(var_scope, a.name, a.arg.type);
+                var_scope.push(a.name, a.arg.type);
             }
         }
         return elab_block(f.body);
@@ -822,10 +785,10 @@ private:
         }
         for (auto it = list.rbegin(); it != list.rend(); ++it) {
             if (it->kind == PStmt::LetS) {
-                pop(var_scope, it->name);
+                var_scope.pop(it->name);
             } else if (it->kind == PStmt::AllocateS) {
-                pop(var_scope, it->name);
-                pop(alloc_scope, it->name);
+                var_scope.pop(it->name);
+                alloc_scope.pop(it->name);
             }
         }
         return learning ? Stmt() : nest_block(items);
@@ -834,7 +797,7 @@ private:
     /** `let NAME = value`: types the value and binds NAME for the rest of the block. */
     void elab_let_binder(const PStmt &p, BlockItem *it) {
         Expr v = require(p.exprs[0], nullptr);
-        push(var_scope, p.name, v.defined() ? v.type() : Type());
+        var_scope.push(p.name, v.defined() ? v.type() : Type());
         it->value = v;
         if (learning) {
             learn_type_let(p);
@@ -859,8 +822,8 @@ private:
         if (p.has_new_expr) {
             it->new_expr = require(p.new_expr, nullptr);
         }
-        push(alloc_scope, p.name, p.type);
-        push(var_scope, p.name, Handle());
+        alloc_scope.push(p.name, p.type);
+        var_scope.push(p.name, Handle());
         if (learning) {
             learn(p.name, p.type, p.loc);
         }
@@ -898,11 +861,11 @@ private:
     void learn_type_let(const PStmt &p) {
         // let X.type = (uint32)_halide_buffer_get_type((halide_buffer_t *)X.buffer)
         const PExpr &v = p.exprs[0];
-        if (v.kind == PExpr::CallE && v.name == "_halide_buffer_get_type" && v.kids.size() == 1 &&
-            v.kids[0].kind == PExpr::Var) {
+        if (v.kind == PExpr::CallE && v.name == runtime::_halide_buffer_get_type &&
+            v.kids.size() == 1 && v.kids[0].kind == PExpr::Var) {
             const std::string &b = v.kids[0].name;
-            if (is_buffer_var(b)) {
-                type_lets[p.name] = buffer_of_var(b);
+            if (!buffer_name_of(b).empty()) {
+                type_lets[p.name] = buffer_name_of(b);
             }
         }
     }
@@ -982,9 +945,9 @@ private:
                                           " differs from its minimum's " + mn.type().to_string());
             }
         }
-        push(var_scope, p.name, vt);
+        var_scope.push(p.name, vt);
         Stmt body = elab_block(p.body);
-        pop(var_scope, p.name);
+        var_scope.pop(p.name);
         return learning ? Stmt() : For::make(p.name, mn, ex, p.for_type, p.device_api, body);
     }
 
@@ -999,7 +962,7 @@ private:
             pred = require(p.exprs[2], &b);
         }
         if (learning) {
-            if (value.defined() && !top(alloc_scope, p.name)) {
+            if (value.defined() && !alloc_scope.find(p.name)) {
                 learn(p.name, value.type().element_of(), p.loc);
             }
             return Stmt();
@@ -1041,64 +1004,17 @@ private:
 
     /** Collects names used free in a function body, in order of first use, with the type of
      * their first use, and the highest dimension queried of each `X.buffer`. */
-    class FreeNames : public IRVisitor {
+    class FreeNames : public FindFreeVariables {
     public:
-        std::vector<std::pair<std::string, Type>> order;
         std::map<std::string, int> dims;
-        std::set<std::string> seen;
 
     private:
-        std::map<std::string, int> bound;
-        using IRVisitor::visit;
-        void bind(const std::string &n) { bound[n]++; }
-        void unbind(const std::string &n) {
-            if (--bound[n] == 0) {
-                bound.erase(n);
-            }
-        }
-        void visit(const Variable *op) override {
-            if (!bound.count(op->name) && !seen.count(op->name)) {
-                seen.insert(op->name);
-                order.emplace_back(op->name, op->type);
-            }
-        }
-        void visit(const Let *op) override {
-            op->value.accept(this);
-            bind(op->name);
-            op->body.accept(this);
-            unbind(op->name);
-        }
-        void visit(const LetStmt *op) override {
-            op->value.accept(this);
-            bind(op->name);
-            op->body.accept(this);
-            unbind(op->name);
-        }
-        void visit(const For *op) override {
-            op->min.accept(this);
-            op->extent.accept(this);
-            bind(op->name);
-            op->body.accept(this);
-            unbind(op->name);
-        }
-        void visit(const Allocate *op) override {
-            for (const Expr &x : op->extents) {
-                x.accept(this);
-            }
-            if (op->condition.defined()) {
-                op->condition.accept(this);
-            }
-            if (op->new_expr.defined()) {
-                op->new_expr.accept(this);
-            }
-            bind(op->name);
-            op->body.accept(this);
-            unbind(op->name);
-        }
+        using FindFreeVariables::visit;
         void visit(const Call *op) override {
-            IRVisitor::visit(op);
-            if ((op->name == "_halide_buffer_get_min" || op->name == "_halide_buffer_get_extent" ||
-                 op->name == "_halide_buffer_get_stride") &&
+            FindFreeVariables::visit(op);
+            if ((op->name == runtime::_halide_buffer_get_min ||
+                 op->name == runtime::_halide_buffer_get_extent ||
+                 op->name == runtime::_halide_buffer_get_stride) &&
                 op->args.size() == 2) {
                 const Variable *v = op->args[0].as<Variable>();
                 int64_t d;
@@ -1129,17 +1045,17 @@ private:
         std::vector<Argument> args;
         if (bare) {
             // Every free name is an argument: `X.buffer` makes X a buffer.
-            for (const auto &kv : fn.order) {
-                const std::string &n = kv.first;
+            for (const FreeVariable &fv : fn.variables()) {
+                const std::string &n = fv.name;
                 if (n == "__user_context" || n.compare(0, 2, "::") == 0) {
                     continue;
                 }
-                if (is_buffer_var(n)) {
-                    args.push_back(buffer_arg(buffer_of_var(n), fn));
+                if (!buffer_name_of(n).empty()) {
+                    args.push_back(buffer_arg(buffer_name_of(n), fn));
                 } else {
                     Argument a;
                     a.name = n;
-                    a.type = kv.second;
+                    a.type = fv.type;
                     args.push_back(a);
                 }
             }
@@ -1160,16 +1076,16 @@ private:
                 args.push_back(pa.arg);
                 continue;
             }
-            if (fn.seen.count(buffer_var_name(pa.name))) {
+            if (fn.is_free(buffer_var_name(pa.name))) {
                 args.push_back(buffer_arg(pa.name, fn));
                 continue;
             }
             Argument a;
             a.name = pa.name;
             a.type = pa.name == "__user_context" ? Handle() : Int(32);
-            for (const auto &kv : fn.order) {
-                if (kv.first == pa.name) {
-                    a.type = kv.second;
+            for (const FreeVariable &fv : fn.variables()) {
+                if (fv.name == pa.name) {
+                    a.type = fv.type;
                 }
             }
             args.push_back(a);

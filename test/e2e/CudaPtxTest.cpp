@@ -2,8 +2,9 @@
 // the kernel table embeds it (compile_ptx_kernel, one PTX module per kernel) and each module's
 // combined PTX (compile_to_ptx, what `tallyc -e ptx` writes), for the default target (sm_75
 // PTX, assembled for sm_75 and sm_90) and for every cuda_capability_XX feature Tally knows from
-// 80 up (assembled for its own sm). Inputs: the GPU apps (their Vulkan loops rewritten to CUDA),
-// Halide 14's CUDA gpu_gpu_cpu, and the kernels of test/ir/cuda-ptx/kernels.stmt.
+// 80 up (assembled for its own sm). Inputs: the GPU apps (their Default_GPU loops take the
+// target's API, CUDA), Halide 14's CUDA gpu_gpu_cpu, and the kernels of
+// test/ir/cuda-ptx/kernels.stmt.
 //
 // Without ptxas (TALLY_PTXAS, /usr/local/cuda/bin/ptxas, or ptxas on PATH) the tests skip and
 // say so. CUDA 13 toolkits dropped sm_70 and older; sm_75 is the oldest they assemble.
@@ -64,17 +65,6 @@ std::string read_file(const std::string &path) {
     std::ostringstream s;
     s << in.rdbuf();
     return s.str();
-}
-
-/** The pipeline with its GPU loops on CUDA (apps/ writes them for Vulkan). */
-tally::Module load_for_cuda(const std::string &path) {
-    std::string text = read_file(path);
-    for (const char *api : {"<Vulkan>", "<Default_GPU>"}) {
-        for (size_t at = text.find(api); at != std::string::npos; at = text.find(api, at)) {
-            text.replace(at, std::string(api).size(), "<CUDA>");
-        }
-    }
-    return tally::parse_module(text, path);
 }
 
 struct Input {
@@ -140,7 +130,7 @@ protected:
             SCOPED_TRACE(std::string(in.name) + " for " + target);
             tally::Module m;
             try {
-                m = tally::lower(load_for_cuda(in.path), tally::Target::parse(target));
+                m = tally::lower(tally::parse_module_file(in.path), tally::Target::parse(target));
             } catch (const tally::CompileError &e) {
                 FAIL() << e.what();
             }
@@ -182,7 +172,7 @@ TEST_F(CudaPtx, EachCapabilityFeatureAssemblesForItsOwnSm) {
 
 TEST(CudaPtxTarget, CapabilityFeaturesPickTheTargetSm) {
     tally::Module m =
-        load_for_cuda(std::string(TALLY_SOURCE_DIR) + "/test/ir/cuda-ptx/kernels.stmt");
+        tally::parse_module_file(std::string(TALLY_SOURCE_DIR) + "/test/ir/cuda-ptx/kernels.stmt");
     std::string dflt = tally::compile_to_ptx(tally::lower(m, tally::Target::parse("host-cuda")));
     EXPECT_NE(dflt.find(".target sm_75"), std::string::npos);
     std::string sm90 = tally::compile_to_ptx(

@@ -7,10 +7,10 @@
 //                division with negative and zero divisors, guarded sibling thread loops, shared
 //                memory with a barrier, libdevice math, dense vectors, bool bytes) against C++
 //                references; host-cuda.
-//   apps         the GPU apps (apps/gpu_gpu_cpu, blur_gpu, bounce; their loops rewritten to CUDA)
-//                for host-cuda and host-cuda-profile at a few sizes, against apps/*/reference.cpp
-//                (integers exactly, floats within 1e-5 relative), with the time per run; then
-//                the profiler's report of the profiled runs.
+//   apps         the GPU apps (apps/gpu_gpu_cpu, blur_gpu, bounce, as written: their Default_GPU
+//                loops take the target's API) for host-cuda and host-cuda-profile at a few sizes,
+//                against apps/*/reference.cpp (integers exactly, floats within 1e-5 relative),
+//                with the time per run; then the profiler's report of the profiled runs.
 //   attribution  test/gpu/attribution.stmt (A and B on the GPU, C on the CPU): the truth of each
 //                stage is timed by running the unprofiled pipeline with only that stage's work
 //                (the others' repetition counts at 0, minus the run with no work at all); the
@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -101,27 +100,6 @@ struct Buffer {
     bool fetch() { return halide_copy_to_host(nullptr, &buf) == 0; }
 };
 
-std::string read_file(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw std::runtime_error("cannot read " + path);
-    }
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-/** The pipeline with every GPU loop on CUDA (apps/ writes them for Vulkan). */
-tally::Module load_for_cuda(const std::string &path) {
-    std::string text = read_file(path);
-    for (const char *api : {"<Vulkan>", "<Default_GPU>"}) {
-        for (size_t at = text.find(api); at != std::string::npos; at = text.find(api, at)) {
-            text.replace(at, std::string(api).size(), "<CUDA>");
-        }
-    }
-    return tally::parse_module(text, path);
-}
-
 std::unique_ptr<tally::JITModule> compile(const tally::Module &m, const std::string &target,
                                           bool inject_sync = true) {
     tally::LowerOptions o;
@@ -165,7 +143,8 @@ bool same(const std::vector<T> &got, const std::vector<T> &want, double rel_tol,
 
 void check_kernels(const std::string &src) {
     std::cout << "\n== kernels (test/ir/cuda-ptx/kernels.stmt, host-cuda)\n";
-    auto jit = compile(load_for_cuda(src + "/test/ir/cuda-ptx/kernels.stmt"), "host-cuda");
+    auto jit =
+        compile(tally::parse_module_file(src + "/test/ir/cuda-ptx/kernels.stmt"), "host-cuda");
     std::mt19937 rng(7);
     std::string why;
     auto run = [&](const char *fn, std::vector<void *> args) {
@@ -309,14 +288,15 @@ void report_time(const std::string &what, double ms, int runs) {
 }
 
 void check_apps(const std::string &src, bool quick) {
-    std::cout << "\n== apps (GPU loops rewritten to CUDA)\n";
+    std::cout << "\n== apps (Default_GPU loops on CUDA)\n";
     std::string apps = src + "/apps";
     std::mt19937 rng(11);
     std::string why;
     for (const char *target : {"host-cuda", "host-cuda-profile"}) {
         // gpu_gpu_cpu
         {
-            auto jit = compile(load_for_cuda(apps + "/gpu_gpu_cpu/gpu_gpu_cpu.stmt"), target);
+            auto jit =
+                compile(tally::parse_module_file(apps + "/gpu_gpu_cpu/gpu_gpu_cpu.stmt"), target);
             std::vector<std::pair<int, int>> sizes = {{37, 19}, {256, 128}};
             if (!quick) {
                 sizes.push_back({1920, 1080});
@@ -351,7 +331,7 @@ void check_apps(const std::string &src, bool quick) {
         }
         // blur_gpu
         {
-            auto jit = compile(load_for_cuda(apps + "/blur_gpu/blur_gpu.stmt"), target);
+            auto jit = compile(tally::parse_module_file(apps + "/blur_gpu/blur_gpu.stmt"), target);
             std::vector<std::pair<int, int>> sizes = {{1, 1}, {33, 17}};
             if (!quick) {
                 sizes.push_back({3840, 2160});
@@ -384,7 +364,7 @@ void check_apps(const std::string &src, bool quick) {
         }
         // bounce
         {
-            auto jit = compile(load_for_cuda(apps + "/bounce/bounce.stmt"), target);
+            auto jit = compile(tally::parse_module_file(apps + "/bounce/bounce.stmt"), target);
             std::vector<int> sizes = {1, 63, 1000};
             if (!quick) {
                 sizes.push_back(1 << 22);
@@ -433,7 +413,7 @@ struct Stages {
 
 void check_attribution(const std::string &src) {
     std::cout << "\n== attribution (test/gpu/attribution.stmt: A, B on the GPU, C on the CPU)\n";
-    tally::Module m = load_for_cuda(src + "/test/gpu/attribution.stmt");
+    tally::Module m = tally::parse_module_file(src + "/test/gpu/attribution.stmt");
     auto plain = compile(m, "host-cuda");
     int w = 1024, h = 1024;
     Buffer<float> in({w, h}), out({w, h});

@@ -1,0 +1,219 @@
+// The runtime-call table and its recognizers and builders (see RuntimeCalls.h for why they live
+// in src/ir/). Runtime names are spelled only in the header's lists; names that follow a pattern
+// (`halide_<api>_run`, `halide_<api>_device_interface`) are composed here and nowhere else.
+
+#include "ir/RuntimeCalls.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "tally/Error.h"
+#include "tally/IRVisitor.h"
+
+namespace tally {
+
+namespace {
+
+const char *const buffer_suffix = ".buffer";
+const char *const runtime_prefix = "halide_";
+const char *const launch_suffix = "_run";
+const char *const interface_suffix = "_device_interface";
+
+// The APIs that name a GPU, in DeviceAPI order.
+const DeviceAPI gpu_apis[] = {DeviceAPI::CUDA,         DeviceAPI::OpenCL,  DeviceAPI::OpenGLCompute,
+                              DeviceAPI::Metal,        DeviceAPI::Hexagon, DeviceAPI::HexagonDma,
+                              DeviceAPI::D3D12Compute, DeviceAPI::Vulkan,  DeviceAPI::WebGPU};
+
+Expr strip_casts(Expr e) {
+    while (const Cast *c = e.as<Cast>()) {
+        e = c->value;
+    }
+    return e;
+}
+
+/** The GPU API `name` is `halide_<api><suffix>` for, or DeviceAPI::None. */
+DeviceAPI api_in_name(const std::string &name, const std::string &suffix) {
+    for (DeviceAPI api : gpu_apis) {
+        if (name == runtime_prefix + runtime_api_name(api) + suffix) {
+            return api;
+        }
+    }
+    return DeviceAPI::None;
+}
+
+}  // namespace
+
+const RuntimeSymbol *find_runtime_symbol(const std::string &name) {
+    static const RuntimeSymbol table[] = {
+#define TALLY_X(n, sig) {#n, sig},
+        TALLY_RUNTIME_SYMBOLS(TALLY_X)
+#undef TALLY_X
+    };
+    for (const RuntimeSymbol &s : table) {
+        if (name == s.name) {
+            return &s;
+        }
+    }
+    return nullptr;
+}
+
+// --- buffer descriptors ----------------------------------------------------------------------
+
+std::string buffer_var_name(const std::string &buffer) {
+    return buffer + buffer_suffix;
+}
+
+Type buffer_ptr_type() {
+    return Handle("halide_buffer_t");
+}
+
+Expr buffer_var(const std::string &buffer) {
+    return Variable::make(buffer_ptr_type(), buffer_var_name(buffer));
+}
+
+std::string buffer_name_of(const std::string &var_name) {
+    const size_t n = std::char_traits<char>::length(buffer_suffix);
+    if (var_name.size() <= n || var_name.compare(var_name.size() - n, n, buffer_suffix) != 0) {
+        return "";
+    }
+    return var_name.substr(0, var_name.size() - n);
+}
+
+std::string buffer_name_of(const Expr &e) {
+    const Variable *v = strip_casts(e).as<Variable>();
+    return v ? buffer_name_of(v->name) : "";
+}
+
+// --- checked calls ---------------------------------------------------------------------------
+
+std::string result_name(const std::string &fn) {
+    return fn + "_result";
+}
+
+Stmt result_check(const std::string &result, Type t) {
+    Expr r = Variable::make(t, result);
+    return AssertStmt::make(EQ::make(r, make_zero(t)), r);
+}
+
+Stmt checked_call(const std::string &result, const Expr &call, const Stmt &rest) {
+    Stmt check = result_check(result, call.type());
+    return LetStmt::make(result, call, rest.defined() ? Block::make(check, rest) : check);
+}
+
+bool is_result_check(const Stmt &s, const std::string &result) {
+    const AssertStmt *a = s.as<AssertStmt>();
+    const EQ *eq = a ? a->condition.as<EQ>() : nullptr;
+    const Variable *v = eq ? eq->a.as<Variable>() : nullptr;
+    return v && v->name == result;
+}
+
+// --- copies, launches and device interfaces --------------------------------------------------
+
+const Call *as_copy_call(const Expr &e, bool *to_device) {
+    const Call *c = e.as<Call>();
+    if (!c || c->args.empty()) {
+        return nullptr;
+    }
+    bool device = c->name == runtime::halide_copy_to_device;
+    if (!device && c->name != runtime::halide_copy_to_host) {
+        return nullptr;
+    }
+    if (to_device) {
+        *to_device = device;
+    }
+    return c;
+}
+
+std::string runtime_api_name(DeviceAPI api) {
+    if (std::find(std::begin(gpu_apis), std::end(gpu_apis), api) == std::end(gpu_apis)) {
+        return "";
+    }
+    std::string n = device_api_name(api);
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+    return n;
+}
+
+std::string launch_function(DeviceAPI api) {
+    std::string n = runtime_api_name(api);
+    internal_assert(!n.empty()) << "no launch function for device API " << device_api_name(api);
+    return runtime_prefix + n + launch_suffix;
+}
+
+DeviceAPI launch_api(const Call *c) {
+    return c ? api_in_name(c->name, launch_suffix) : DeviceAPI::None;
+}
+
+std::string device_interface_function(DeviceAPI api) {
+    std::string n = runtime_api_name(api);
+    internal_assert(!n.empty()) << "no device interface for device API " << device_api_name(api);
+    return runtime_prefix + n + interface_suffix;
+}
+
+Expr device_interface_call(DeviceAPI api) {
+    return Call::make(Handle("halide_device_interface_t"), device_interface_function(api), {},
+                      Call::Extern);
+}
+
+DeviceAPI device_interface_api(const Expr &e) {
+    const Call *c = e.as<Call>();
+    return c ? api_in_name(c->name, interface_suffix) : DeviceAPI::None;
+}
+
+DeviceAPI resolve_device_api(DeviceAPI api, const Target &t) {
+    return api == DeviceAPI::DefaultGPU || api == DeviceAPI::None ? t.gpu_api() : api;
+}
+
+bool has_gpu_backend(DeviceAPI api) {
+    return api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan;
+}
+
+// --- parallel closures and pipeline functions ------------------------------------------------
+
+std::string par_for_closure(const Expr &e) {
+    const Call *c = e.as<Call>();
+    if (!c || c->name != runtime::halide_do_par_for || c->args.empty()) {
+        return "";
+    }
+    const Variable *v = strip_casts(c->args[0]).as<Variable>();
+    return v && v->name.compare(0, 2, "::") == 0 ? v->name.substr(2) : "";
+}
+
+std::set<std::string> par_for_closures(const Module &m) {
+    class Find : public IRVisitor {
+    public:
+        std::set<std::string> names;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            std::string c = par_for_closure(op);
+            if (!c.empty()) {
+                names.insert(c);
+            }
+            IRVisitor::visit(op);
+        }
+    } find;
+    for (const LoweredFunc &f : m.functions) {
+        if (f.body.defined()) {
+            f.body.accept(&find);
+        }
+    }
+    return std::move(find.names);
+}
+
+bool is_pipeline_function(const LoweredFunc &f, const std::set<std::string> &closures) {
+    return f.linkage != LinkageType::Internal && !closures.count(f.name);
+}
+
+std::vector<const LoweredFunc *> pipeline_functions(const Module &m) {
+    std::set<std::string> closures = par_for_closures(m);
+    std::vector<const LoweredFunc *> out;
+    for (const LoweredFunc &f : m.functions) {
+        if (is_pipeline_function(f, closures)) {
+            out.push_back(&f);
+        }
+    }
+    return out;
+}
+
+}  // namespace tally

@@ -1,0 +1,180 @@
+/** \file
+ * What the runtime's calls mean at the IR level: the one list of runtime entry points that
+ * compiled code knows by name, and the recognizers and builders for the calls the lowering
+ * passes write and read (copies, kernel launches, parallel closures, `X.buffer` descriptors,
+ * checked calls, device interfaces, Default_GPU).
+ *
+ * Why here: the parser types runtime calls by their signatures, the passes write and recognize
+ * them, code generation declares them, and the Python bindings read how a pipeline uses its
+ * buffers. Each of those once carried its own copy of these rules, and the copies drifted (the
+ * pipeline/closure decision disagreed on Internal linkage). Living in src/ir/, below every
+ * other layer, they can be shared without any layer reaching up.
+ *
+ * Runtime names appear as string literals only in this file's lists: code that writes or
+ * matches a call uses the constants in `tally::runtime`.
+ *
+ * Each entry of the table gives the C signature as a compact string: the return type, a colon,
+ * then one character per parameter:
+ *   v void, b bool, i int32, u uint32, l int64, q uint64, f float, d double,
+ *   p pointer (void *), s const char *, B halide_buffer_t *, D device interface pointer,
+ *   U the user_context pointer, which generated code passes implicitly (IR calls omit it).
+ * Every name here is declared in runtime/include/tally_runtime.h.
+ */
+#ifndef TALLY_IR_RUNTIMECALLS_H
+#define TALLY_IR_RUNTIMECALLS_H
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tally/IR.h"
+#include "tally/Module.h"
+#include "tally/Target.h"
+
+namespace tally {
+
+// ---------------------------------------------------------------------------------------------
+// The runtime's entry points
+
+struct RuntimeSymbol {
+    const char *name;
+    const char *signature;
+};
+
+// clang-format off
+#define TALLY_RUNTIME_SYMBOLS(X)                                                  \
+    /* buffers and devices */                                                     \
+    X(halide_copy_to_host,              "i:UB")                                   \
+    X(halide_copy_to_device,            "i:UBD")                                  \
+    X(halide_device_malloc,             "i:UBD")                                  \
+    X(halide_device_free,               "i:UB")                                   \
+    X(halide_device_and_host_malloc,    "i:UBD")                                  \
+    X(halide_device_and_host_free,      "i:UB")                                   \
+    X(halide_device_free_as_destructor, "v:UB")                                   \
+    X(halide_device_and_host_free_as_destructor, "v:UB")                          \
+    X(halide_device_sync,               "i:UB")                                   \
+    X(halide_device_sync_global,        "i:UD")                                   \
+    X(halide_device_release,            "v:UD")                                   \
+    X(halide_host_device_interface,     "D:")                                     \
+    X(halide_cuda_device_interface,     "D:")                                     \
+    X(halide_vulkan_device_interface,   "D:")                                     \
+    X(halide_cuda_run,                  "i:Upsiiiiiiippp")                         \
+    X(halide_vulkan_run,                "i:Upsiiiiiiippp")                         \
+    X(halide_malloc,                    "p:Uq")                                   \
+    X(halide_free,                      "v:Up")                                   \
+    X(halide_do_par_for,                "i:Upiip")                                \
+    X(halide_error,                     "v:Us")                                   \
+    X(halide_print,                     "v:Us")                                   \
+    /* profiler */                                                                \
+    X(tally_profiler_start,             "p:Ussippi")                              \
+    X(tally_profiler_end,               "i:Up")                                   \
+    X(tally_profiler_set_current,       "v:pi")                                   \
+    X(tally_profiler_thread_begin,      "p:p")                                    \
+    X(tally_profiler_current_instance,  "p:")                                     \
+    X(tally_buffer_size_in_bytes,       "q:B")                                    \
+    X(tally_profiler_thread_end,        "v:p")                                    \
+    X(tally_profiler_memory_allocate,   "v:piiq")                                 \
+    X(tally_profiler_memory_free,       "v:piiq")
+
+/** Halide's buffer accessors that the passes write or read. They take no user_context and
+ * are called as the IR types them, so they need no signature entry above. */
+#define TALLY_BUFFER_INTRINSICS(X)                                                \
+    X(_halide_buffer_init)                                                        \
+    X(_halide_buffer_set_host_dirty)                                              \
+    X(_halide_buffer_set_device_dirty)                                            \
+    X(_halide_buffer_get_min)                                                     \
+    X(_halide_buffer_get_extent)                                                  \
+    X(_halide_buffer_get_stride)                                                  \
+    X(_halide_buffer_get_type)                                                    \
+    X(_halide_buffer_get_shape)
+// clang-format on
+
+/** The intrinsic that code generation resolves to the module's table of compiled kernels
+ * (tally_kernel_table in runtime/include/tally_runtime.h); launches pass it to halide_<api>_run. */
+inline constexpr char kernel_table_intrinsic[] = "tally_kernel_table";
+
+/** The table entry for a runtime entry point, or nullptr when `name` is not one. */
+const RuntimeSymbol *find_runtime_symbol(const std::string &name);
+
+/** One constant per runtime name, spelled as the name: `runtime::halide_copy_to_host`. */
+namespace runtime {
+#define TALLY_X(n, sig) inline constexpr char n[] = #n;
+TALLY_RUNTIME_SYMBOLS(TALLY_X)
+#undef TALLY_X
+#define TALLY_X(n) inline constexpr char n[] = #n;
+TALLY_BUFFER_INTRINSICS(TALLY_X)
+#undef TALLY_X
+}  // namespace runtime
+
+// ---------------------------------------------------------------------------------------------
+// Buffer descriptors: a buffer X is passed to the runtime as the variable `X.buffer`
+
+/** `X.buffer`, the name of buffer X's descriptor variable. */
+std::string buffer_var_name(const std::string &buffer);
+/** The type of a buffer descriptor variable: `halide_buffer_t *`. */
+Type buffer_ptr_type();
+/** The descriptor variable of buffer X: `(halide_buffer_t *)X.buffer`. */
+Expr buffer_var(const std::string &buffer);
+/** X for a name `X.buffer` (X not empty), else "". */
+std::string buffer_name_of(const std::string &var_name);
+/** X for a Variable `X.buffer`, seen through casts (Halide writes `(halide_buffer_t *)X.buffer`),
+ * else "". */
+std::string buffer_name_of(const Expr &e);
+
+// ---------------------------------------------------------------------------------------------
+// Checked calls: `let r = call(...)` then `assert(r == 0, r)`, as Halide writes them
+
+/** `<fn>_result`, the base name of the variable holding a checked call's result. */
+std::string result_name(const std::string &fn);
+/** `assert(r == 0, r)` for the result variable `r` of type `t`. */
+Stmt result_check(const std::string &result, Type t = Int(32));
+/** `let result = call` over `assert(result == 0, result)`, followed by `rest` when defined. */
+Stmt checked_call(const std::string &result, const Expr &call, const Stmt &rest = Stmt());
+/** Is `s` the check `assert(result == 0, ...)` of the variable `result`? */
+bool is_result_check(const Stmt &s, const std::string &result);
+
+// ---------------------------------------------------------------------------------------------
+// Copies, launches and device interfaces
+
+/** `c` when `e` calls halide_copy_to_device or halide_copy_to_host with at least a buffer
+ * argument (its direction in *to_device, when given), else nullptr. */
+const Call *as_copy_call(const Expr &e, bool *to_device = nullptr);
+
+/** The API's name in runtime entry points: `cuda`, `vulkan`, `opencl`, ...; "" for the APIs
+ * that name no GPU (None, Host, Default_GPU). */
+std::string runtime_api_name(DeviceAPI api);
+/** `halide_<api>_run`, the kernel launch entry point of a GPU API. */
+std::string launch_function(DeviceAPI api);
+/** The GPU API `c` launches a kernel on (`halide_<api>_run`), or DeviceAPI::None. */
+DeviceAPI launch_api(const Call *c);
+/** `halide_<api>_device_interface`, the runtime's name for an API's device interface. */
+std::string device_interface_function(DeviceAPI api);
+/** The call `halide_<api>_device_interface()`, of type `halide_device_interface_t *`. */
+Expr device_interface_call(DeviceAPI api);
+/** The API whose interface `e` returns, or DeviceAPI::None when `e` is no such call. */
+DeviceAPI device_interface_api(const Expr &e);
+
+/** The API a GPU loop written for `api` runs on under target `t`: Default_GPU (or no API) means
+ * the target's gpu_api(), which may be DeviceAPI::None; any other API stands as written. */
+DeviceAPI resolve_device_api(DeviceAPI api, const Target &t);
+/** Does Tally have a device back end for `api`? (CUDA and Vulkan.) */
+bool has_gpu_backend(DeviceAPI api);
+
+// ---------------------------------------------------------------------------------------------
+// Parallel closures and pipeline functions
+
+/** The function a `halide_do_par_for((void *)::f, ...)` call runs as its closure, or "". */
+std::string par_for_closure(const Expr &e);
+/** The names of the module's functions that some function runs as a par_for closure. */
+std::set<std::string> par_for_closures(const Module &m);
+/** Is `f` a pipeline, an entry point that callers run (given the module's par_for_closures)?
+ * Closures are known by their call, never by their linkage: Halide 14 prints the closures it
+ * outlines as `external func`. A function with Internal linkage cannot be called from outside
+ * the module, so it is no pipeline either. */
+bool is_pipeline_function(const LoweredFunc &f, const std::set<std::string> &closures);
+/** The module's pipeline functions, in module order. */
+std::vector<const LoweredFunc *> pipeline_functions(const Module &m);
+
+}  // namespace tally
+
+#endif  // TALLY_IR_RUNTIMECALLS_H

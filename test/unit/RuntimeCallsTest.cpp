@@ -1,0 +1,193 @@
+// Unit tests of src/ir/RuntimeCalls: the runtime-call table and each recognizer and builder, and
+// the pipeline/closure rule on the cases where the copies it replaced disagreed.
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ir/RuntimeCalls.h"
+#include "tally/IRPrinter.h"
+#include "tally/Parser.h"
+
+namespace tally {
+namespace {
+
+Expr i32(int64_t v) {
+    return IntImm::make(Int(32), v);
+}
+
+Expr extern_call(const std::string &name, std::vector<Expr> args, Type t = Int(32)) {
+    return Call::make(t, name, std::move(args), Call::Extern);
+}
+
+TEST(RuntimeCalls, TableHasEveryConstantWithItsSignature) {
+    const RuntimeSymbol *s = find_runtime_symbol(runtime::halide_copy_to_device);
+    ASSERT_NE(s, nullptr);
+    EXPECT_STREQ(s->name, "halide_copy_to_device");
+    EXPECT_STREQ(s->signature, "i:UBD");
+    EXPECT_NE(find_runtime_symbol(runtime::tally_profiler_start), nullptr);
+    EXPECT_EQ(find_runtime_symbol("halide_no_such_call"), nullptr);
+    // Buffer intrinsics are named constants, but take no user_context and have no entry.
+    EXPECT_STREQ(runtime::_halide_buffer_init, "_halide_buffer_init");
+    EXPECT_EQ(find_runtime_symbol(runtime::_halide_buffer_init), nullptr);
+}
+
+TEST(RuntimeCalls, BufferNamesRoundTrip) {
+    EXPECT_EQ(buffer_var_name("A"), "A.buffer");
+    EXPECT_EQ(buffer_name_of(std::string("A.buffer")), "A");
+    EXPECT_EQ(buffer_name_of(std::string("f.0.buffer")), "f.0");
+    // A name that is only the suffix, or lacks it, names no buffer.
+    EXPECT_EQ(buffer_name_of(std::string(".buffer")), "");
+    EXPECT_EQ(buffer_name_of(std::string("A.buffers")), "");
+    EXPECT_EQ(buffer_name_of(std::string("A")), "");
+
+    Expr v = buffer_var("A");
+    EXPECT_EQ(v.type(), Handle("halide_buffer_t"));
+    EXPECT_EQ(v.as<Variable>()->name, "A.buffer");
+    EXPECT_EQ(buffer_name_of(v), "A");
+    // Halide writes `(halide_buffer_t *)A.buffer`: the cast is seen through.
+    EXPECT_EQ(buffer_name_of(Cast::make(Handle(), v)), "A");
+    EXPECT_EQ(buffer_name_of(Variable::make(Int(32), "x")), "");
+    EXPECT_EQ(buffer_name_of(i32(0)), "");
+}
+
+TEST(RuntimeCalls, CheckedCallIsLetThenAssert) {
+    Expr call = extern_call(runtime::halide_copy_to_host, {buffer_var("A")});
+    std::string r = result_name(runtime::halide_copy_to_host);
+    EXPECT_EQ(r, "halide_copy_to_host_result");
+    Stmt rest = Evaluate::make(i32(0));
+    Stmt s = checked_call(r, call, rest);
+    EXPECT_EQ(to_string(s),
+              "let halide_copy_to_host_result = halide_copy_to_host((halide_buffer_t *)A.buffer)\n"
+              "assert(halide_copy_to_host_result == 0, halide_copy_to_host_result)\n"
+              "0\n");
+    const LetStmt *l = s.as<LetStmt>();
+    ASSERT_NE(l, nullptr);
+    const Block *b = l->body.as<Block>();
+    ASSERT_NE(b, nullptr);
+    EXPECT_TRUE(is_result_check(b->first, r));
+    EXPECT_FALSE(is_result_check(b->first, "other"));
+    EXPECT_FALSE(is_result_check(rest, r));
+    // Without a rest, the check is the whole body.
+    EXPECT_TRUE(is_result_check(checked_call(r, call).as<LetStmt>()->body, r));
+    EXPECT_TRUE(is_result_check(result_check("x"), "x"));
+}
+
+TEST(RuntimeCalls, RecognizesCopiesAndTheirDirection) {
+    bool to_device = false;
+    Expr up = extern_call(runtime::halide_copy_to_device,
+                          {buffer_var("A"), device_interface_call(DeviceAPI::Vulkan)});
+    EXPECT_EQ(as_copy_call(up, &to_device), up.as<Call>());
+    EXPECT_TRUE(to_device);
+    Expr down = extern_call(runtime::halide_copy_to_host, {buffer_var("A")});
+    EXPECT_EQ(as_copy_call(down, &to_device), down.as<Call>());
+    EXPECT_FALSE(to_device);
+    EXPECT_NE(as_copy_call(down), nullptr);
+    // A copy names its buffer; other calls and non-calls are no copies.
+    EXPECT_EQ(as_copy_call(extern_call(runtime::halide_copy_to_host, {})), nullptr);
+    EXPECT_EQ(as_copy_call(extern_call(runtime::halide_device_malloc, {buffer_var("A")})), nullptr);
+    EXPECT_EQ(as_copy_call(i32(1)), nullptr);
+}
+
+TEST(RuntimeCalls, NamesLaunchesAndInterfacesPerApi) {
+    EXPECT_EQ(runtime_api_name(DeviceAPI::CUDA), "cuda");
+    EXPECT_EQ(runtime_api_name(DeviceAPI::OpenCL), "opencl");
+    EXPECT_EQ(runtime_api_name(DeviceAPI::DefaultGPU), "");
+    EXPECT_EQ(runtime_api_name(DeviceAPI::Host), "");
+    EXPECT_EQ(launch_function(DeviceAPI::Vulkan), "halide_vulkan_run");
+    EXPECT_EQ(launch_function(DeviceAPI::CUDA), "halide_cuda_run");
+    // The two with back ends are runtime entry points.
+    EXPECT_NE(find_runtime_symbol(launch_function(DeviceAPI::CUDA)), nullptr);
+    EXPECT_NE(find_runtime_symbol(device_interface_function(DeviceAPI::Vulkan)), nullptr);
+
+    Expr launch = extern_call("halide_cuda_run", {});
+    EXPECT_EQ(launch_api(launch.as<Call>()), DeviceAPI::CUDA);
+    // Halide's own launches of APIs without a back end are launches too.
+    EXPECT_EQ(launch_api(extern_call("halide_opencl_run", {}).as<Call>()), DeviceAPI::OpenCL);
+    EXPECT_EQ(launch_api(extern_call("halide_device_run", {}).as<Call>()), DeviceAPI::None);
+    EXPECT_EQ(launch_api(extern_call(runtime::halide_do_par_for, {}).as<Call>()), DeviceAPI::None);
+    EXPECT_EQ(launch_api(nullptr), DeviceAPI::None);
+
+    Expr iface = device_interface_call(DeviceAPI::CUDA);
+    EXPECT_EQ(to_string(iface), "(halide_device_interface_t *)halide_cuda_device_interface()");
+    EXPECT_EQ(iface.type(), Handle("halide_device_interface_t"));
+    EXPECT_EQ(device_interface_api(iface), DeviceAPI::CUDA);
+    EXPECT_EQ(device_interface_api(device_interface_call(DeviceAPI::Metal)), DeviceAPI::Metal);
+    EXPECT_EQ(device_interface_api(extern_call(runtime::halide_host_device_interface, {})),
+              DeviceAPI::None);
+    EXPECT_EQ(device_interface_api(i32(0)), DeviceAPI::None);
+}
+
+TEST(RuntimeCalls, DefaultGpuTakesTheTargetsApi) {
+    Target vulkan = Target::parse("host-vulkan"), cuda = Target::parse("host-cuda");
+    Target host = Target::parse("host");
+    EXPECT_EQ(resolve_device_api(DeviceAPI::DefaultGPU, vulkan), DeviceAPI::Vulkan);
+    EXPECT_EQ(resolve_device_api(DeviceAPI::DefaultGPU, cuda), DeviceAPI::CUDA);
+    EXPECT_EQ(resolve_device_api(DeviceAPI::None, cuda), DeviceAPI::CUDA);
+    // A target without a GPU leaves nothing to resolve to; an explicit API stands.
+    EXPECT_EQ(resolve_device_api(DeviceAPI::DefaultGPU, host), DeviceAPI::None);
+    EXPECT_EQ(resolve_device_api(DeviceAPI::CUDA, vulkan), DeviceAPI::CUDA);
+    EXPECT_EQ(resolve_device_api(DeviceAPI::OpenCL, host), DeviceAPI::OpenCL);
+    EXPECT_TRUE(has_gpu_backend(DeviceAPI::CUDA));
+    EXPECT_TRUE(has_gpu_backend(DeviceAPI::Vulkan));
+    EXPECT_FALSE(has_gpu_backend(DeviceAPI::OpenCL));
+    EXPECT_FALSE(has_gpu_backend(DeviceAPI::DefaultGPU));
+}
+
+TEST(RuntimeCalls, FindsParForClosuresThroughCasts) {
+    Expr closure = Variable::make(Handle(), "::body");
+    Expr call = extern_call(runtime::halide_do_par_for,
+                            {Cast::make(Handle(), closure), i32(0), i32(8), i32(0)});
+    EXPECT_EQ(par_for_closure(call), "body");
+    // Only `::f` names a closure, and only in halide_do_par_for's first argument.
+    EXPECT_EQ(par_for_closure(
+                  extern_call(runtime::halide_do_par_for, {Variable::make(Handle(), "body")})),
+              "");
+    EXPECT_EQ(par_for_closure(extern_call("other", {closure})), "");
+    EXPECT_EQ(par_for_closure(extern_call(runtime::halide_do_par_for, {})), "");
+}
+
+// The module the two old copies disagreed on: inject-profiling took every function no one runs
+// as a closure for a pipeline, Internal ones included; code generation excluded Internal ones.
+// Halide 14 prints its closures as `external func`, so a closure is known by its par_for call,
+// and an Internal function (callable only from inside the module) is no entry point.
+const char *const linkage_module = R"(module name=m, target=host
+external func m_par_for_y (__user_context, y, closure_arg) {
+  out[y] = 0
+}
+internal func m_internal_closure (__user_context, y, closure_arg) {
+  out[y] = 1
+}
+internal func helper (out: buffer<int32, 1>) {
+  out[0] = 2
+}
+external_plus_metadata func m (out: buffer<int32, 1>) {
+  let a = halide_do_par_for((void *)::m_par_for_y, 0, 8, (void *)reinterpret((uint64)0))
+  let b = halide_do_par_for((void *)::m_internal_closure, 0, 8, (void *)reinterpret((uint64)0))
+  0
+}
+external func other (out: buffer<int32, 1>) {
+  out[0] = 3
+}
+)";
+
+TEST(RuntimeCalls, PipelinesAreEntryPointsThatAreNoClosures) {
+    Module m = parse_module(linkage_module);
+    std::set<std::string> closures = par_for_closures(m);
+    EXPECT_EQ(closures, (std::set<std::string>{"m_par_for_y", "m_internal_closure"}));
+    std::vector<std::string> names;
+    for (const LoweredFunc *f : pipeline_functions(m)) {
+        names.push_back(f->name);
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"m", "other"}));
+    // The case the copies disagreed on: Internal, and no closure.
+    const LoweredFunc *helper = m.find_function("helper");
+    ASSERT_NE(helper, nullptr);
+    EXPECT_FALSE(is_pipeline_function(*helper, closures));
+    // An External closure, as Halide 14 prints them, is no pipeline.
+    EXPECT_FALSE(is_pipeline_function(*m.find_function("m_par_for_y"), closures));
+}
+
+}  // namespace
+}  // namespace tally
