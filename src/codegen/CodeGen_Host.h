@@ -5,9 +5,9 @@
 #define TALLY_CODEGEN_CODEGEN_HOST_H
 
 #include <memory>
-#include <string>
 #include <vector>
 
+#include "codegen/CompiledKernel.h"
 #include "tally/Module.h"
 
 namespace llvm {
@@ -18,29 +18,14 @@ class TargetMachine;
 
 namespace tally {
 
-/** A device kernel compiled by its back end, ready to embed. */
-struct CompiledKernel {
-    std::string name;
-    DeviceAPI device_api = DeviceAPI::None;
-    std::string code;  // SPIR-V bytes, or PTX text (embedded with a terminating NUL)
-    int num_args = 0;
-    int num_buffers = 0;
-};
-
 /** Emits every function of `m` as LLVM IR, plus for each pipeline function
  * `<name>_argv(void **args)`, which unpacks an argument array (buffers as halide_buffer_t *,
  * scalars by pointer) and calls it, and the module's `tally_kernel_table` holding `kernels`
- * (what `tally_kernel_table()` in the IR refers to). The data layout and triple come from `tm`. */
+ * (what `tally_kernel_table()` in the IR refers to; compile_kernels in DeviceKernels.h makes
+ * them). The data layout and triple come from `tm`. */
 std::unique_ptr<llvm::Module> codegen_host(const Module &m, llvm::LLVMContext &ctx,
                                            llvm::TargetMachine &tm,
                                            const std::vector<CompiledKernel> &kernels = {});
-
-/** Compiles every kernel of `m` with the back end of its device API (Vulkan: SPIR-V; CUDA:
- * PTX). Throws CompileError for an API without a back end. */
-std::vector<CompiledKernel> compile_kernels(const Module &m);
-
-/** Runs LLVM's standard optimisation pipeline at `level` (0-3) for `tm`. */
-void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level);
 
 }  // namespace tally
 

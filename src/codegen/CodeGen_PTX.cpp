@@ -17,20 +17,15 @@
 // of a kernel that has thread loops, are per-block `.shared` arrays; others are per-thread local
 // arrays. Both need a constant size.
 //
-// Values lower as in CodeGen_Host.cpp, with the semantics IR.h states: integer Div/Mod are
-// Euclidean with x/0 == x%0 == 0 (the same case analysis, in selects), bools are bytes in memory,
-// dense vector loads and stores are LLVM vector accesses (NVPTX splits what it cannot do in one
-// instruction), other vector accesses and predicated ones go lane by lane. Math calls (Halide's
+// Values, loads, stores, scopes and serial loops are CodeGen_LLVM's (CodeGen_LLVM.h), shared with
+// the host, with the semantics IR.h states (NVPTX splits vector accesses it cannot do in one
+// instruction); this file adds what a device has of its own. Math calls (Halide's
 // sqrt_f32 and libm's sqrtf spellings alike): what PTX does exactly in one instruction (sqrt,
 // floor, ceil, trunc, round-to-even, fabs) is an LLVM intrinsic (sqrt.rn.f32, cvt.rmi, ...); the
 // rest calls libdevice (__nv_expf, __nv_sin, ...), linked from libdevice.10.bc when the CUDA
 // toolkit's copy is found, and is a CompileError naming the function without it. Nodes that mean
 // nothing on a device (asserts, strings, extern calls other than math, heap allocations) are
 // CompileErrors naming the node and the kernel.
-//
-// The expression lowering is written again here rather than shared with CodeGen_Host: the host
-// generator is built around host concerns (a single exit with destructors, closures, runtime
-// calls with user_context), and the subset a kernel needs is small enough to keep readable.
 //
 // Pipeline: build the module (triple nvptx64-nvidia-cuda, data layout of the NVPTX target
 // machine), link libdevice if any __nv_ function is used (only what is needed; everything but the
@@ -42,7 +37,6 @@
 // TALLY_DUMP_PTX=<dir> writes each kernel's PTX to <dir>/<kernel>.ptx.
 
 #include "codegen/CodeGen_PTX.h"
-#include "codegen/LLVMArith.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -70,10 +64,10 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include "codegen/Analysis.h"
+#include "codegen/CodeGen_LLVM.h"
 #include "ir/LargeStack.h"
-#include "tally/Compiler.h"
 #include "tally/Error.h"
-#include "tally/IREquality.h"
 #include "tally/IRPrinter.h"
 #include "tally/IRVisitor.h"
 
@@ -82,6 +76,7 @@ namespace tally {
 namespace {
 
 const char *const nvptx_triple = "nvptx64-nvidia-cuda";
+
 constexpr unsigned global_as = 1, shared_as = 3;
 
 void init_nvptx() {
@@ -151,106 +146,17 @@ std::string libdevice_path() {
     return "";
 }
 
-bool is_gpu_loop(const For *op) {
-    return op->for_type == ForType::GPUBlock || op->for_type == ForType::GPUThread;
-}
-
-/** For every gpu_block / gpu_thread loop of a kernel: its dimension (0 = x) by offload-gpu-loops'
- * rule, and whether its extent may be smaller than the launch size of that dimension. Also
- * whether the kernel has thread loops at all (allocations outside them are per-block). */
-class GpuLoopDims : public IRVisitor {
+class PtxCodeGen final : public CodeGen_LLVM {
 public:
-    explicit GpuLoopDims(std::string kernel) : kernel(std::move(kernel)) {}
-
-    std::map<const For *, int> dims;
-    bool has_thread_loops = false;
-
-    /** Does the loop need an `id < extent` guard? */
-    bool needs_guard(const For *op) const {
-        int kind = op->for_type == ForType::GPUBlock ? 0 : 1;
-        const std::vector<Expr> &slot = extents[kind][dims.at(op)];
-        Expr e = launch_extent(op);
-        // One distinct extent: the launch is exactly it.
-        if (slot.size() == 1) {
-            return false;
-        }
-        // All constant: the launch is the largest.
-        int64_t largest = 0, v;
-        for (const Expr &c : slot) {
-            if (!const_int_value(c, &v)) {
-                return true;
-            }
-            largest = std::max(largest, v);
-        }
-        return !(const_int_value(e, &v) && v == largest);
-    }
-
-    using IRVisitor::visit;
-
-private:
-    std::string kernel;
-    // Per kind, a stack of the open loops' lists of nearest same-kind descendants' depths.
-    std::vector<std::vector<int>> below[2];
-    // Per kind and dimension, the distinct extents (as int32, as the launch uses them).
-    std::vector<Expr> extents[2][3];
-
-    static Expr launch_extent(const For *op) {
-        return op->extent.type() == Int(32) ? op->extent : Cast::make(Int(32), op->extent);
-    }
-
-    void visit(const For *op) override {
-        if (!is_gpu_loop(op)) {
-            IRVisitor::visit(op);
-            return;
-        }
-        int kind = op->for_type == ForType::GPUBlock ? 0 : 1;
-        has_thread_loops = has_thread_loops || kind == 1;
-        below[kind].emplace_back();
-        IRVisitor::visit(op);
-        std::vector<int> inner = below[kind].back();
-        below[kind].pop_back();
-        int mine = inner.empty() ? 0 : inner[0] + 1;
-        for (int d : inner) {
-            user_assert(d + 1 == mine)
-                << "PTX back end: kernel '" << kernel << "': " << for_type_name(op->for_type)
-                << " loop '" << op->name
-                << "' has nested loop chains of different depths below it, so its launch "
-                   "dimension is ambiguous";
-        }
-        user_assert(mine < 3) << "PTX back end: kernel '" << kernel << "': more than 3 nested "
-                              << for_type_name(op->for_type) << " loops around '" << op->name
-                              << "'";
-        dims[op] = mine;
-        if (!below[kind].empty()) {
-            below[kind].back().push_back(mine);
-        }
-        Expr e = launch_extent(op);
-        std::vector<Expr> &slot = extents[kind][mine];
-        bool known = false;
-        for (const Expr &o : slot) {
-            known = known || equal(o, e);
-        }
-        if (!known) {
-            slot.push_back(e);
-        }
-    }
-};
-
-class PtxCodeGen : public IRVisitor {
-public:
-    PtxCodeGen(llvm::Module &mod, bool have_libdevice)
-        : mod(mod), ctx(mod.getContext()), builder(ctx), have_libdevice(have_libdevice) {
-        i1 = builder.getInt1Ty();
-        i8 = builder.getInt8Ty();
-        i32 = builder.getInt32Ty();
-        i64 = builder.getInt64Ty();
+    PtxCodeGen(llvm::Module &m, bool have_libdevice)
+        : CodeGen_LLVM(m.getContext()), have_libdevice(have_libdevice) {
+        mod = &m;
     }
 
     /** Adds the kernel's entry function to the module. */
     void define_kernel(const Kernel &k) {
         kernel = &k;
-        GpuLoopDims dims_of(k.name);
-        k.body.accept(&dims_of);
+        GpuLoopDims dims_of(k, "PTX back end");
         loops = &dims_of;
 
         std::vector<llvm::Type *> params;
@@ -258,12 +164,12 @@ public:
             params.push_back(a.is_buffer() ? builder.getPtrTy(global_as) : param_type(a));
         }
         llvm::FunctionType *ft = llvm::FunctionType::get(builder.getVoidTy(), params, false);
-        user_assert(!mod.getFunction(k.name))
+        user_assert(!mod->getFunction(k.name))
             << "PTX back end: two kernels are named '" << k.name << "'";
-        fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, k.name, &mod);
+        fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, k.name, mod);
         fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
         fn->addFnAttr(llvm::Attribute::NoUnwind);
-        llvm::NamedMDNode *annotations = mod.getOrInsertNamedMetadata("nvvm.annotations");
+        llvm::NamedMDNode *annotations = mod->getOrInsertNamedMetadata("nvvm.annotations");
         annotations->addOperand(llvm::MDNode::get(
             ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "kernel"),
                   llvm::ValueAsMetadata::get(builder.getInt32(1))}));
@@ -294,58 +200,34 @@ public:
         buffers.clear();
         loops = nullptr;
         kernel = nullptr;
+        fn = nullptr;
     }
 
     /** Did the kernels call libdevice? */
     bool uses_libdevice() const { return used_libdevice; }
 
+    using CodeGen_LLVM::visit;
+
 private:
-    llvm::Module &mod;
-    llvm::LLVMContext &ctx;
-    llvm::IRBuilder<> builder;
     bool have_libdevice;
     bool used_libdevice = false;
-    llvm::Type *i1, *i8, *i32, *i64;
 
     const Kernel *kernel = nullptr;
     const GpuLoopDims *loops = nullptr;
-    llvm::Function *fn = nullptr;
     int thread_loop_depth = 0;
-    std::map<std::string, std::vector<llvm::Value *>> vars;
-    std::map<std::string, std::vector<llvm::Value *>> buffers;  // base pointers, any addrspace
-    llvm::Value *value = nullptr;
 
-    [[noreturn]] void unsupported(const std::string &what) {
+    [[noreturn]] void unsupported(const std::string &what) override {
         user_error << "PTX back end: kernel '" << kernel->name << "': " << what
                    << " cannot be compiled for a CUDA device";
         std::abort();  // not reached: user_error throws
     }
+    llvm::Value *unbound_var(const std::string &n) override {
+        unsupported("variable '" + n + "', which is not bound in the kernel,");
+    }
+    llvm::Value *unbound_buffer(const std::string &n) override {
+        unsupported("access to '" + n + "', which names no buffer of the kernel,");
+    }
 
-    // --- types ----------------------------------------------------------------------------
-
-    llvm::Type *scalar_type(const Type &t) {
-        if (t.is_handle()) {
-            return builder.getPtrTy();
-        }
-        if (t.is_float()) {
-            if (t.code() == Type::BFloat) {
-                return builder.getBFloatTy();
-            }
-            return t.bits() == 16   ? builder.getHalfTy()
-                   : t.bits() == 32 ? builder.getFloatTy()
-                                    : builder.getDoubleTy();
-        }
-        return builder.getIntNTy(t.bits());
-    }
-    llvm::Type *llvm_type(const Type &t) {
-        llvm::Type *s = scalar_type(t.element_of());
-        return t.is_vector() ? llvm::FixedVectorType::get(s, t.lanes()) : s;
-    }
-    /** In memory, bools take a byte. */
-    llvm::Type *memory_type(const Type &t) {
-        return t.is_bool() ? (t.is_vector() ? llvm::FixedVectorType::get(i8, t.lanes()) : i8)
-                           : llvm_type(t);
-    }
     /** A scalar parameter: its type, except that bools travel as a byte. */
     llvm::Type *param_type(const Argument &a) {
         Type t = a.type.is_valid() ? a.type : Int(32);
@@ -355,315 +237,6 @@ private:
         return t.is_bool() ? i8 : llvm_type(t);
     }
 
-    // --- scopes ---------------------------------------------------------------------------
-
-    static void push(std::map<std::string, std::vector<llvm::Value *>> &m, const std::string &n,
-                     llvm::Value *v) {
-        m[n].push_back(v);
-    }
-    static void pop(std::map<std::string, std::vector<llvm::Value *>> &m, const std::string &n) {
-        auto it = m.find(n);
-        it->second.pop_back();
-        if (it->second.empty()) {
-            m.erase(it);
-        }
-    }
-    void push_var(const std::string &n, llvm::Value *v) { push(vars, n, v); }
-    void pop_var(const std::string &n) { pop(vars, n); }
-    void push_buffer(const std::string &n, llvm::Value *v) { push(buffers, n, v); }
-    void pop_buffer(const std::string &n) { pop(buffers, n); }
-
-    llvm::Value *lookup_var(const std::string &n) {
-        auto it = vars.find(n);
-        if (it == vars.end()) {
-            unsupported("variable '" + n + "', which is not bound in the kernel,");
-        }
-        return it->second.back();
-    }
-    /** The memory a Load/Store name refers to: an allocation or buffer argument, else a handle
-     * variable of that name. */
-    llvm::Value *buffer_base(const std::string &n) {
-        auto b = buffers.find(n);
-        if (b != buffers.end()) {
-            return b->second.back();
-        }
-        auto v = vars.find(n);
-        if (v != vars.end() && v->second.back()->getType()->isPointerTy()) {
-            return v->second.back();
-        }
-        unsupported("access to '" + n + "', which names no buffer of the kernel,");
-    }
-
-    // --- expressions ----------------------------------------------------------------------
-
-    llvm::Value *codegen(const Expr &e) {
-        internal_assert(e.defined()) << "codegen of undefined expression";
-        value = nullptr;
-        e.accept(this);
-        internal_assert(value) << "no value for " << e;
-        return value;
-    }
-
-    void visit(const IntImm *op) override {
-        value = llvm::ConstantInt::getSigned(llvm_type(op->type), op->value);
-    }
-    void visit(const UIntImm *op) override {
-        value = llvm::ConstantInt::get(llvm_type(op->type), op->value);
-    }
-    void visit(const FloatImm *op) override {
-        value = llvm::ConstantFP::get(llvm_type(op->type), op->value);
-    }
-    void visit(const StringImm *op) override { unsupported("the string \"" + op->value + "\""); }
-
-    llvm::Value *cast_value(llvm::Value *v, const Type &from, const Type &to) {
-        return emit_cast(builder, v, from, to, llvm_type(to));
-    }
-
-    void visit(const Cast *op) override {
-        value = cast_value(codegen(op->value), op->value.type(), op->type);
-    }
-    void visit(const Reinterpret *op) override {
-        llvm::Value *v = codegen(op->value);
-        const Type &from = op->value.type(), &to = op->type;
-        if (to.is_handle() && !from.is_handle()) {
-            value = builder.CreateIntToPtr(v, llvm_type(to));
-        } else if (from.is_handle() && !to.is_handle()) {
-            value = builder.CreatePtrToInt(v, llvm_type(to));
-        } else {
-            value = builder.CreateBitCast(v, llvm_type(to));
-        }
-    }
-    void visit(const Variable *op) override {
-        value = lookup_var(op->name);
-        internal_assert(op->type.is_handle() || value->getType()->isPointerTy() ||
-                        value->getType() == llvm_type(op->type))
-            << "variable " << op->name << " used with another type";
-    }
-
-    void visit(const Add *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = op->type.is_float() ? builder.CreateFAdd(a, b) : builder.CreateAdd(a, b);
-    }
-    void visit(const Sub *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = op->type.is_float() ? builder.CreateFSub(a, b) : builder.CreateSub(a, b);
-    }
-    void visit(const Mul *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = op->type.is_float() ? builder.CreateFMul(a, b) : builder.CreateMul(a, b);
-    }
-
-    void visit(const Div *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        if (op->type.is_float()) {
-            value = builder.CreateFDiv(a, b);
-            return;
-        }
-        llvm::Value *q, *r;
-        emit_div_mod(builder, op->type, a, b, &q, &r);
-        value = q;
-    }
-    void visit(const Mod *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        if (op->type.is_float()) {
-            value = emit_float_mod(builder, a, b);
-            return;
-        }
-        llvm::Value *q, *r;
-        emit_div_mod(builder, op->type, a, b, &q, &r);
-        value = r;
-    }
-
-    llvm::Value *compare(IRNodeType k, const Type &t, llvm::Value *a, llvm::Value *b) {
-        return emit_compare(builder, k, t, a, b);
-    }
-
-    void visit(const Min *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = builder.CreateSelect(compare(IRNodeType::LT, op->type, a, b), a, b);
-    }
-    void visit(const Max *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = builder.CreateSelect(compare(IRNodeType::GT, op->type, a, b), a, b);
-    }
-#define TALLY_CMP(N)                                                                               \
-    void visit(const N *op) override {                                                             \
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);                                      \
-        value = compare(IRNodeType::N, op->a.type(), a, b);                                        \
-    }
-    TALLY_CMP(EQ)
-    TALLY_CMP(NE)
-    TALLY_CMP(LT)
-    TALLY_CMP(LE)
-    TALLY_CMP(GT)
-    TALLY_CMP(GE)
-#undef TALLY_CMP
-    void visit(const And *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = builder.CreateAnd(a, b);
-    }
-    void visit(const Or *op) override {
-        llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-        value = builder.CreateOr(a, b);
-    }
-    void visit(const Not *op) override {
-        value = builder.CreateNot(codegen(op->a));
-    }
-    void visit(const Select *op) override {
-        llvm::Value *c = codegen(op->condition);
-        llvm::Value *t = codegen(op->true_value), *f = codegen(op->false_value);
-        value = builder.CreateSelect(c, t, f);
-    }
-
-    /** Address of element `index` (scalar) of buffer `name`. */
-    llvm::Value *element_address(const std::string &name, const Type &elem, llvm::Value *index) {
-        llvm::Value *base = buffer_base(name);
-        return builder.CreateInBoundsGEP(memory_type(elem), base,
-                                         builder.CreateSExtOrTrunc(index, i64));
-    }
-
-    llvm::Value *load_scalar(const std::string &name, const Type &t, llvm::Value *index) {
-        llvm::Value *v = builder.CreateLoad(memory_type(t), element_address(name, t, index));
-        return t.is_bool() ? builder.CreateTrunc(v, i1) : v;
-    }
-
-    /** A dense vector access `ramp(base, 1, lanes)`: its base, else nullptr. */
-    static const Expr *dense_base(const Expr &index) {
-        const Ramp *r = index.as<Ramp>();
-        if (r && is_const_one(r->stride) && r->base.type().is_scalar()) {
-            return &r->base;
-        }
-        return nullptr;
-    }
-
-    /** Runs `body` only when `cond` holds, in its own block; returns the block it ended in. */
-    template <typename F>
-    llvm::BasicBlock *when(llvm::Value *cond, F body, llvm::BasicBlock **done_out) {
-        llvm::BasicBlock *yes = llvm::BasicBlock::Create(ctx, "lane", fn);
-        llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "lane_done", fn);
-        builder.CreateCondBr(cond, yes, done);
-        builder.SetInsertPoint(yes);
-        body();
-        llvm::BasicBlock *end = builder.GetInsertBlock();
-        builder.CreateBr(done);
-        builder.SetInsertPoint(done);
-        *done_out = done;
-        return end;
-    }
-
-    void visit(const Load *op) override {
-        const Type &t = op->type;
-        if (t.is_scalar() && !op->predicate.defined()) {
-            value = load_scalar(op->name, t, codegen(op->index));
-            return;
-        }
-        const Expr *dense = op->predicate.defined() ? nullptr : dense_base(op->index);
-        if (dense) {
-            llvm::Value *addr = element_address(op->name, t.element_of(), codegen(*dense));
-            llvm::Value *v = builder.CreateAlignedLoad(memory_type(t), addr,
-                                                       llvm::Align(t.element_of().bytes()));
-            value = t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
-            return;
-        }
-        // Gather lane by lane (only lanes whose predicate holds are read).
-        llvm::Value *idx = codegen(op->index);
-        llvm::Value *pred = op->predicate.defined() ? codegen(op->predicate) : nullptr;
-        llvm::Value *result = llvm::UndefValue::get(llvm_type(t));
-        for (int i = 0; i < t.lanes(); i++) {
-            llvm::Value *li =
-                t.is_vector() ? builder.CreateExtractElement(idx, builder.getInt32(i)) : idx;
-            llvm::Value *lane;
-            if (pred) {
-                llvm::Value *p =
-                    t.is_vector() ? builder.CreateExtractElement(pred, builder.getInt32(i)) : pred;
-                llvm::BasicBlock *cur = builder.GetInsertBlock(), *done;
-                llvm::Value *lv = nullptr;
-                llvm::BasicBlock *yes_end = when(
-                    p, [&]() { lv = load_scalar(op->name, t.element_of(), li); }, &done);
-                llvm::PHINode *phi = builder.CreatePHI(scalar_type(t.element_of()), 2);
-                phi->addIncoming(llvm::Constant::getNullValue(phi->getType()), cur);
-                phi->addIncoming(lv, yes_end);
-                lane = phi;
-            } else {
-                lane = load_scalar(op->name, t.element_of(), li);
-            }
-            result = t.is_vector() ? builder.CreateInsertElement(result, lane, builder.getInt32(i))
-                                   : lane;
-        }
-        value = result;
-    }
-
-    void visit(const Ramp *op) override {
-        llvm::Value *base = codegen(op->base), *stride = codegen(op->stride);
-        const Type &et = op->base.type();
-        if (!et.is_scalar()) {
-            unsupported("a ramp of vectors");
-        }
-        llvm::Value *b = builder.CreateVectorSplat(op->lanes, base);
-        llvm::Value *s = builder.CreateVectorSplat(op->lanes, stride);
-        std::vector<llvm::Constant *> steps;
-        for (int i = 0; i < op->lanes; i++) {
-            steps.push_back(et.is_float() ? llvm::ConstantFP::get(scalar_type(et), double(i))
-                                          : llvm::ConstantInt::get(scalar_type(et), i));
-        }
-        llvm::Value *k = llvm::ConstantVector::get(steps);
-        value = et.is_float() ? builder.CreateFAdd(b, builder.CreateFMul(s, k))
-                              : builder.CreateAdd(b, builder.CreateMul(s, k));
-    }
-    void visit(const Broadcast *op) override {
-        if (!op->value.type().is_scalar()) {
-            unsupported("a broadcast of a vector");
-        }
-        value = builder.CreateVectorSplat(op->lanes, codegen(op->value));
-    }
-    void visit(const Let *op) override {
-        llvm::Value *v = codegen(op->value);
-        push_var(op->name, v);
-        value = codegen(op->body);
-        pop_var(op->name);
-    }
-    void visit(const Shuffle *op) override {
-        std::vector<llvm::Value *> vs;
-        for (const Expr &v : op->vectors) {
-            llvm::Value *x = codegen(v);
-            if (!x->getType()->isVectorTy()) {
-                x = builder.CreateVectorSplat(1, x);
-            }
-            vs.push_back(x);
-        }
-        // Concatenate everything into one vector, then pick the lanes.
-        llvm::Value *all = vs[0];
-        for (size_t i = 1; i < vs.size(); i++) {
-            int na = llvm::cast<llvm::FixedVectorType>(all->getType())->getNumElements();
-            int nb = llvm::cast<llvm::FixedVectorType>(vs[i]->getType())->getNumElements();
-            int n = std::max(na, nb);
-            auto widen = [&](llvm::Value *x, int from) {
-                if (from == n) {
-                    return x;
-                }
-                std::vector<int> mask;
-                for (int j = 0; j < n; j++) {
-                    mask.push_back(j < from ? j : -1);
-                }
-                return builder.CreateShuffleVector(x, mask);
-            };
-            llvm::Value *a = widen(all, na), *b = widen(vs[i], nb);
-            std::vector<int> mask;
-            for (int j = 0; j < na; j++) {
-                mask.push_back(j);
-            }
-            for (int j = 0; j < nb; j++) {
-                mask.push_back(n + j);
-            }
-            all = builder.CreateShuffleVector(a, b, mask);
-        }
-        if (op->type.is_scalar()) {
-            value = builder.CreateExtractElement(all, builder.getInt32(op->indices[0]));
-        } else {
-            value = builder.CreateShuffleVector(all, op->indices);
-        }
-    }
-
     // --- calls ----------------------------------------------------------------------------
 
     /** A libdevice function `__nv_<name>` taking and returning `t` (scalar float). */
@@ -671,7 +244,7 @@ private:
                                 const std::vector<llvm::Value *> &args) {
         std::vector<llvm::Type *> params(args.size(), t);
         llvm::FunctionCallee f =
-            mod.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
+            mod->getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
         used_libdevice = true;
         return builder.CreateCall(f, args);
     }
@@ -737,15 +310,8 @@ private:
         if (!op->type.is_float() && op->name.compare(0, 3, "is_") != 0) {
             return false;
         }
-        std::string n = op->name;
-        for (const char *suffix : {"_f16", "_f32", "_f64"}) {
-            if (n.size() > 4 && n.compare(n.size() - 4, 4, suffix) == 0) {
-                n = n.substr(0, n.size() - 4);
-            }
-        }
-        if (n.size() > 1 && n.back() == 'f' && fns.count(n.substr(0, n.size() - 1))) {
-            n.pop_back();  // libm's float spelling: sqrtf
-        }
+        std::string n =
+            math_base_name(op->name, [&](const std::string &base) { return fns.count(base); });
         // Classification and reciprocals need no library.
         if ((n == "is_nan" || n == "is_inf" || n == "is_finite") && op->args.size() == 1 &&
             op->args[0].type().is_float()) {
@@ -817,169 +383,18 @@ private:
     }
 
     void visit(const Call *op) override {
-        const std::string &n = op->name;
-        auto arg = [&](int i) { return codegen(op->args[i]); };
-        if (n == "likely" || n == "likely_if_innermost" || n == "promise_clamped" ||
-            n == "unsafe_promise_clamped" || n == "strict_float") {
-            value = arg(0);
-        } else if (n == "gpu_thread_barrier") {
+        if (op->name == "gpu_thread_barrier") {
             builder.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
             value = llvm::Constant::getNullValue(llvm_type(op->type));
-            return;
-        } else if (n == "return_second") {
-            arg(0);
-            value = arg(1);
-        } else if (n == "abs") {
-            llvm::Value *a = arg(0);
-            const Type &t = op->args[0].type();
-            if (t.is_float()) {
-                value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
-            } else if (t.is_int()) {
-                llvm::Value *neg =
-                    builder.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType()));
-                value = builder.CreateSelect(neg, builder.CreateNeg(a), a);
-            } else {
-                value = a;
-            }
-        } else if (n == "absd") {
-            llvm::Value *a = arg(0), *b = arg(1);
-            const Type &t = op->args[0].type();
-            if (t.is_float()) {
-                value =
-                    builder.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, builder.CreateFSub(a, b));
-            } else {
-                llvm::Value *lt = compare(IRNodeType::LT, t, a, b);
-                value = builder.CreateSelect(lt, builder.CreateSub(b, a), builder.CreateSub(a, b));
-            }
-        } else if (n == "bitwise_and" || n == "bitwise_or" || n == "bitwise_xor") {
-            llvm::Value *a = arg(0), *b = arg(1);
-            value = n == "bitwise_and"  ? builder.CreateAnd(a, b)
-                    : n == "bitwise_or" ? builder.CreateOr(a, b)
-                                        : builder.CreateXor(a, b);
-        } else if (n == "bitwise_not") {
-            value = builder.CreateNot(arg(0));
-        } else if (n == "shift_left" || n == "shift_right") {
-            llvm::Value *a = arg(0), *b = arg(1);
-            b = builder.CreateIntCast(b, a->getType(), false);
-            value = n == "shift_left"             ? builder.CreateShl(a, b)
-                    : op->args[0].type().is_int() ? builder.CreateAShr(a, b)
-                                                  : builder.CreateLShr(a, b);
-        } else if (n == "count_leading_zeros" || n == "count_trailing_zeros") {
-            value = builder.CreateBinaryIntrinsic(
-                n == "count_leading_zeros" ? llvm::Intrinsic::ctlz : llvm::Intrinsic::cttz, arg(0),
-                builder.getFalse());
-        } else if (n == "popcount") {
-            value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, arg(0));
-        } else if (n == "if_then_else") {
-            llvm::Value *c = arg(0);
-            llvm::Value *t = arg(1), *f = arg(2);
-            value = builder.CreateSelect(c, t, f);
-        } else if (n == "div_round_to_zero" || n == "mod_round_to_zero") {
-            llvm::Value *a = arg(0), *b = arg(1);
-            bool s = op->type.is_int();
-            value = n == "div_round_to_zero"
-                        ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
-                        : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
-        } else if (call_math(op)) {
-            return;
-        } else {
-            unsupported(std::string(op->is_intrinsic() ? "the intrinsic '" : "the call to '") + n +
-                        "'");
-        }
-        llvm::Type *want = llvm_type(op->type);
-        if (value->getType() != want && value->getType()->isIntOrIntVectorTy() &&
-            want->isIntOrIntVectorTy()) {
-            value = builder.CreateIntCast(value, want, op->type.is_int());
+        } else if (call_pure_intrinsic(op)) {
+            coerce_to_call_type(op);
+        } else if (!call_math(op)) {
+            unsupported(std::string(op->is_intrinsic() ? "the intrinsic '" : "the call to '") +
+                        op->name + "'");
         }
     }
 
     // --- statements -----------------------------------------------------------------------
-
-    void codegen(const Stmt &s) {
-        if (s.defined()) {
-            s.accept(this);
-        }
-    }
-
-    void visit(const AssertStmt *op) override {
-        unsupported("the assert '" + to_string(Stmt(op)) + "'");
-    }
-    void visit(const LetStmt *op) override {
-        llvm::Value *v = codegen(op->value);
-        if (!v->hasName() && !llvm::isa<llvm::Constant>(v)) {
-            v->setName(op->name);
-        }
-        push_var(op->name, v);
-        codegen(op->body);
-        pop_var(op->name);
-    }
-    void visit(const ProducerConsumer *op) override {
-        codegen(op->body);
-    }
-    void visit(const Block *op) override {
-        Stmt s = op;
-        while (const Block *b = s.as<Block>()) {
-            codegen(b->first);
-            s = b->rest;
-        }
-        codegen(s);
-    }
-    void visit(const Evaluate *op) override {
-        if (!is_const(op->value)) {
-            codegen(op->value);
-        }
-    }
-    void visit(const IfThenElse *op) override {
-        llvm::Value *c = codegen(op->condition);
-        llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx, "then", fn);
-        llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(ctx, "else", fn);
-        llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx, "after_if", fn);
-        builder.CreateCondBr(c, then_bb, else_bb);
-        builder.SetInsertPoint(then_bb);
-        codegen(op->then_case);
-        builder.CreateBr(after);
-        builder.SetInsertPoint(else_bb);
-        codegen(op->else_case);
-        builder.CreateBr(after);
-        builder.SetInsertPoint(after);
-    }
-
-    void visit(const Store *op) override {
-        const Type &t = op->value.type();
-        llvm::Value *v = codegen(op->value);
-        if (t.is_bool()) {
-            v = builder.CreateZExt(v, memory_type(t));
-        }
-        if (t.is_scalar() && !op->predicate.defined()) {
-            builder.CreateStore(v, element_address(op->name, t, codegen(op->index)));
-            return;
-        }
-        const Expr *dense = op->predicate.defined() ? nullptr : dense_base(op->index);
-        if (dense) {
-            llvm::Value *addr = element_address(op->name, t.element_of(), codegen(*dense));
-            builder.CreateAlignedStore(v, addr, llvm::Align(t.element_of().bytes()));
-            return;
-        }
-        llvm::Value *idx = codegen(op->index);
-        llvm::Value *pred = op->predicate.defined() ? codegen(op->predicate) : nullptr;
-        for (int i = 0; i < t.lanes(); i++) {
-            auto lane_of = [&](llvm::Value *x) {
-                return t.is_vector() ? builder.CreateExtractElement(x, builder.getInt32(i)) : x;
-            };
-            llvm::Value *lane = lane_of(v), *li = lane_of(idx);
-            // Bools were widened to bytes above; store lanes as their memory type.
-            Type et = t.element_of();
-            auto store_lane = [&]() {
-                builder.CreateStore(lane, element_address(op->name, et, li));
-            };
-            if (pred) {
-                llvm::BasicBlock *done;
-                when(lane_of(pred), store_lane, &done);
-            } else {
-                store_lane();
-            }
-        }
-    }
 
     void visit(const Allocate *op) override {
         if (op->new_expr.defined()) {
@@ -1003,7 +418,7 @@ private:
         llvm::Type *et = memory_type(op->type.element_of());
         llvm::ArrayType *at = llvm::ArrayType::get(et, count);
         bool shared = op->memory_type == MemoryType::GPUShared ||
-                      (loops->has_thread_loops && thread_loop_depth == 0);
+                      (loops->has_thread_loops() && thread_loop_depth == 0);
         llvm::Value *base;
         if (shared) {
             if (count * op->type.bytes() > 48 * 1024) {
@@ -1011,7 +426,7 @@ private:
                             std::to_string(count * op->type.bytes()) +
                             " bytes, more than the 48 KiB of static shared memory)");
             }
-            auto *g = new llvm::GlobalVariable(mod, at, false, llvm::GlobalValue::InternalLinkage,
+            auto *g = new llvm::GlobalVariable(*mod, at, false, llvm::GlobalValue::InternalLinkage,
                                                llvm::UndefValue::get(at), op->name, nullptr,
                                                llvm::GlobalValue::NotThreadLocal, shared_as);
             g->setAlignment(llvm::Align(16));
@@ -1021,8 +436,7 @@ private:
                 unsupported("the allocation of '" + op->name + "' (" +
                             std::to_string(count * op->type.bytes()) + " bytes per thread)");
             }
-            llvm::IRBuilder<> b(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-            llvm::AllocaInst *a = b.CreateAlloca(at, nullptr, op->name);
+            llvm::AllocaInst *a = entry_alloca(at, op->name);
             a->setAlignment(llvm::Align(16));
             base = a;
         }
@@ -1042,22 +456,7 @@ private:
                         "'");
         }
         // Serial, unrolled, vectorized and extern loops run serially.
-        llvm::Value *min = codegen(op->min), *extent = codegen(op->extent);
-        llvm::Value *end = builder.CreateAdd(min, extent);
-        llvm::BasicBlock *pre = builder.GetInsertBlock();
-        llvm::BasicBlock *loop = llvm::BasicBlock::Create(ctx, op->name + "_loop", fn);
-        llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx, op->name + "_end", fn);
-        builder.CreateCondBr(builder.CreateICmpSLT(min, end), loop, after);
-        builder.SetInsertPoint(loop);
-        llvm::PHINode *i = builder.CreatePHI(min->getType(), 2, op->name);
-        i->addIncoming(min, pre);
-        push_var(op->name, i);
-        codegen(op->body);
-        pop_var(op->name);
-        llvm::Value *next = builder.CreateAdd(i, llvm::ConstantInt::get(min->getType(), 1));
-        i->addIncoming(next, builder.GetInsertBlock());
-        builder.CreateCondBr(builder.CreateICmpSLT(next, end), loop, after);
-        builder.SetInsertPoint(after);
+        serial_loop(op);
     }
 
     /** A gpu_block / gpu_thread loop: its variable is min + the block or thread id. */
@@ -1069,7 +468,7 @@ private:
                                                        llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y,
                                                        llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z}};
         int kind = op->for_type == ForType::GPUBlock ? 0 : 1;
-        int dim = loops->dims.at(op);
+        int dim = loops->dim(op);
         llvm::Value *min = codegen(op->min);
         llvm::Value *id = builder.CreateIntrinsic(ids[kind][dim], {}, {});
         id->setName(op->name + ".id");
@@ -1185,7 +584,7 @@ CompiledKernel compile_ptx_kernel(const Kernel &k, const Target &t) {
     return out;
 }
 
-std::string compile_to_ptx(const Module &lowered) {
+std::string compile_ptx_module(const Module &lowered) {
     std::vector<const Kernel *> cuda;
     for (const Kernel &k : lowered.kernels) {
         if (k.device_api == DeviceAPI::CUDA) {

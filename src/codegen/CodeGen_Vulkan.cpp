@@ -24,7 +24,7 @@
 // a ramp base, a float modulo's operands) is first bound to a temporary, as is every Let value.
 // Types: int32, uint32, float32 and bool (uint1) only; anything else is a CompileError naming the
 // type. Arithmetic follows IR.h: integer ops wrap, Div/Mod on integers are Euclidean and x/0 ==
-// x%0 == 0 (helper functions, the same case analysis as CodeGen_Host.cpp), float Mod is
+// x%0 == 0 (helper functions, the same case analysis as CodeGen_LLVM.cpp), float Mod is
 // a - b*floor(a/b). Nodes that have no meaning in a kernel (asserts, strings, handles, extern
 // calls other than Halide's math functions) are CompileErrors naming the node.
 //
@@ -32,6 +32,8 @@
 // <dir>/<kernel>.comp and its SPIR-V to <dir>/<kernel>.spv.
 
 #include "codegen/CodeGen_Vulkan.h"
+
+#include "codegen/Analysis.h"
 
 #include <cmath>
 #include <cstdio>
@@ -54,79 +56,6 @@
 namespace tally {
 
 namespace {
-
-bool is_gpu_loop(const For *op) {
-    return op->for_type == ForType::GPUBlock || op->for_type == ForType::GPUThread;
-}
-
-/** The dimension (0 = x, 1 = y, 2 = z) of every gpu_block and gpu_thread loop of a kernel, by
- * offload-gpu-loops' rule: along each chain of nested loops of one kind, the innermost is x. A
- * loop that would get two different dimensions (chains of different lengths below it) is an
- * error: its launch size would be ambiguous. */
-class AssignGpuDimensions : public IRVisitor {
-public:
-    explicit AssignGpuDimensions(std::string kernel) : kernel(std::move(kernel)) {}
-
-    std::map<const For *, int> dims;
-    bool has_thread_loops = false;
-
-    using IRVisitor::visit;
-
-private:
-    std::string kernel;
-    std::vector<const For *> chain[2];
-    int seen[2] = {0, 0};
-
-    void visit(const For *op) override {
-        int kind = op->for_type == ForType::GPUBlock    ? 0
-                   : op->for_type == ForType::GPUThread ? 1
-                                                        : -1;
-        op->min.accept(this);
-        op->extent.accept(this);
-        if (kind < 0) {
-            op->body.accept(this);
-            return;
-        }
-        has_thread_loops = has_thread_loops || kind == 1;
-        chain[kind].push_back(op);
-        int before = ++seen[kind];
-        op->body.accept(this);
-        if (seen[kind] == before) {
-            const std::vector<const For *> &c = chain[kind];
-            user_assert(c.size() <= 3)
-                << "Vulkan back end: kernel '" << kernel << "' nests " << c.size() << " "
-                << for_type_name(op->for_type) << " loops; a launch has at most 3 dimensions";
-            for (size_t i = 0; i < c.size(); i++) {
-                int d = int(c.size() - 1 - i);
-                auto it = dims.find(c[i]);
-                user_assert(it == dims.end() || it->second == d)
-                    << "Vulkan back end: kernel '" << kernel
-                    << "': " << for_type_name(c[i]->for_type) << " loop '" << c[i]->name
-                    << "' encloses chains of " << for_type_name(c[i]->for_type)
-                    << " loops of different lengths, so its dimension (x, y or z) is ambiguous";
-                dims[c[i]] = d;
-            }
-        }
-        chain[kind].pop_back();
-    }
-};
-
-/** Which buffers a kernel loads from and stores to. */
-class BufferUse : public IRVisitor {
-public:
-    std::set<std::string> loaded, stored;
-    using IRVisitor::visit;
-
-private:
-    void visit(const Load *op) override {
-        loaded.insert(op->name);
-        IRVisitor::visit(op);
-    }
-    void visit(const Store *op) override {
-        stored.insert(op->name);
-        IRVisitor::visit(op);
-    }
-};
 
 /** A GLSL identifier from an IR name: [A-Za-z0-9] kept, runs of anything else become one '_'
  * (GLSL reserves names with two consecutive underscores), no leading or trailing '_'. */
@@ -194,15 +123,10 @@ uint tally_mod_u32(uint a, uint b) {
 /** Generates the GLSL source of one kernel. */
 class CodeGenGLSL : public IRVisitor {
 public:
-    explicit CodeGenGLSL(const Kernel &k) : kernel(k) {}
+    explicit CodeGenGLSL(const Kernel &k) : kernel(k), loops(k, "Vulkan back end") {}
 
     std::string generate() {
-        AssignGpuDimensions dims_of(kernel.name);
-        kernel.body.accept(&dims_of);
-        gpu_dims = dims_of.dims;
-        has_thread_loops = dims_of.has_thread_loops;
-        BufferUse use;
-        kernel.body.accept(&use);
+        UsedNames use = used_names(kernel.body);
 
         // Arguments: buffers (bindings in order), then scalars (push-constant words).
         std::ostringstream decls;
@@ -285,8 +209,7 @@ public:
 
 private:
     const Kernel &kernel;
-    std::map<const For *, int> gpu_dims;
-    bool has_thread_loops = false;
+    const GpuLoopDims loops;
     int thread_loop_depth = 0;
 
     struct Binding {
@@ -873,12 +796,10 @@ private:
         std::string ext = share(Int(32), emit_scalar(op->extent));
         std::string v = fresh("v_" + clean_name(op->name));
         if (is_gpu_loop(op)) {
-            auto it = gpu_dims.find(op);
-            internal_assert(it != gpu_dims.end()) << "GPU loop without a dimension";
             std::string id =
                 std::string(op->for_type == ForType::GPUBlock ? "int(gl_WorkGroupID."
                                                               : "int(gl_LocalInvocationID.") +
-                "xyz"[it->second] + ")";
+                "xyz"[loops.dim(op)] + ")";
             line("int " + v + " = " + (mn == "0" ? id : mn + " + " + id) + ";");
             // Sibling loops share the launch size, the largest extent: guard the others.
             line("if (" + id + " < " + ext + ") {");
@@ -947,7 +868,7 @@ private:
             << "' of " << size << " elements is too large for a kernel";
         Type elem = op->type.element_of();
         bool shared = op->memory_type == MemoryType::GPUShared ||
-                      (has_thread_loops && thread_loop_depth == 0);
+                      (loops.has_thread_loops() && thread_loop_depth == 0);
         std::string n = fresh((shared ? "s_" : "a_") + clean_name(op->name));
         std::string decl = glsl_type(elem) + " " + n + "[" + std::to_string(size) + "];";
         if (shared) {

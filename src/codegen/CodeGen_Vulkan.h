@@ -4,7 +4,7 @@
 #ifndef TALLY_CODEGEN_CODEGEN_VULKAN_H
 #define TALLY_CODEGEN_CODEGEN_VULKAN_H
 
-#include "codegen/CodeGen_Host.h"
+#include "codegen/CompiledKernel.h"
 #include "tally/Module.h"
 
 namespace tally {

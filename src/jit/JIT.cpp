@@ -25,6 +25,9 @@
 #include <llvm/TargetParser/Host.h>
 
 #include "codegen/CodeGen_Host.h"
+#include "codegen/CodeGen_LLVM.h"
+#include "codegen/CodeGen_PTX.h"
+#include "codegen/DeviceKernels.h"
 #include "ir/LargeStack.h"
 #include "ir/RuntimeCalls.h"
 #include "tally/Compiler.h"
@@ -288,6 +291,10 @@ static void compile_to_files_impl(const Module &lowered, const OutputFiles &out,
 
 void compile_to_files(const Module &lowered, const OutputFiles &out, const CompileOptions &opts) {
     with_large_stack([&]() { compile_to_files_impl(lowered, out, opts); });
+}
+
+std::string compile_to_ptx(const Module &lowered) {
+    return compile_ptx_module(lowered);
 }
 
 }  // namespace tally

@@ -40,7 +40,7 @@
 #include "E2EUtil.h"
 #include "blur_gpu/reference.h"
 #include "bounce/reference.h"
-#include "codegen/CodeGen_Host.h"
+#include "codegen/DeviceKernels.h"
 #include "gpu_gpu_cpu/reference.h"
 #include "tally/Error.h"
 #include "tally/IRMutator.h"

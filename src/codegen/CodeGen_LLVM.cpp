@@ -1,0 +1,683 @@
+// The shared part of the LLVM back ends (see CodeGen_LLVM.h).
+//
+// Semantics, as IR.h states them: integer arithmetic wraps; integer Div/Mod are Euclidean (the
+// remainder is never negative) and x / 0 == x % 0 == 0, implemented with selects so that no
+// input is undefined behaviour (sdiv's INT_MIN / -1 included); float Mod is x - y * floor(x / y);
+// bools are i1 in registers and a byte in memory. A dense vector access (index
+// `ramp(base, 1, lanes)`, no predicate) is one LLVM vector load or store aligned to its element;
+// every other vector access, and every predicated one, goes lane by lane, a predicated lane in
+// a block of its own so that lanes whose predicate is false never touch memory.
+
+#include "codegen/CodeGen_LLVM.h"
+
+#include <algorithm>
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "tally/Error.h"
+#include "tally/IRPrinter.h"
+
+namespace tally {
+
+namespace {
+
+/** A dense vector access `ramp(base, 1, lanes)`: its base, else nullptr. */
+const Expr *dense_base(const Expr &index) {
+    const Ramp *r = index.as<Ramp>();
+    if (r && is_const_one(r->stride) && r->base.type().is_scalar()) {
+        return &r->base;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+CodeGen_LLVM::CodeGen_LLVM(llvm::LLVMContext &ctx) : ctx(ctx), builder(ctx) {
+    i1 = builder.getInt1Ty();
+    i8 = builder.getInt8Ty();
+    i32 = builder.getInt32Ty();
+    i64 = builder.getInt64Ty();
+    ptr = builder.getPtrTy();
+}
+
+// --- types ------------------------------------------------------------------------------------
+
+llvm::Type *CodeGen_LLVM::scalar_type(const Type &t) {
+    if (t.is_handle()) {
+        return ptr;
+    }
+    if (t.is_float()) {
+        if (t.code() == Type::BFloat) {
+            return builder.getBFloatTy();
+        }
+        return t.bits() == 16   ? builder.getHalfTy()
+               : t.bits() == 32 ? builder.getFloatTy()
+                                : builder.getDoubleTy();
+    }
+    return builder.getIntNTy(t.bits());
+}
+
+llvm::Type *CodeGen_LLVM::llvm_type(const Type &t) {
+    llvm::Type *s = scalar_type(t.element_of());
+    return t.is_vector() ? llvm::FixedVectorType::get(s, t.lanes()) : s;
+}
+
+llvm::Type *CodeGen_LLVM::memory_type(const Type &t) {
+    return t.is_bool() ? (t.is_vector() ? llvm::FixedVectorType::get(i8, t.lanes()) : i8)
+                       : llvm_type(t);
+}
+
+// --- scopes -----------------------------------------------------------------------------------
+
+void CodeGen_LLVM::pop(Scope &s, const std::string &n) {
+    auto it = s.find(n);
+    it->second.pop_back();
+    if (it->second.empty()) {
+        s.erase(it);
+    }
+}
+
+llvm::Value *CodeGen_LLVM::lookup_var(const std::string &n) {
+    auto it = vars.find(n);
+    return it != vars.end() ? it->second.back() : unbound_var(n);
+}
+
+llvm::Value *CodeGen_LLVM::buffer_base(const std::string &n) {
+    auto b = buffers.find(n);
+    if (b != buffers.end()) {
+        return b->second.back();
+    }
+    auto v = vars.find(n);
+    if (v != vars.end() && v->second.back()->getType()->isPointerTy()) {
+        return v->second.back();
+    }
+    return unbound_buffer(n);
+}
+
+llvm::AllocaInst *CodeGen_LLVM::entry_alloca(llvm::Type *t, const std::string &name,
+                                             llvm::Value *count) {
+    llvm::IRBuilder<> b(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    return b.CreateAlloca(t, count, name);
+}
+
+// --- generation -------------------------------------------------------------------------------
+
+llvm::Value *CodeGen_LLVM::codegen(const Expr &e) {
+    internal_assert(e.defined()) << "codegen of undefined expression";
+    value = nullptr;
+    e.accept(this);
+    internal_assert(value) << "no value for " << e;
+    return value;
+}
+
+void CodeGen_LLVM::codegen(const Stmt &s) {
+    if (s.defined()) {
+        s.accept(this);
+    }
+}
+
+llvm::Value *CodeGen_LLVM::cast_value(llvm::Value *v, const Type &from, const Type &to) {
+    llvm::Type *dst = llvm_type(to);
+    if (from == to) {
+        return v;
+    }
+    if (to.is_handle()) {
+        return from.is_handle() ? v : builder.CreateIntToPtr(v, dst);
+    }
+    if (from.is_handle()) {
+        return builder.CreatePtrToInt(v, dst);
+    }
+    if (to.is_bool()) {
+        if (from.is_float()) {
+            return builder.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
+        }
+        return builder.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    }
+    if (from.is_float() && to.is_float()) {
+        return builder.CreateFPCast(v, dst);
+    }
+    if (from.is_float()) {
+        return to.is_int() ? builder.CreateFPToSI(v, dst) : builder.CreateFPToUI(v, dst);
+    }
+    if (to.is_float()) {
+        return from.is_int() ? builder.CreateSIToFP(v, dst) : builder.CreateUIToFP(v, dst);
+    }
+    return builder.CreateIntCast(v, dst, from.is_int());
+}
+
+void CodeGen_LLVM::div_mod(const Type &t, llvm::Value *x, llvm::Value *y, llvm::Value **q,
+                           llvm::Value **r) {
+    llvm::IRBuilderBase &b = builder;
+    llvm::Type *lt = x->getType();
+    llvm::Value *zero = llvm::Constant::getNullValue(lt), *one = llvm::ConstantInt::get(lt, 1);
+    llvm::Value *y_zero = b.CreateICmpEQ(y, zero);
+    if (t.is_uint()) {
+        llvm::Value *safe_y = b.CreateSelect(y_zero, one, y);
+        *q = b.CreateSelect(y_zero, zero, b.CreateUDiv(x, safe_y));
+        *r = b.CreateSelect(y_zero, zero, b.CreateURem(x, safe_y));
+        return;
+    }
+    // Avoid the two undefined cases of sdiv: y == 0 and INT_MIN / -1.
+    llvm::Value *minus_one = llvm::Constant::getAllOnesValue(lt);
+    llvm::Value *y_m1 = b.CreateICmpEQ(y, minus_one);
+    llvm::Value *safe_y = b.CreateSelect(b.CreateOr(y_zero, y_m1), one, y);
+    llvm::Value *tq = b.CreateSDiv(x, safe_y), *tr = b.CreateSRem(x, safe_y);
+    // y == -1: q = -x (wrapping), r = 0.
+    tq = b.CreateSelect(y_m1, b.CreateNeg(x), tq);
+    tr = b.CreateSelect(y_m1, zero, tr);
+    // Make the remainder non-negative: r += |y|, q -= sign(y).
+    llvm::Value *r_neg = b.CreateICmpSLT(tr, zero);
+    llvm::Value *y_neg = b.CreateICmpSLT(y, zero);
+    llvm::Value *abs_y = b.CreateSelect(y_neg, b.CreateNeg(y), y);
+    tr = b.CreateSelect(r_neg, b.CreateAdd(tr, abs_y), tr);
+    llvm::Value *adj = b.CreateSelect(y_neg, minus_one, one);
+    tq = b.CreateSelect(r_neg, b.CreateSub(tq, adj), tq);
+    *q = b.CreateSelect(y_zero, zero, tq);
+    *r = b.CreateSelect(y_zero, zero, tr);
+}
+
+llvm::Value *CodeGen_LLVM::float_mod(llvm::Value *x, llvm::Value *y) {
+    llvm::Value *f = builder.CreateUnaryIntrinsic(llvm::Intrinsic::floor, builder.CreateFDiv(x, y));
+    return builder.CreateFSub(x, builder.CreateFMul(y, f));
+}
+
+llvm::Value *CodeGen_LLVM::compare(IRNodeType k, const Type &t, llvm::Value *x, llvm::Value *y) {
+    llvm::IRBuilderBase &b = builder;
+    if (t.is_float()) {
+        switch (k) {
+        case IRNodeType::EQ:
+            return b.CreateFCmpOEQ(x, y);
+        case IRNodeType::NE:
+            return b.CreateFCmpUNE(x, y);
+        case IRNodeType::LT:
+            return b.CreateFCmpOLT(x, y);
+        case IRNodeType::LE:
+            return b.CreateFCmpOLE(x, y);
+        case IRNodeType::GT:
+            return b.CreateFCmpOGT(x, y);
+        default:
+            return b.CreateFCmpOGE(x, y);
+        }
+    }
+    bool s = t.is_int();
+    switch (k) {
+    case IRNodeType::EQ:
+        return b.CreateICmpEQ(x, y);
+    case IRNodeType::NE:
+        return b.CreateICmpNE(x, y);
+    case IRNodeType::LT:
+        return s ? b.CreateICmpSLT(x, y) : b.CreateICmpULT(x, y);
+    case IRNodeType::LE:
+        return s ? b.CreateICmpSLE(x, y) : b.CreateICmpULE(x, y);
+    case IRNodeType::GT:
+        return s ? b.CreateICmpSGT(x, y) : b.CreateICmpUGT(x, y);
+    default:
+        return s ? b.CreateICmpSGE(x, y) : b.CreateICmpUGE(x, y);
+    }
+}
+
+llvm::Value *CodeGen_LLVM::element_address(const std::string &name, const Type &elem,
+                                           llvm::Value *index) {
+    llvm::Value *base = buffer_base(name);
+    return builder.CreateInBoundsGEP(memory_type(elem), base,
+                                     builder.CreateSExtOrTrunc(index, i64));
+}
+
+llvm::Value *CodeGen_LLVM::load_scalar(const std::string &name, const Type &t, llvm::Value *index) {
+    llvm::Value *v = builder.CreateLoad(memory_type(t), element_address(name, t, index));
+    return t.is_bool() ? builder.CreateTrunc(v, i1) : v;
+}
+
+bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
+    const std::string &n = op->name;
+    auto arg = [&](int i) { return codegen(op->args[i]); };
+    if (n == "likely" || n == "likely_if_innermost" || n == "promise_clamped" ||
+        n == "unsafe_promise_clamped" || n == "strict_float") {
+        value = arg(0);
+    } else if (n == "return_second") {
+        arg(0);
+        value = arg(1);
+    } else if (n == "abs") {
+        llvm::Value *a = arg(0);
+        const Type &t = op->args[0].type();
+        if (t.is_float()) {
+            value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+        } else if (t.is_int()) {
+            llvm::Value *neg = builder.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType()));
+            value = builder.CreateSelect(neg, builder.CreateNeg(a), a);
+        } else {
+            value = a;
+        }
+    } else if (n == "absd") {
+        llvm::Value *a = arg(0), *b = arg(1);
+        const Type &t = op->args[0].type();
+        if (t.is_float()) {
+            value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, builder.CreateFSub(a, b));
+        } else {
+            llvm::Value *lt = compare(IRNodeType::LT, t, a, b);
+            value = builder.CreateSelect(lt, builder.CreateSub(b, a), builder.CreateSub(a, b));
+        }
+    } else if (n == "bitwise_and" || n == "bitwise_or" || n == "bitwise_xor") {
+        llvm::Value *a = arg(0), *b = arg(1);
+        value = n == "bitwise_and"  ? builder.CreateAnd(a, b)
+                : n == "bitwise_or" ? builder.CreateOr(a, b)
+                                    : builder.CreateXor(a, b);
+    } else if (n == "bitwise_not") {
+        value = builder.CreateNot(arg(0));
+    } else if (n == "shift_left" || n == "shift_right") {
+        llvm::Value *a = arg(0), *b = arg(1);
+        b = builder.CreateIntCast(b, a->getType(), false);
+        value = n == "shift_left"             ? builder.CreateShl(a, b)
+                : op->args[0].type().is_int() ? builder.CreateAShr(a, b)
+                                              : builder.CreateLShr(a, b);
+    } else if (n == "count_leading_zeros" || n == "count_trailing_zeros") {
+        value = builder.CreateBinaryIntrinsic(n == "count_leading_zeros" ? llvm::Intrinsic::ctlz
+                                                                         : llvm::Intrinsic::cttz,
+                                              arg(0), builder.getFalse());
+    } else if (n == "popcount") {
+        value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, arg(0));
+    } else if (n == "if_then_else") {
+        llvm::Value *c = arg(0);
+        llvm::Value *t = arg(1), *f = arg(2);
+        value = builder.CreateSelect(c, t, f);
+    } else if (n == "div_round_to_zero" || n == "mod_round_to_zero") {
+        llvm::Value *a = arg(0), *b = arg(1);
+        bool s = op->type.is_int();
+        value = n == "div_round_to_zero"
+                    ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
+                    : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+std::string
+CodeGen_LLVM::math_base_name(const std::string &name,
+                             const std::function<bool(const std::string &)> &float_spelling) {
+    std::string n = name;
+    for (const char *suffix : {"_f16", "_f32", "_f64"}) {
+        if (n.size() > 4 && n.compare(n.size() - 4, 4, suffix) == 0) {
+            n = n.substr(0, n.size() - 4);
+        }
+    }
+    if (n.size() > 1 && n.back() == 'f' && float_spelling(n.substr(0, n.size() - 1))) {
+        n.pop_back();
+    }
+    return n;
+}
+
+void CodeGen_LLVM::coerce_to_call_type(const Call *op) {
+    llvm::Type *want = llvm_type(op->type);
+    if (value->getType() != want && value->getType()->isIntOrIntVectorTy() &&
+        want->isIntOrIntVectorTy()) {
+        value = builder.CreateIntCast(value, want, op->type.is_int());
+    }
+}
+
+void CodeGen_LLVM::serial_loop(const For *op) {
+    llvm::Value *min = codegen(op->min), *extent = codegen(op->extent);
+    llvm::Value *end = builder.CreateAdd(min, extent);
+    llvm::BasicBlock *pre = builder.GetInsertBlock();
+    llvm::BasicBlock *loop = llvm::BasicBlock::Create(ctx, op->name + "_loop", fn);
+    llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx, op->name + "_end", fn);
+    builder.CreateCondBr(builder.CreateICmpSLT(min, end), loop, after);
+    builder.SetInsertPoint(loop);
+    llvm::PHINode *i = builder.CreatePHI(min->getType(), 2, op->name);
+    i->addIncoming(min, pre);
+    push_var(op->name, i);
+    codegen(op->body);
+    pop_var(op->name);
+    llvm::Value *next = builder.CreateAdd(i, llvm::ConstantInt::get(min->getType(), 1));
+    i->addIncoming(next, builder.GetInsertBlock());
+    builder.CreateCondBr(builder.CreateICmpSLT(next, end), loop, after);
+    builder.SetInsertPoint(after);
+}
+
+// --- expressions ------------------------------------------------------------------------------
+
+void CodeGen_LLVM::visit(const IntImm *op) {
+    value = llvm::ConstantInt::getSigned(llvm_type(op->type), op->value);
+}
+void CodeGen_LLVM::visit(const UIntImm *op) {
+    value = llvm::ConstantInt::get(llvm_type(op->type), op->value);
+}
+void CodeGen_LLVM::visit(const FloatImm *op) {
+    value = llvm::ConstantFP::get(llvm_type(op->type), op->value);
+}
+void CodeGen_LLVM::visit(const StringImm *op) {
+    unsupported("the string \"" + op->value + "\"");
+}
+
+void CodeGen_LLVM::visit(const Cast *op) {
+    value = cast_value(codegen(op->value), op->value.type(), op->type);
+}
+
+void CodeGen_LLVM::visit(const Reinterpret *op) {
+    llvm::Value *v = codegen(op->value);
+    const Type &from = op->value.type(), &to = op->type;
+    if (to.is_handle() && !from.is_handle()) {
+        value = builder.CreateIntToPtr(v, llvm_type(to));
+    } else if (from.is_handle() && !to.is_handle()) {
+        value = builder.CreatePtrToInt(v, llvm_type(to));
+    } else {
+        value = builder.CreateBitCast(v, llvm_type(to));
+    }
+}
+
+void CodeGen_LLVM::visit(const Variable *op) {
+    value = lookup_var(op->name);
+    internal_assert(op->type.is_handle() || value->getType()->isPointerTy() ||
+                    value->getType() == llvm_type(op->type))
+        << "variable " << op->name << " used with another type";
+}
+
+void CodeGen_LLVM::visit(const Add *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = op->type.is_float() ? builder.CreateFAdd(a, b) : builder.CreateAdd(a, b);
+}
+void CodeGen_LLVM::visit(const Sub *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = op->type.is_float() ? builder.CreateFSub(a, b) : builder.CreateSub(a, b);
+}
+void CodeGen_LLVM::visit(const Mul *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = op->type.is_float() ? builder.CreateFMul(a, b) : builder.CreateMul(a, b);
+}
+
+void CodeGen_LLVM::divide(const Type &t, const Expr &x, const Expr &y, bool remainder) {
+    llvm::Value *a = codegen(x), *b = codegen(y);
+    if (t.is_float()) {
+        value = remainder ? float_mod(a, b) : builder.CreateFDiv(a, b);
+        return;
+    }
+    llvm::Value *q, *r;
+    div_mod(t, a, b, &q, &r);
+    value = remainder ? r : q;
+}
+void CodeGen_LLVM::visit(const Div *op) {
+    divide(op->type, op->a, op->b, false);
+}
+void CodeGen_LLVM::visit(const Mod *op) {
+    divide(op->type, op->a, op->b, true);
+}
+
+void CodeGen_LLVM::visit(const Min *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = builder.CreateSelect(compare(IRNodeType::LT, op->type, a, b), a, b);
+}
+void CodeGen_LLVM::visit(const Max *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = builder.CreateSelect(compare(IRNodeType::GT, op->type, a, b), a, b);
+}
+
+void CodeGen_LLVM::compare_op(IRNodeType k, const Expr &a, const Expr &b) {
+    llvm::Value *x = codegen(a), *y = codegen(b);
+    value = compare(k, a.type(), x, y);
+}
+void CodeGen_LLVM::visit(const EQ *op) {
+    compare_op(IRNodeType::EQ, op->a, op->b);
+}
+void CodeGen_LLVM::visit(const NE *op) {
+    compare_op(IRNodeType::NE, op->a, op->b);
+}
+void CodeGen_LLVM::visit(const LT *op) {
+    compare_op(IRNodeType::LT, op->a, op->b);
+}
+void CodeGen_LLVM::visit(const LE *op) {
+    compare_op(IRNodeType::LE, op->a, op->b);
+}
+void CodeGen_LLVM::visit(const GT *op) {
+    compare_op(IRNodeType::GT, op->a, op->b);
+}
+void CodeGen_LLVM::visit(const GE *op) {
+    compare_op(IRNodeType::GE, op->a, op->b);
+}
+
+void CodeGen_LLVM::visit(const And *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = builder.CreateAnd(a, b);
+}
+void CodeGen_LLVM::visit(const Or *op) {
+    llvm::Value *a = codegen(op->a), *b = codegen(op->b);
+    value = builder.CreateOr(a, b);
+}
+void CodeGen_LLVM::visit(const Not *op) {
+    value = builder.CreateNot(codegen(op->a));
+}
+void CodeGen_LLVM::visit(const Select *op) {
+    llvm::Value *c = codegen(op->condition);
+    llvm::Value *t = codegen(op->true_value), *f = codegen(op->false_value);
+    value = builder.CreateSelect(c, t, f);
+}
+
+void CodeGen_LLVM::visit(const Load *op) {
+    const Type &t = op->type;
+    if (t.is_scalar() && !op->predicate.defined()) {
+        value = load_scalar(op->name, t, codegen(op->index));
+        return;
+    }
+    const Expr *dense = op->predicate.defined() ? nullptr : dense_base(op->index);
+    if (dense) {
+        llvm::Value *addr = element_address(op->name, t.element_of(), codegen(*dense));
+        llvm::Value *v =
+            builder.CreateAlignedLoad(memory_type(t), addr, llvm::Align(t.element_of().bytes()));
+        value = t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
+        return;
+    }
+    // Gather lane by lane (only lanes whose predicate holds are read).
+    llvm::Value *idx = codegen(op->index);
+    llvm::Value *pred = op->predicate.defined() ? codegen(op->predicate) : nullptr;
+    llvm::Value *result = llvm::UndefValue::get(llvm_type(t));
+    for (int i = 0; i < t.lanes(); i++) {
+        llvm::Value *li =
+            t.is_vector() ? builder.CreateExtractElement(idx, builder.getInt32(i)) : idx;
+        llvm::Value *lane;
+        if (pred) {
+            llvm::Value *p =
+                t.is_vector() ? builder.CreateExtractElement(pred, builder.getInt32(i)) : pred;
+            llvm::BasicBlock *cur = builder.GetInsertBlock();
+            llvm::Value *lv = nullptr;
+            llvm::BasicBlock *yes_end =
+                when(p, [&]() { lv = load_scalar(op->name, t.element_of(), li); });
+            llvm::PHINode *phi = builder.CreatePHI(scalar_type(t.element_of()), 2);
+            phi->addIncoming(llvm::Constant::getNullValue(phi->getType()), cur);
+            phi->addIncoming(lv, yes_end);
+            lane = phi;
+        } else {
+            lane = load_scalar(op->name, t.element_of(), li);
+        }
+        result =
+            t.is_vector() ? builder.CreateInsertElement(result, lane, builder.getInt32(i)) : lane;
+    }
+    value = result;
+}
+
+void CodeGen_LLVM::visit(const Ramp *op) {
+    llvm::Value *base = codegen(op->base), *stride = codegen(op->stride);
+    const Type &et = op->base.type();
+    if (!et.is_scalar()) {
+        unsupported("a ramp of vectors");
+    }
+    llvm::Value *b = builder.CreateVectorSplat(op->lanes, base);
+    llvm::Value *s = builder.CreateVectorSplat(op->lanes, stride);
+    std::vector<llvm::Constant *> steps;
+    for (int i = 0; i < op->lanes; i++) {
+        steps.push_back(et.is_float() ? llvm::ConstantFP::get(scalar_type(et), double(i))
+                                      : llvm::ConstantInt::get(scalar_type(et), i));
+    }
+    llvm::Value *k = llvm::ConstantVector::get(steps);
+    value = et.is_float() ? builder.CreateFAdd(b, builder.CreateFMul(s, k))
+                          : builder.CreateAdd(b, builder.CreateMul(s, k));
+}
+
+void CodeGen_LLVM::visit(const Broadcast *op) {
+    if (!op->value.type().is_scalar()) {
+        unsupported("a broadcast of a vector");
+    }
+    value = builder.CreateVectorSplat(op->lanes, codegen(op->value));
+}
+
+void CodeGen_LLVM::visit(const Let *op) {
+    llvm::Value *v = codegen(op->value);
+    push_var(op->name, v);
+    value = codegen(op->body);
+    pop_var(op->name);
+}
+
+void CodeGen_LLVM::visit(const Shuffle *op) {
+    std::vector<llvm::Value *> vs;
+    for (const Expr &v : op->vectors) {
+        llvm::Value *x = codegen(v);
+        if (!x->getType()->isVectorTy()) {
+            x = builder.CreateVectorSplat(1, x);
+        }
+        vs.push_back(x);
+    }
+    // Concatenate everything into one vector, then pick the lanes.
+    llvm::Value *all = vs[0];
+    for (size_t i = 1; i < vs.size(); i++) {
+        int na = llvm::cast<llvm::FixedVectorType>(all->getType())->getNumElements();
+        int nb = llvm::cast<llvm::FixedVectorType>(vs[i]->getType())->getNumElements();
+        int n = std::max(na, nb);
+        auto widen = [&](llvm::Value *x, int from) {
+            if (from == n) {
+                return x;
+            }
+            std::vector<int> mask;
+            for (int j = 0; j < n; j++) {
+                mask.push_back(j < from ? j : -1);
+            }
+            return builder.CreateShuffleVector(x, mask);
+        };
+        llvm::Value *a = widen(all, na), *b = widen(vs[i], nb);
+        std::vector<int> mask;
+        for (int j = 0; j < na; j++) {
+            mask.push_back(j);
+        }
+        for (int j = 0; j < nb; j++) {
+            mask.push_back(n + j);
+        }
+        all = builder.CreateShuffleVector(a, b, mask);
+    }
+    if (op->type.is_scalar()) {
+        value = builder.CreateExtractElement(all, builder.getInt32(op->indices[0]));
+    } else {
+        value = builder.CreateShuffleVector(all, op->indices);
+    }
+}
+
+// --- statements -------------------------------------------------------------------------------
+
+void CodeGen_LLVM::visit(const AssertStmt *op) {
+    unsupported("the assert '" + to_string(Stmt(op)) + "'");
+}
+
+void CodeGen_LLVM::visit(const LetStmt *op) {
+    llvm::Value *v = codegen(op->value);
+    if (!v->hasName() && !llvm::isa<llvm::Constant>(v)) {
+        v->setName(op->name);
+    }
+    push_var(op->name, v);
+    codegen(op->body);
+    pop_var(op->name);
+}
+
+void CodeGen_LLVM::visit(const ProducerConsumer *op) {
+    codegen(op->body);
+}
+
+void CodeGen_LLVM::visit(const Block *op) {
+    Stmt s = op;
+    while (const Block *b = s.as<Block>()) {
+        codegen(b->first);
+        s = b->rest;
+    }
+    codegen(s);
+}
+
+void CodeGen_LLVM::visit(const Evaluate *op) {
+    // A constant has no effect (and a string would only leave an unused global behind).
+    if (!is_const(op->value)) {
+        codegen(op->value);
+    }
+}
+
+void CodeGen_LLVM::visit(const IfThenElse *op) {
+    llvm::Value *c = codegen(op->condition);
+    llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx, "then", fn);
+    llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(ctx, "else", fn);
+    llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx, "after_if", fn);
+    builder.CreateCondBr(c, then_bb, else_bb);
+    builder.SetInsertPoint(then_bb);
+    codegen(op->then_case);
+    builder.CreateBr(after);
+    builder.SetInsertPoint(else_bb);
+    codegen(op->else_case);
+    builder.CreateBr(after);
+    builder.SetInsertPoint(after);
+}
+
+void CodeGen_LLVM::visit(const Store *op) {
+    const Type &t = op->value.type();
+    llvm::Value *v = codegen(op->value);
+    if (t.is_bool()) {
+        v = builder.CreateZExt(v, memory_type(t));
+    }
+    if (t.is_scalar() && !op->predicate.defined()) {
+        builder.CreateStore(v, element_address(op->name, t, codegen(op->index)));
+        return;
+    }
+    const Expr *dense = op->predicate.defined() ? nullptr : dense_base(op->index);
+    if (dense) {
+        llvm::Value *addr = element_address(op->name, t.element_of(), codegen(*dense));
+        builder.CreateAlignedStore(v, addr, llvm::Align(t.element_of().bytes()));
+        return;
+    }
+    // Scatter lane by lane (only lanes whose predicate holds are written). Bools were widened
+    // to bytes above: the lanes are stored as their memory type.
+    llvm::Value *idx = codegen(op->index);
+    llvm::Value *pred = op->predicate.defined() ? codegen(op->predicate) : nullptr;
+    for (int i = 0; i < t.lanes(); i++) {
+        auto lane_of = [&](llvm::Value *x) {
+            return t.is_vector() ? builder.CreateExtractElement(x, builder.getInt32(i)) : x;
+        };
+        llvm::Value *lane = lane_of(v), *li = lane_of(idx);
+        auto store_lane = [&]() {
+            builder.CreateStore(lane, element_address(op->name, t.element_of(), li));
+        };
+        if (pred) {
+            when(lane_of(pred), store_lane);
+        } else {
+            store_lane();
+        }
+    }
+}
+
+void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = level >= 2;
+    pto.SLPVectorization = level >= 2;
+    llvm::PassBuilder pb(&tm, pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::OptimizationLevel ol = level <= 0   ? llvm::OptimizationLevel::O0
+                                 : level == 1 ? llvm::OptimizationLevel::O1
+                                 : level == 2 ? llvm::OptimizationLevel::O2
+                                              : llvm::OptimizationLevel::O3;
+    llvm::ModulePassManager mpm =
+        level <= 0 ? pb.buildO0DefaultPipeline(ol) : pb.buildPerModuleDefaultPipeline(ol);
+    mpm.run(m, mam);
+}
+
+}  // namespace tally

@@ -1,0 +1,190 @@
+/** \file
+ * The LLVM code generator both LLVM back ends derive from (as Halide's CodeGen_PTX_Dev derives
+ * from CodeGen_LLVM): CodeGen_Host.cpp for the host CPU and CodeGen_PTX.cpp for NVPTX.
+ *
+ * It owns what IR.h's semantics fix for every target: the expression visitor (constants, casts,
+ * arithmetic with Halide's Euclidean integer division and modulo, comparisons, vectors), loads
+ * and stores (dense vectors as LLVM vector accesses, others and predicated ones lane by lane),
+ * Let/LetStmt scopes, blocks, ifs, serial loops and the pure intrinsics. A back end overrides
+ * only what differs: how functions and their arguments are bound, what a name that is not in
+ * scope means, loops that are not serial, allocations, calls to the outside world, and the
+ * wording of its errors. So a bug in, say, Load is fixed once for host and device code.
+ */
+#ifndef TALLY_CODEGEN_CODEGEN_LLVM_H
+#define TALLY_CODEGEN_CODEGEN_LLVM_H
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+
+#include "tally/IR.h"
+#include "tally/IRVisitor.h"
+
+namespace llvm {
+class TargetMachine;
+}  // namespace llvm
+
+namespace tally {
+
+class CodeGen_LLVM : public IRVisitor {
+public:
+    using IRVisitor::visit;
+
+protected:
+    /** Emits into `mod`, which the back end creates and sets before emitting. */
+    explicit CodeGen_LLVM(llvm::LLVMContext &ctx);
+
+    llvm::LLVMContext &ctx;
+    llvm::IRBuilder<> builder;
+    llvm::Module *mod = nullptr;   // the module being filled
+    llvm::Function *fn = nullptr;  // the function being emitted
+    llvm::Value *value = nullptr;  // the result of the last visited expression
+    llvm::Type *i1, *i8, *i32, *i64, *ptr;
+
+    /** Names to the stack of values they are bound to, innermost last. */
+    using Scope = std::map<std::string, std::vector<llvm::Value *>>;
+    Scope vars;     // variables
+    Scope buffers;  // the memory a Load/Store name refers to (element 0)
+
+    // --- what each back end says for itself --------------------------------------------------
+
+    /** Reports IR the back end cannot compile (`what` names the node); throws CompileError. */
+    [[noreturn]] virtual void unsupported(const std::string &what) = 0;
+    /** The value of a variable that is not in scope (or an error). */
+    virtual llvm::Value *unbound_var(const std::string &name) = 0;
+    /** The memory of a Load/Store name that neither a buffer in scope nor a handle variable
+     * names (or an error). */
+    virtual llvm::Value *unbound_buffer(const std::string &name) = 0;
+
+    // --- types ------------------------------------------------------------------------------
+
+    llvm::Type *scalar_type(const Type &t);
+    llvm::Type *llvm_type(const Type &t);
+    /** In memory, bools take a byte. */
+    llvm::Type *memory_type(const Type &t);
+
+    // --- scopes -----------------------------------------------------------------------------
+
+    void push_var(const std::string &n, llvm::Value *v) { vars[n].push_back(v); }
+    void pop_var(const std::string &n) { pop(vars, n); }
+    void push_buffer(const std::string &n, llvm::Value *v) { buffers[n].push_back(v); }
+    void pop_buffer(const std::string &n) { pop(buffers, n); }
+    llvm::Value *lookup_var(const std::string &n);
+    /** The memory a Load/Store name refers to: an allocation or buffer bound with push_buffer,
+     * else a handle variable of that name, else unbound_buffer(). */
+    llvm::Value *buffer_base(const std::string &n);
+    /** An alloca at the top of the current function's entry block. */
+    llvm::AllocaInst *entry_alloca(llvm::Type *t, const std::string &name,
+                                   llvm::Value *count = nullptr);
+
+    // --- generation ---------------------------------------------------------------------------
+
+    llvm::Value *codegen(const Expr &e);
+    void codegen(const Stmt &s);
+
+    /** Converts `v` of IR type `from` to `to`, as Cast does. */
+    llvm::Value *cast_value(llvm::Value *v, const Type &from, const Type &to);
+    /** Euclidean quotient and remainder of integers: the remainder is never negative, and
+     * division by zero gives 0 for both. */
+    void div_mod(const Type &t, llvm::Value *x, llvm::Value *y, llvm::Value **q, llvm::Value **r);
+    /** x - y * floor(x / y). */
+    llvm::Value *float_mod(llvm::Value *x, llvm::Value *y);
+    /** The comparison `k` (EQ, NE, LT, LE, GT, GE) of operands of IR type `t`. */
+    llvm::Value *compare(IRNodeType k, const Type &t, llvm::Value *x, llvm::Value *y);
+
+    /** Address of element `index` (scalar) of buffer `name`. */
+    llvm::Value *element_address(const std::string &name, const Type &elem, llvm::Value *index);
+    llvm::Value *load_scalar(const std::string &name, const Type &t, llvm::Value *index);
+
+    /** Runs `body` only when `cond` holds, in a block of its own; returns the block `body` ended
+     * in, and leaves the builder in the block after. */
+    template <typename F>
+    llvm::BasicBlock *when(llvm::Value *cond, F body) {
+        llvm::BasicBlock *yes = llvm::BasicBlock::Create(ctx, "lane", fn);
+        llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "lane_done", fn);
+        builder.CreateCondBr(cond, yes, done);
+        builder.SetInsertPoint(yes);
+        body();
+        llvm::BasicBlock *end = builder.GetInsertBlock();
+        builder.CreateBr(done);
+        builder.SetInsertPoint(done);
+        return end;
+    }
+
+    /** The intrinsics whose meaning is the same on every target (likely, abs, absd, bitwise
+     * operations, shifts, bit counts, if_then_else, rounding-to-zero division, ...): sets
+     * `value` and returns true, or returns false if `op` is none of them. */
+    bool call_pure_intrinsic(const Call *op);
+    /** The name of a math call without Halide's type suffix (`_f16`, `_f32`, `_f64`) and, where
+     * `float_spelling(base)` holds, without libm's float suffix (`sqrtf`). */
+    static std::string
+    math_base_name(const std::string &name,
+                   const std::function<bool(const std::string &)> &float_spelling);
+    /** Casts `value` to the integer type of the call when an intrinsic computed another width. */
+    void coerce_to_call_type(const Call *op);
+
+    /** A loop that runs its iterations one after the other: a phi from min to min + extent. */
+    void serial_loop(const For *op);
+
+    // --- visitors -----------------------------------------------------------------------------
+
+    void visit(const IntImm *op) override;
+    void visit(const UIntImm *op) override;
+    void visit(const FloatImm *op) override;
+    void visit(const StringImm *op) override;
+    void visit(const Cast *op) override;
+    void visit(const Reinterpret *op) override;
+    void visit(const Variable *op) override;
+    void visit(const Add *op) override;
+    void visit(const Sub *op) override;
+    void visit(const Mul *op) override;
+    void visit(const Div *op) override;
+    void visit(const Mod *op) override;
+    void visit(const Min *op) override;
+    void visit(const Max *op) override;
+    void visit(const EQ *op) override;
+    void visit(const NE *op) override;
+    void visit(const LT *op) override;
+    void visit(const LE *op) override;
+    void visit(const GT *op) override;
+    void visit(const GE *op) override;
+    void visit(const And *op) override;
+    void visit(const Or *op) override;
+    void visit(const Not *op) override;
+    void visit(const Select *op) override;
+    void visit(const Load *op) override;
+    void visit(const Ramp *op) override;
+    void visit(const Broadcast *op) override;
+    void visit(const Let *op) override;
+    void visit(const Shuffle *op) override;
+
+    void visit(const AssertStmt *op) override;
+    void visit(const LetStmt *op) override;
+    void visit(const ProducerConsumer *op) override;
+    void visit(const Block *op) override;
+    void visit(const Evaluate *op) override;
+    void visit(const IfThenElse *op) override;
+    void visit(const Store *op) override;
+
+    // Every back end decides these for itself.
+    void visit(const Call *op) override = 0;
+    void visit(const For *op) override = 0;
+    void visit(const Allocate *op) override = 0;
+    void visit(const Free *op) override = 0;
+
+private:
+    static void pop(Scope &s, const std::string &n);
+    void compare_op(IRNodeType k, const Expr &a, const Expr &b);
+    /** Div (`remainder` false) or Mod of x and y, of type `t`. */
+    void divide(const Type &t, const Expr &x, const Expr &y, bool remainder);
+};
+
+/** Runs LLVM's standard optimisation pipeline at `level` (0-3) for `tm`. */
+void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level);
+
+}  // namespace tally
+
+#endif  // TALLY_CODEGEN_CODEGEN_LLVM_H
