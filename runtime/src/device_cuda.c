@@ -610,23 +610,6 @@ static int32_t kernel_function(void *user_context, tally_kernel_table *table, in
     return result;
 }
 
-// Byte offset of the element buf->host points at from the start of the buffer's span (nonzero
-// only with negative strides).
-static uint64_t host_offset_in_span(const halide_buffer_t *buf) {
-    int64_t lo = 0;
-    for (int32_t i = 0; i < buf->dimensions; i++) {
-        const halide_dimension_t *d = &buf->dim[i];
-        if (d->extent <= 0) {
-            return 0;
-        }
-        int64_t reach = (int64_t)(d->extent - 1) * (int64_t)d->stride;
-        if (reach < 0) {
-            lo += reach;
-        }
-    }
-    return (uint64_t)(-lo) * tally_type_bytes(buf->type);
-}
-
 #define CUDA_STACK_ARGS 64
 
 int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name, int32_t blocks_x,
@@ -708,7 +691,7 @@ int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name,
                                        buf->device_interface ? buf->device_interface->name
                                                              : "the host only");
             } else {
-                ptrs[i] = (CUdeviceptr)buf->device + host_offset_in_span(buf);
+                ptrs[i] = (CUdeviceptr)buf->device + tally_buffer_host_offset(buf);
                 params[i] = &ptrs[i];
             }
         }
