@@ -431,30 +431,27 @@ static int32_t cuda_copy_to_device(void *user_context, halide_buffer_t *buf) {
                                           "cuMemcpyHtoDAsync", c);
 }
 
-static int32_t cuda_device_sync(void *user_context, halide_buffer_t *buf) {
-    (void)buf;
+// Waits for the stream (`global` 0) or for the whole context (cuCtxSynchronize).
+static int32_t cuda_wait(void *user_context, int global) {
     int32_t r = cuda_enter(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED);
     if (r != 0) {
         return r;
     }
-    CUresult c = cu.StreamSynchronize(cuda_stream);
+    CUresult c = global ? cu.CtxSynchronize() : cu.StreamSynchronize(cuda_stream);
     cuda_leave();
-    return c == CUDA_SUCCESS
-               ? 0
-               : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED, "cuStreamSynchronize", c);
+    return c == CUDA_SUCCESS ? 0
+                             : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED,
+                                          global ? "cuCtxSynchronize" : "cuStreamSynchronize", c);
+}
+
+static int32_t cuda_device_sync(void *user_context, halide_buffer_t *buf) {
+    (void)buf;
+    return cuda_wait(user_context, 0);
 }
 
 static int32_t cuda_device_sync_global(void *user_context, const halide_device_interface_t *iface) {
     (void)iface;
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED);
-    if (r != 0) {
-        return r;
-    }
-    CUresult c = cu.CtxSynchronize();
-    cuda_leave();
-    return c == CUDA_SUCCESS
-               ? 0
-               : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED, "cuCtxSynchronize", c);
+    return cuda_wait(user_context, 1);
 }
 
 // Syncs, unloads every kernel, destroys the stream and releases the context (errors are
@@ -496,18 +493,7 @@ static int32_t cuda_release(void *user_context, const halide_device_interface_t 
     return 0;
 }
 
-static const halide_device_interface_t cuda_interface = {
-    "cuda",
-    cuda_device_malloc,
-    cuda_device_free,
-    cuda_copy_to_host,
-    cuda_copy_to_device,
-    cuda_device_sync,
-    cuda_device_sync_global,
-    cuda_release,
-    NULL,
-    {NULL, NULL, NULL, NULL},
-};
+static const halide_device_interface_t cuda_interface = TALLY_DEVICE_INTERFACE("cuda", cuda);
 
 const halide_device_interface_t *halide_cuda_device_interface(void) {
     return cuda_ensure(NULL, NULL) == 0 ? &cuda_interface : NULL;

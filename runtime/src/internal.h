@@ -270,6 +270,18 @@ void tally_profiler_fork_prepare(void);
 void tally_profiler_fork_parent(void);
 void tally_profiler_fork_child(void);
 
+// ---- device back ends (device_host.c, device_cuda.c, device_vulkan.c) -----------------------
+
+// The halide_device_interface_t of a back end whose operations are named <prefix>_device_malloc,
+// <prefix>_device_free, <prefix>_copy_to_host, <prefix>_copy_to_device, <prefix>_device_sync,
+// <prefix>_device_sync_global and <prefix>_release (no impl table, no reserved pointers).
+#define TALLY_DEVICE_INTERFACE(name, prefix)                                                       \
+    {                                                                                              \
+        name, prefix##_device_malloc, prefix##_device_free, prefix##_copy_to_host,                 \
+            prefix##_copy_to_device, prefix##_device_sync, prefix##_device_sync_global,            \
+            prefix##_release, NULL, {NULL, NULL, NULL, NULL},                                      \
+    }
+
 // ---- report.c -------------------------------------------------------------------------------
 
 // The report at process exit (stderr, stdout or TALLY_PROFILE_OUTPUT's file; TALLY_PROFILE_JSON),
