@@ -1238,90 +1238,77 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
     return r;
 }
 
-static int32_t vk_copy_to_device(void *user_context, halide_buffer_t *buf) {
-    const char *routine = "halide_copy_to_device (vulkan)";
-    const int32_t code = TALLY_ERROR_COPY_TO_DEVICE_FAILED;
-    vk_buffer *vb;
-    uint64_t bytes;
-    int32_t r = begin_copy(user_context, buf, routine, code, &vb, &bytes);
-    if (r != 0 || bytes == 0) {
-        return r;
-    }
-    const uint8_t *src = tally_buffer_begin(buf);
-    if (vb->mapped) {
-        // Earlier submissions may still read or write the memory we are about to overwrite.
-        r = wait_serial(user_context, last_use_of(vb), routine);
-        if (r != 0) {
-            return r;
+// Copies between host memory and mapped memory: after a write to the device side flushes, before
+// a read from it invalidates, where the memory is not host-coherent.
+static void copy_mapped(uint8_t *host, void *mapped, VkDeviceMemory memory, int32_t coherent,
+                        uint64_t bytes, int to_device) {
+    if (to_device) {
+        memcpy(mapped, host, (size_t)bytes);
+        if (!coherent) {
+            flush_mapped(memory);
         }
-        memcpy(vb->mapped, src, (size_t)bytes);
-        if (!vb->coherent) {
-            flush_mapped(vb->memory);
+    } else {
+        if (!coherent) {
+            invalidate_mapped(memory);
         }
-        return 0;
+        memcpy(host, mapped, (size_t)bytes);
     }
-    r = throttle(user_context, routine);
-    vk_staging s;
-    if (r == 0) {
-        r = create_staging(user_context, code, routine, bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
-                           &s);
-    }
-    if (r != 0) {
-        return r;
-    }
-    memcpy(s.mapped, src, (size_t)bytes);
-    if (!s.coherent) {
-        flush_mapped(s.memory);
-    }
-    uint64_t serial;
-    return submit_staged_copy(user_context, code, routine, vb, &s, bytes, 1, &serial);
 }
 
-static int32_t vk_copy_to_host(void *user_context, halide_buffer_t *buf) {
-    const char *routine = "halide_copy_to_host (vulkan)";
-    const int32_t code = TALLY_ERROR_COPY_TO_HOST_FAILED;
+// One copy of the buffer's span: directly through the mapping when the memory is host-visible
+// (after earlier submissions that use the buffer finished), else through a staging buffer.
+static int32_t vk_copy(void *user_context, halide_buffer_t *buf, int to_device) {
+    const char *routine =
+        to_device ? "halide_copy_to_device (vulkan)" : "halide_copy_to_host (vulkan)";
+    const int32_t code =
+        to_device ? TALLY_ERROR_COPY_TO_DEVICE_FAILED : TALLY_ERROR_COPY_TO_HOST_FAILED;
     vk_buffer *vb;
     uint64_t bytes;
     int32_t r = begin_copy(user_context, buf, routine, code, &vb, &bytes);
     if (r != 0 || bytes == 0) {
         return r;
     }
-    uint8_t *dst = tally_buffer_begin(buf);
+    uint8_t *host = tally_buffer_begin(buf);
     if (vb->mapped) {
         r = wait_serial(user_context, last_use_of(vb), routine);
-        if (r != 0) {
-            return r;
+        if (r == 0) {
+            copy_mapped(host, vb->mapped, vb->memory, vb->coherent, bytes, to_device);
         }
-        if (!vb->coherent) {
-            invalidate_mapped(vb->memory);
-        }
-        memcpy(dst, vb->mapped, (size_t)bytes);
-        return 0;
+        return r;
     }
     r = throttle(user_context, routine);
     vk_staging s;
     if (r == 0) {
-        r = create_staging(user_context, code, routine, bytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                           &s);
+        r = create_staging(
+            user_context, code, routine, bytes,
+            to_device ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT, &s);
     }
     if (r != 0) {
         return r;
     }
-    // The staging buffer stays ours: the submission may be reclaimed before we read it.
-    uint64_t serial;
-    r = submit_staged_copy(user_context, code, routine, vb, &s, bytes, 0, &serial);
-    if (r != 0) {
+    if (to_device) {
+        copy_mapped(host, s.mapped, s.memory, s.coherent, bytes, 1);
+    }
+    uint64_t serial = 0;
+    r = submit_staged_copy(user_context, code, routine, vb, &s, bytes, to_device, &serial);
+    if (r != 0 || to_device) {
         return r;
     }
+    // A copy to the host kept the staging buffer: the submission may be reclaimed before we read.
     r = wait_serial(user_context, serial, routine);
     if (r == 0) {
-        if (!s.coherent) {
-            invalidate_mapped(s.memory);
-        }
-        memcpy(dst, s.mapped, (size_t)bytes);
+        copy_mapped(host, s.mapped, s.memory, s.coherent, bytes, 0);
     }
     destroy_staging(&s);
     return r;
+}
+
+static int32_t vk_copy_to_device(void *user_context, halide_buffer_t *buf) {
+    return vk_copy(user_context, buf, 1);
+}
+
+static int32_t vk_copy_to_host(void *user_context, halide_buffer_t *buf) {
+    return vk_copy(user_context, buf, 0);
 }
 
 static int32_t vk_device_sync(void *user_context, halide_buffer_t *buf) {
