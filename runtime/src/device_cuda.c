@@ -393,42 +393,42 @@ static int32_t cuda_device_free(void *user_context, halide_buffer_t *buf) {
     return 0;
 }
 
-static int32_t cuda_copy_to_host(void *user_context, halide_buffer_t *buf) {
+// Copies the buffer's span on the stream; a copy to the host also waits for it.
+static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device) {
     uint64_t size = tally_buffer_size_in_bytes(buf);
     if (!size) {
         return 0;
     }
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_COPY_TO_HOST_FAILED);
+    int32_t code = to_device ? TALLY_ERROR_COPY_TO_DEVICE_FAILED : TALLY_ERROR_COPY_TO_HOST_FAILED;
+    int32_t r = cuda_enter(user_context, code);
     if (r != 0) {
         return r;
     }
-    CUresult c = cu.MemcpyDtoHAsync(tally_buffer_begin(buf), (CUdeviceptr)buf->device, (size_t)size,
-                                    cuda_stream);
-    const char *what = "cuMemcpyDtoHAsync";
-    if (c == CUDA_SUCCESS) {
-        c = cu.StreamSynchronize(cuda_stream);
-        what = "cuStreamSynchronize after a copy to the host";
+    CUresult c;
+    const char *what;
+    if (to_device) {
+        c = cu.MemcpyHtoDAsync((CUdeviceptr)buf->device, tally_buffer_begin(buf), (size_t)size,
+                               cuda_stream);
+        what = "cuMemcpyHtoDAsync";
+    } else {
+        c = cu.MemcpyDtoHAsync(tally_buffer_begin(buf), (CUdeviceptr)buf->device, (size_t)size,
+                               cuda_stream);
+        what = "cuMemcpyDtoHAsync";
+        if (c == CUDA_SUCCESS) {
+            c = cu.StreamSynchronize(cuda_stream);
+            what = "cuStreamSynchronize after a copy to the host";
+        }
     }
     cuda_leave();
-    return c == CUDA_SUCCESS ? 0
-                             : cuda_error(user_context, TALLY_ERROR_COPY_TO_HOST_FAILED, what, c);
+    return c == CUDA_SUCCESS ? 0 : cuda_error(user_context, code, what, c);
+}
+
+static int32_t cuda_copy_to_host(void *user_context, halide_buffer_t *buf) {
+    return cuda_copy(user_context, buf, 0);
 }
 
 static int32_t cuda_copy_to_device(void *user_context, halide_buffer_t *buf) {
-    uint64_t size = tally_buffer_size_in_bytes(buf);
-    if (!size) {
-        return 0;
-    }
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_COPY_TO_DEVICE_FAILED);
-    if (r != 0) {
-        return r;
-    }
-    CUresult c = cu.MemcpyHtoDAsync((CUdeviceptr)buf->device, tally_buffer_begin(buf), (size_t)size,
-                                    cuda_stream);
-    cuda_leave();
-    return c == CUDA_SUCCESS ? 0
-                             : cuda_error(user_context, TALLY_ERROR_COPY_TO_DEVICE_FAILED,
-                                          "cuMemcpyHtoDAsync", c);
+    return cuda_copy(user_context, buf, 1);
 }
 
 // Waits for the stream (`global` 0) or for the whole context (cuCtxSynchronize).

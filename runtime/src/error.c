@@ -141,20 +141,22 @@ static const char *str_or_null(const char *s) {
     return s ? s : "(null)";
 }
 
+// "<call> <stage> returned non-zero value: <result>", reported with the stage's own result.
+static int32_t extern_stage_error(void *user_context, const char *call, const char *stage,
+                                  int32_t result) {
+    return tally_report_error(user_context, result, "%s %s returned non-zero value: %d", call,
+                              str_or_null(stage), (int)result);
+}
+
 int32_t halide_error_bounds_inference_call_failed(void *user_context, const char *extern_stage_name,
                                                   int32_t result) {
-    tally_report_error(user_context, result,
-                       "Bounds inference call to external stage %s returned non-zero value: %d",
-                       str_or_null(extern_stage_name), (int)result);
-    return result;
+    return extern_stage_error(user_context, "Bounds inference call to external stage",
+                              extern_stage_name, result);
 }
 
 int32_t halide_error_extern_stage_failed(void *user_context, const char *extern_stage_name,
                                          int32_t result) {
-    tally_report_error(user_context, result,
-                       "Call to external stage %s returned non-zero value: %d",
-                       str_or_null(extern_stage_name), (int)result);
-    return result;
+    return extern_stage_error(user_context, "Call to external stage", extern_stage_name, result);
 }
 
 int32_t halide_error_explicit_bounds_too_small(void *user_context, const char *func_name,
