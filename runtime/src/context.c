@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-_Thread_local tally_context *tally_current_context;
+_Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
 
 void *tally_profiler_current_instance(void) {
     tally_context *ctx = tally_get_current_context();

@@ -201,8 +201,8 @@ uint64_t tally_now_ns(void);
 // ---- context.c ------------------------------------------------------------------------------
 
 // The calling thread's current context (NULL when none). Accessed inline: the hot calls switch
-// it on every slot change.
-extern _Thread_local tally_context *tally_current_context;
+// it on every slot change. Hidden: it is no part of the ABI libtally.so exports.
+extern _Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
 
 static inline tally_context *tally_get_current_context(void) {
     return tally_current_context;
