@@ -44,13 +44,19 @@ uint64_t tally_buffer_size_in_bytes(const halide_buffer_t *buf) {
     return (uint64_t)(hi - lo + 1) * tally_type_bytes(buf->type);
 }
 
-uint8_t *tally_buffer_begin(const halide_buffer_t *buf) {
+uint64_t tally_buffer_host_offset(const halide_buffer_t *buf) {
     int64_t lo, hi;
+    if (!buffer_span(buf, &lo, &hi)) {
+        return 0;
+    }
+    return (uint64_t)(-lo) * tally_type_bytes(buf->type);
+}
+
+uint8_t *tally_buffer_begin(const halide_buffer_t *buf) {
     if (!buf || !buf->host) {
         return NULL;
     }
-    buffer_span(buf, &lo, &hi);
-    return buf->host + lo * (int64_t)tally_type_bytes(buf->type);
+    return buf->host - tally_buffer_host_offset(buf);
 }
 
 bool tally_buffer_get_host_dirty(const halide_buffer_t *buf) {

@@ -393,68 +393,65 @@ static int32_t cuda_device_free(void *user_context, halide_buffer_t *buf) {
     return 0;
 }
 
-static int32_t cuda_copy_to_host(void *user_context, halide_buffer_t *buf) {
+// Copies the buffer's span on the stream; a copy to the host also waits for it.
+static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device) {
     uint64_t size = tally_buffer_size_in_bytes(buf);
     if (!size) {
         return 0;
     }
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_COPY_TO_HOST_FAILED);
+    int32_t code = to_device ? TALLY_ERROR_COPY_TO_DEVICE_FAILED : TALLY_ERROR_COPY_TO_HOST_FAILED;
+    int32_t r = cuda_enter(user_context, code);
     if (r != 0) {
         return r;
     }
-    CUresult c = cu.MemcpyDtoHAsync(tally_buffer_begin(buf), (CUdeviceptr)buf->device, (size_t)size,
-                                    cuda_stream);
-    const char *what = "cuMemcpyDtoHAsync";
-    if (c == CUDA_SUCCESS) {
-        c = cu.StreamSynchronize(cuda_stream);
-        what = "cuStreamSynchronize after a copy to the host";
+    CUresult c;
+    const char *what;
+    if (to_device) {
+        c = cu.MemcpyHtoDAsync((CUdeviceptr)buf->device, tally_buffer_begin(buf), (size_t)size,
+                               cuda_stream);
+        what = "cuMemcpyHtoDAsync";
+    } else {
+        c = cu.MemcpyDtoHAsync(tally_buffer_begin(buf), (CUdeviceptr)buf->device, (size_t)size,
+                               cuda_stream);
+        what = "cuMemcpyDtoHAsync";
+        if (c == CUDA_SUCCESS) {
+            c = cu.StreamSynchronize(cuda_stream);
+            what = "cuStreamSynchronize after a copy to the host";
+        }
     }
     cuda_leave();
-    return c == CUDA_SUCCESS ? 0
-                             : cuda_error(user_context, TALLY_ERROR_COPY_TO_HOST_FAILED, what, c);
+    return c == CUDA_SUCCESS ? 0 : cuda_error(user_context, code, what, c);
+}
+
+static int32_t cuda_copy_to_host(void *user_context, halide_buffer_t *buf) {
+    return cuda_copy(user_context, buf, 0);
 }
 
 static int32_t cuda_copy_to_device(void *user_context, halide_buffer_t *buf) {
-    uint64_t size = tally_buffer_size_in_bytes(buf);
-    if (!size) {
-        return 0;
-    }
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_COPY_TO_DEVICE_FAILED);
+    return cuda_copy(user_context, buf, 1);
+}
+
+// Waits for the stream (`global` 0) or for the whole context (cuCtxSynchronize).
+static int32_t cuda_wait(void *user_context, int global) {
+    int32_t r = cuda_enter(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED);
     if (r != 0) {
         return r;
     }
-    CUresult c = cu.MemcpyHtoDAsync((CUdeviceptr)buf->device, tally_buffer_begin(buf), (size_t)size,
-                                    cuda_stream);
+    CUresult c = global ? cu.CtxSynchronize() : cu.StreamSynchronize(cuda_stream);
     cuda_leave();
     return c == CUDA_SUCCESS ? 0
-                             : cuda_error(user_context, TALLY_ERROR_COPY_TO_DEVICE_FAILED,
-                                          "cuMemcpyHtoDAsync", c);
+                             : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED,
+                                          global ? "cuCtxSynchronize" : "cuStreamSynchronize", c);
 }
 
 static int32_t cuda_device_sync(void *user_context, halide_buffer_t *buf) {
     (void)buf;
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED);
-    if (r != 0) {
-        return r;
-    }
-    CUresult c = cu.StreamSynchronize(cuda_stream);
-    cuda_leave();
-    return c == CUDA_SUCCESS
-               ? 0
-               : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED, "cuStreamSynchronize", c);
+    return cuda_wait(user_context, 0);
 }
 
 static int32_t cuda_device_sync_global(void *user_context, const halide_device_interface_t *iface) {
     (void)iface;
-    int32_t r = cuda_enter(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED);
-    if (r != 0) {
-        return r;
-    }
-    CUresult c = cu.CtxSynchronize();
-    cuda_leave();
-    return c == CUDA_SUCCESS
-               ? 0
-               : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED, "cuCtxSynchronize", c);
+    return cuda_wait(user_context, 1);
 }
 
 // Syncs, unloads every kernel, destroys the stream and releases the context (errors are
@@ -496,18 +493,7 @@ static int32_t cuda_release(void *user_context, const halide_device_interface_t 
     return 0;
 }
 
-static const halide_device_interface_t cuda_interface = {
-    "cuda",
-    cuda_device_malloc,
-    cuda_device_free,
-    cuda_copy_to_host,
-    cuda_copy_to_device,
-    cuda_device_sync,
-    cuda_device_sync_global,
-    cuda_release,
-    NULL,
-    {NULL, NULL, NULL, NULL},
-};
+static const halide_device_interface_t cuda_interface = TALLY_DEVICE_INTERFACE("cuda", cuda);
 
 const halide_device_interface_t *halide_cuda_device_interface(void) {
     return cuda_ensure(NULL, NULL) == 0 ? &cuda_interface : NULL;
@@ -610,23 +596,6 @@ static int32_t kernel_function(void *user_context, tally_kernel_table *table, in
     return result;
 }
 
-// Byte offset of the element buf->host points at from the start of the buffer's span (nonzero
-// only with negative strides).
-static uint64_t host_offset_in_span(const halide_buffer_t *buf) {
-    int64_t lo = 0;
-    for (int32_t i = 0; i < buf->dimensions; i++) {
-        const halide_dimension_t *d = &buf->dim[i];
-        if (d->extent <= 0) {
-            return 0;
-        }
-        int64_t reach = (int64_t)(d->extent - 1) * (int64_t)d->stride;
-        if (reach < 0) {
-            lo += reach;
-        }
-    }
-    return (uint64_t)(-lo) * tally_type_bytes(buf->type);
-}
-
 #define CUDA_STACK_ARGS 64
 
 int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name, int32_t blocks_x,
@@ -708,7 +677,7 @@ int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name,
                                        buf->device_interface ? buf->device_interface->name
                                                              : "the host only");
             } else {
-                ptrs[i] = (CUdeviceptr)buf->device + host_offset_in_span(buf);
+                ptrs[i] = (CUdeviceptr)buf->device + tally_buffer_host_offset(buf);
                 params[i] = &ptrs[i];
             }
         }

@@ -64,18 +64,7 @@ static int32_t host_release(void *user_context, const halide_device_interface_t 
     return 0;
 }
 
-static const halide_device_interface_t host_interface = {
-    "host",
-    host_device_malloc,
-    host_device_free,
-    host_copy_to_host,
-    host_copy_to_device,
-    host_device_sync,
-    host_device_sync_global,
-    host_release,
-    NULL,
-    {NULL, NULL, NULL, NULL},
-};
+static const halide_device_interface_t host_interface = TALLY_DEVICE_INTERFACE("host", host);
 
 const halide_device_interface_t *halide_host_device_interface(void) {
     return &host_interface;

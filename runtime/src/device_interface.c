@@ -45,12 +45,16 @@ static int32_t check_interface(void *user_context, const halide_device_interface
     return 0;
 }
 
+static int32_t check_buffer_and_interface(void *user_context, const halide_buffer_t *buf,
+                                          const halide_device_interface_t *iface,
+                                          const char *routine) {
+    int32_t r = check_buffer(user_context, buf, routine);
+    return r != 0 ? r : check_interface(user_context, iface, routine);
+}
+
 int32_t halide_device_malloc(void *user_context, halide_buffer_t *buf,
                              const halide_device_interface_t *iface) {
-    int32_t r = check_buffer(user_context, buf, "halide_device_malloc");
-    if (r == 0) {
-        r = check_interface(user_context, iface, "halide_device_malloc");
-    }
+    int32_t r = check_buffer_and_interface(user_context, buf, iface, "halide_device_malloc");
     if (r != 0) {
         return r;
     }
@@ -96,10 +100,8 @@ int32_t halide_device_free(void *user_context, halide_buffer_t *buf) {
 
 int32_t halide_device_and_host_malloc(void *user_context, halide_buffer_t *buf,
                                       const halide_device_interface_t *iface) {
-    int32_t r = check_buffer(user_context, buf, "halide_device_and_host_malloc");
-    if (r == 0) {
-        r = check_interface(user_context, iface, "halide_device_and_host_malloc");
-    }
+    int32_t r =
+        check_buffer_and_interface(user_context, buf, iface, "halide_device_and_host_malloc");
     if (r != 0) {
         return r;
     }

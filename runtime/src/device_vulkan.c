@@ -536,13 +536,9 @@ static int create_device_locked(char *why, size_t why_size) {
 
 static void release_at_exit(void);
 
-// Loads the loader, creates the instance, picks the device, creates device, queue and command
-// pool. Returns 0, or -1 with the reason in `why` (everything created so far destroyed).
-static int init_locked(char *why, size_t why_size) {
-    if (env_flag("TALLY_VULKAN_DISABLE")) {
-        snprintf(why, why_size, "Vulkan is disabled by TALLY_VULKAN_DISABLE");
-        return -1;
-    }
+// Opens the loader (once per process) and checks it offers Vulkan 1.1. Returns 0, or -1 with
+// the reason in `why`.
+static int open_loader_locked(char *why, size_t why_size) {
     if (!vk.lib) {
         dlerror();
         vk.lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -559,9 +555,9 @@ static int init_locked(char *why, size_t why_size) {
         snprintf(why, why_size, "the Vulkan loader libvulkan.so.1 has no vkGetInstanceProcAddr");
         return -1;
     }
-    PFN_vkGetInstanceProcAddr gipa = vk.get_instance_proc_addr;
     PFN_vkEnumerateInstanceVersion enumerate_version =
-        (PFN_vkEnumerateInstanceVersion)gipa(NULL, "vkEnumerateInstanceVersion");
+        (PFN_vkEnumerateInstanceVersion)vk.get_instance_proc_addr(NULL,
+                                                                  "vkEnumerateInstanceVersion");
     uint32_t loader_version = VK_API_VERSION_1_0;
     if (enumerate_version && enumerate_version(&loader_version) != VK_SUCCESS) {
         loader_version = VK_API_VERSION_1_0;
@@ -570,6 +566,42 @@ static int init_locked(char *why, size_t why_size) {
         snprintf(why, why_size, "the Vulkan loader supports only Vulkan 1.0; Tally needs 1.1");
         return -1;
     }
+    return 0;
+}
+
+// TALLY_VULKAN_DEBUG's level, or 0 (said once through halide_print) when the loader lacks
+// VK_EXT_debug_utils.
+static int32_t debug_level(PFN_vkEnumerateInstanceExtensionProperties enumerate_extensions) {
+    int32_t debug = env_level("TALLY_VULKAN_DEBUG");
+    if (!debug) {
+        return 0;
+    }
+    uint32_t n = 0;
+    int have_debug_utils = 0;
+    if (enumerate_extensions(NULL, &n, NULL) == VK_SUCCESS && n > 0) {
+        VkExtensionProperties *ext =
+            (VkExtensionProperties *)calloc(n, sizeof(VkExtensionProperties));
+        if (ext && enumerate_extensions(NULL, &n, ext) >= 0) {
+            for (uint32_t i = 0; i < n; i++) {
+                if (strcmp(ext[i].extensionName, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) == 0) {
+                    have_debug_utils = 1;
+                }
+            }
+        }
+        free(ext);
+    }
+    if (!have_debug_utils) {
+        halide_print(NULL, "Tally Vulkan: TALLY_VULKAN_DEBUG is set but VK_EXT_debug_utils is "
+                           "not available; no messages will be printed\n");
+        return 0;
+    }
+    return debug;
+}
+
+// Creates the instance (with the debug messenger at level `*debug`, which drops to 0 when the
+// extension is missing) and loads its entry points. Returns 0, or -1 with the reason in `why`.
+static int create_instance_locked(int32_t *debug, char *why, size_t why_size) {
+    PFN_vkGetInstanceProcAddr gipa = vk.get_instance_proc_addr;
     PFN_vkCreateInstance create_instance = (PFN_vkCreateInstance)gipa(NULL, "vkCreateInstance");
     PFN_vkEnumerateInstanceExtensionProperties enumerate_extensions =
         (PFN_vkEnumerateInstanceExtensionProperties)gipa(NULL,
@@ -578,31 +610,9 @@ static int init_locked(char *why, size_t why_size) {
         snprintf(why, why_size, "the Vulkan loader lacks vkCreateInstance");
         return -1;
     }
-
-    int32_t debug = env_level("TALLY_VULKAN_DEBUG");
-    if (debug) {
-        uint32_t n = 0;
-        int have_debug_utils = 0;
-        if (enumerate_extensions(NULL, &n, NULL) == VK_SUCCESS && n > 0) {
-            VkExtensionProperties *ext =
-                (VkExtensionProperties *)calloc(n, sizeof(VkExtensionProperties));
-            if (ext && enumerate_extensions(NULL, &n, ext) >= 0) {
-                for (uint32_t i = 0; i < n; i++) {
-                    if (strcmp(ext[i].extensionName, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) == 0) {
-                        have_debug_utils = 1;
-                    }
-                }
-            }
-            free(ext);
-        }
-        if (!have_debug_utils) {
-            halide_print(NULL, "Tally Vulkan: TALLY_VULKAN_DEBUG is set but VK_EXT_debug_utils is "
-                               "not available; no messages will be printed\n");
-            debug = 0;
-        }
-    }
+    *debug = debug_level(enumerate_extensions);
     VkDebugUtilsMessengerCreateInfoEXT messenger_info;
-    fill_messenger_info(&messenger_info, debug);
+    fill_messenger_info(&messenger_info, *debug);
     const char *extensions[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
     VkApplicationInfo app;
     memset(&app, 0, sizeof(app));
@@ -614,10 +624,10 @@ static int init_locked(char *why, size_t why_size) {
     memset(&instance_info, 0, sizeof(instance_info));
     instance_info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
     // Chained, the messenger also reports problems of vkCreateInstance/vkDestroyInstance.
-    instance_info.pNext = debug ? &messenger_info : NULL;
+    instance_info.pNext = *debug ? &messenger_info : NULL;
     instance_info.pApplicationInfo = &app;
-    instance_info.enabledExtensionCount = debug ? 1 : 0;
-    instance_info.ppEnabledExtensionNames = debug ? extensions : NULL;
+    instance_info.enabledExtensionCount = *debug ? 1 : 0;
+    instance_info.ppEnabledExtensionNames = *debug ? extensions : NULL;
     VkResult r = create_instance(&instance_info, NULL, &vk.instance);
     if (r != VK_SUCCESS) {
         vk.instance = VK_NULL_HANDLE;
@@ -629,12 +639,11 @@ static int init_locked(char *why, size_t why_size) {
     vk.f.name = (PFN_##name)gipa(vk.instance, #name);                                              \
     if (!vk.f.name) {                                                                              \
         snprintf(why, why_size, "the Vulkan loader lacks %s", #name);                              \
-        destroy_core_locked();                                                                     \
         return -1;                                                                                 \
     }
     TALLY_VK_INSTANCE_FUNCS(TALLY_VK_LOAD_INSTANCE)
 #undef TALLY_VK_LOAD_INSTANCE
-    if (debug) {
+    if (*debug) {
         vk.f.vkCreateDebugUtilsMessengerEXT =
             (PFN_vkCreateDebugUtilsMessengerEXT)gipa(vk.instance, "vkCreateDebugUtilsMessengerEXT");
         vk.f.vkDestroyDebugUtilsMessengerEXT = (PFN_vkDestroyDebugUtilsMessengerEXT)gipa(
@@ -645,7 +654,22 @@ static int init_locked(char *why, size_t why_size) {
             vk.messenger = VK_NULL_HANDLE;
         }
     }
-    if (select_device_locked(why, why_size) != 0 || create_device_locked(why, why_size) != 0) {
+    return 0;
+}
+
+// Loads the loader, creates the instance, picks the device, creates device, queue and command
+// pool. Returns 0, or -1 with the reason in `why` (everything created so far destroyed).
+static int init_locked(char *why, size_t why_size) {
+    if (env_flag("TALLY_VULKAN_DISABLE")) {
+        snprintf(why, why_size, "Vulkan is disabled by TALLY_VULKAN_DISABLE");
+        return -1;
+    }
+    if (open_loader_locked(why, why_size) != 0) {
+        return -1;
+    }
+    int32_t debug = 0;
+    if (create_instance_locked(&debug, why, why_size) != 0 ||
+        select_device_locked(why, why_size) != 0 || create_device_locked(why, why_size) != 0) {
         destroy_core_locked();
         return -1;
     }
@@ -1149,154 +1173,142 @@ static int32_t vk_device_free(void *user_context, halide_buffer_t *buf) {
     return 0;
 }
 
-static int32_t vk_copy_to_device(void *user_context, halide_buffer_t *buf) {
-    const char *routine = "halide_copy_to_device (vulkan)";
-    const int32_t code = TALLY_ERROR_COPY_TO_DEVICE_FAILED;
-    vk_buffer *vb;
+// The checks every copy starts with: Vulkan ready, buf on live Vulkan memory that still holds its
+// span. Sets *vb and *bytes (0: nothing to copy).
+static int32_t begin_copy(void *user_context, halide_buffer_t *buf, const char *routine,
+                          int32_t code, vk_buffer **vb, uint64_t *bytes) {
+    *bytes = 0;
     int32_t r = ensure_ready(user_context, routine);
     if (r == 0) {
-        r = buffer_of(user_context, buf, routine, code, &vb);
+        r = buffer_of(user_context, buf, routine, code, vb);
     }
     if (r != 0) {
         return r;
     }
-    uint64_t bytes = tally_buffer_size_in_bytes(buf);
-    if (bytes > vb->size) {
+    uint64_t span = tally_buffer_size_in_bytes(buf);
+    if (span > (*vb)->size) {
         return tally_report_error(user_context, code,
                                   "%s: the buffer spans %llu bytes but its device allocation has "
                                   "%llu (its shape changed after device_malloc)",
-                                  routine, (unsigned long long)bytes, (unsigned long long)vb->size);
+                                  routine, (unsigned long long)span,
+                                  (unsigned long long)(*vb)->size);
     }
-    if (bytes == 0) {
-        return 0;
-    }
-    const uint8_t *src = tally_buffer_begin(buf);
-    if (vb->mapped) {
-        // Earlier submissions may still read or write the memory we are about to overwrite.
-        r = wait_serial(user_context, last_use_of(vb), routine);
-        if (r != 0) {
-            return r;
-        }
-        memcpy(vb->mapped, src, (size_t)bytes);
-        if (!vb->coherent) {
-            flush_mapped(vb->memory);
-        }
-        return 0;
-    }
-    r = throttle(user_context, routine);
-    if (r != 0) {
-        return r;
-    }
-    vk_staging s;
-    r = create_staging(user_context, code, routine, bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, &s);
-    if (r != 0) {
-        return r;
-    }
-    memcpy(s.mapped, src, (size_t)bytes);
-    if (!s.coherent) {
-        flush_mapped(s.memory);
-    }
+    *bytes = span;
+    return 0;
+}
+
+// Records and submits a copy of `bytes` between vb and the staging buffer `s` (to_device: from
+// s to vb) and sets *serial to its submission. A copy to the device hands `s` to the submission
+// (freed once the copy completed; `s` is cleared); a copy to the host leaves it the caller's. On
+// failure everything is freed, `s` included.
+static int32_t submit_staged_copy(void *user_context, int32_t code, const char *routine,
+                                  vk_buffer *vb, vk_staging *s, uint64_t bytes, int to_device,
+                                  uint64_t *serial) {
     vk_pending *p = (vk_pending *)calloc(1, sizeof(vk_pending));
     if (!p) {
-        destroy_staging(&s);
+        destroy_staging(s);
         return tally_report_error(user_context, code, "%s: out of host memory", routine);
     }
     pthread_mutex_lock(&vk_lock);
-    r = begin_commands_locked(user_context, code, routine, &p->cmd);
+    int32_t r = begin_commands_locked(user_context, code, routine, &p->cmd);
     if (r != 0) {
         pthread_mutex_unlock(&vk_lock);
         free(p);
-        destroy_staging(&s);
+        destroy_staging(s);
         return r;
     }
     VkBufferCopy region = {0, 0, bytes};
-    vk.f.vkCmdCopyBuffer(p->cmd, s.buffer, vb->buffer, 1, &region);
-    // The submission owns the staging buffer from here; it is freed when the copy completed.
-    p->staging = s.buffer;
-    p->staging_memory = s.memory;
+    if (to_device) {
+        vk.f.vkCmdCopyBuffer(p->cmd, s->buffer, vb->buffer, 1, &region);
+        p->staging = s->buffer;
+        p->staging_memory = s->memory;
+        memset(s, 0, sizeof(*s));
+    } else {
+        vk.f.vkCmdCopyBuffer(p->cmd, vb->buffer, s->buffer, 1, &region);
+    }
     r = submit_locked(user_context, code, routine, p);
+    *serial = vk.next_serial - 1;
     if (r == 0) {
-        vb->last_use = vk.next_serial - 1;
+        vb->last_use = *serial;
     }
     pthread_mutex_unlock(&vk_lock);
+    if (r != 0) {
+        destroy_staging(s);
+    }
     return r;
 }
 
-static int32_t vk_copy_to_host(void *user_context, halide_buffer_t *buf) {
-    const char *routine = "halide_copy_to_host (vulkan)";
-    const int32_t code = TALLY_ERROR_COPY_TO_HOST_FAILED;
-    vk_buffer *vb;
-    int32_t r = ensure_ready(user_context, routine);
-    if (r == 0) {
-        r = buffer_of(user_context, buf, routine, code, &vb);
+// Copies between host memory and mapped memory: after a write to the device side flushes, before
+// a read from it invalidates, where the memory is not host-coherent.
+static void copy_mapped(uint8_t *host, void *mapped, VkDeviceMemory memory, int32_t coherent,
+                        uint64_t bytes, int to_device) {
+    if (to_device) {
+        memcpy(mapped, host, (size_t)bytes);
+        if (!coherent) {
+            flush_mapped(memory);
+        }
+    } else {
+        if (!coherent) {
+            invalidate_mapped(memory);
+        }
+        memcpy(host, mapped, (size_t)bytes);
     }
-    if (r != 0) {
+}
+
+// One copy of the buffer's span: directly through the mapping when the memory is host-visible
+// (after earlier submissions that use the buffer finished), else through a staging buffer.
+static int32_t vk_copy(void *user_context, halide_buffer_t *buf, int to_device) {
+    const char *routine =
+        to_device ? "halide_copy_to_device (vulkan)" : "halide_copy_to_host (vulkan)";
+    const int32_t code =
+        to_device ? TALLY_ERROR_COPY_TO_DEVICE_FAILED : TALLY_ERROR_COPY_TO_HOST_FAILED;
+    vk_buffer *vb;
+    uint64_t bytes;
+    int32_t r = begin_copy(user_context, buf, routine, code, &vb, &bytes);
+    if (r != 0 || bytes == 0) {
         return r;
     }
-    uint64_t bytes = tally_buffer_size_in_bytes(buf);
-    if (bytes > vb->size) {
-        return tally_report_error(user_context, code,
-                                  "%s: the buffer spans %llu bytes but its device allocation has "
-                                  "%llu (its shape changed after device_malloc)",
-                                  routine, (unsigned long long)bytes, (unsigned long long)vb->size);
-    }
-    if (bytes == 0) {
-        return 0;
-    }
-    uint8_t *dst = tally_buffer_begin(buf);
+    uint8_t *host = tally_buffer_begin(buf);
     if (vb->mapped) {
         r = wait_serial(user_context, last_use_of(vb), routine);
-        if (r != 0) {
-            return r;
+        if (r == 0) {
+            copy_mapped(host, vb->mapped, vb->memory, vb->coherent, bytes, to_device);
         }
-        if (!vb->coherent) {
-            invalidate_mapped(vb->memory);
-        }
-        memcpy(dst, vb->mapped, (size_t)bytes);
-        return 0;
+        return r;
     }
     r = throttle(user_context, routine);
-    if (r != 0) {
-        return r;
-    }
     vk_staging s;
-    r = create_staging(user_context, code, routine, bytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT, &s);
+    if (r == 0) {
+        r = create_staging(
+            user_context, code, routine, bytes,
+            to_device ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT, &s);
+    }
     if (r != 0) {
         return r;
     }
-    vk_pending *p = (vk_pending *)calloc(1, sizeof(vk_pending));
-    if (!p) {
-        destroy_staging(&s);
-        return tally_report_error(user_context, code, "%s: out of host memory", routine);
+    if (to_device) {
+        copy_mapped(host, s.mapped, s.memory, s.coherent, bytes, 1);
     }
-    pthread_mutex_lock(&vk_lock);
-    r = begin_commands_locked(user_context, code, routine, &p->cmd);
-    if (r != 0) {
-        pthread_mutex_unlock(&vk_lock);
-        free(p);
-        destroy_staging(&s);
+    uint64_t serial = 0;
+    r = submit_staged_copy(user_context, code, routine, vb, &s, bytes, to_device, &serial);
+    if (r != 0 || to_device) {
         return r;
     }
-    VkBufferCopy region = {0, 0, bytes};
-    vk.f.vkCmdCopyBuffer(p->cmd, vb->buffer, s.buffer, 1, &region);
-    // The staging buffer stays ours: the submission may be reclaimed before we read it.
-    r = submit_locked(user_context, code, routine, p);
-    uint64_t serial = vk.next_serial - 1;
+    // A copy to the host kept the staging buffer: the submission may be reclaimed before we read.
+    r = wait_serial(user_context, serial, routine);
     if (r == 0) {
-        vb->last_use = serial;
-    }
-    pthread_mutex_unlock(&vk_lock);
-    if (r == 0) {
-        r = wait_serial(user_context, serial, routine);
-    }
-    if (r == 0) {
-        if (!s.coherent) {
-            invalidate_mapped(s.memory);
-        }
-        memcpy(dst, s.mapped, (size_t)bytes);
+        copy_mapped(host, s.mapped, s.memory, s.coherent, bytes, 0);
     }
     destroy_staging(&s);
     return r;
+}
+
+static int32_t vk_copy_to_device(void *user_context, halide_buffer_t *buf) {
+    return vk_copy(user_context, buf, 1);
+}
+
+static int32_t vk_copy_to_host(void *user_context, halide_buffer_t *buf) {
+    return vk_copy(user_context, buf, 0);
 }
 
 static int32_t vk_device_sync(void *user_context, halide_buffer_t *buf) {
@@ -1387,18 +1399,7 @@ static void release_at_exit(void) {
     }
 }
 
-static const halide_device_interface_t vulkan_interface = {
-    "vulkan",
-    vk_device_malloc,
-    vk_device_free,
-    vk_copy_to_host,
-    vk_copy_to_device,
-    vk_device_sync,
-    vk_device_sync_global,
-    vk_release,
-    NULL,
-    {NULL, NULL, NULL, NULL},
-};
+static const halide_device_interface_t vulkan_interface = TALLY_DEVICE_INTERFACE("vulkan", vk);
 
 const halide_device_interface_t *halide_vulkan_device_interface(void) {
     return ensure_ready(NULL, NULL) == 0 ? &vulkan_interface : NULL;

@@ -1,4 +1,4 @@
-// Error and print hooks, the error helpers generated assertions call, and host memory.
+// Error and print hooks, and the error helpers generated assertions call.
 //
 // The hooks are function pointers held in atomics so that a user can swap them while pipelines run
 // on other threads. Every helper formats its message into a stack buffer (no allocation: they run
@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -142,20 +141,22 @@ static const char *str_or_null(const char *s) {
     return s ? s : "(null)";
 }
 
+// "<call> <stage> returned non-zero value: <result>", reported with the stage's own result.
+static int32_t extern_stage_error(void *user_context, const char *call, const char *stage,
+                                  int32_t result) {
+    return tally_report_error(user_context, result, "%s %s returned non-zero value: %d", call,
+                              str_or_null(stage), (int)result);
+}
+
 int32_t halide_error_bounds_inference_call_failed(void *user_context, const char *extern_stage_name,
                                                   int32_t result) {
-    tally_report_error(user_context, result,
-                       "Bounds inference call to external stage %s returned non-zero value: %d",
-                       str_or_null(extern_stage_name), (int)result);
-    return result;
+    return extern_stage_error(user_context, "Bounds inference call to external stage",
+                              extern_stage_name, result);
 }
 
 int32_t halide_error_extern_stage_failed(void *user_context, const char *extern_stage_name,
                                          int32_t result) {
-    tally_report_error(user_context, result,
-                       "Call to external stage %s returned non-zero value: %d",
-                       str_or_null(extern_stage_name), (int)result);
-    return result;
+    return extern_stage_error(user_context, "Call to external stage", extern_stage_name, result);
 }
 
 int32_t halide_error_explicit_bounds_too_small(void *user_context, const char *func_name,
@@ -261,47 +262,26 @@ int32_t halide_error_constraint_violated(void *user_context, const char *var, in
                               str_or_null(constrained_var), (int)constrained_val);
 }
 
-int32_t halide_error_param_too_small_i64(void *user_context, const char *param_name, int64_t val,
-                                         int64_t min_val) {
-    return tally_report_error(user_context, TALLY_ERROR_PARAM_TOO_SMALL,
-                              "Parameter %s is %" PRId64 " but must be at least %" PRId64,
-                              str_or_null(param_name), val, min_val);
-}
-
-int32_t halide_error_param_too_small_u64(void *user_context, const char *param_name, uint64_t val,
-                                         uint64_t min_val) {
-    return tally_report_error(user_context, TALLY_ERROR_PARAM_TOO_SMALL,
-                              "Parameter %s is %" PRIu64 " but must be at least %" PRIu64,
-                              str_or_null(param_name), val, min_val);
-}
-
-int32_t halide_error_param_too_small_f64(void *user_context, const char *param_name, double val,
-                                         double min_val) {
-    return tally_report_error(user_context, TALLY_ERROR_PARAM_TOO_SMALL,
-                              "Parameter %s is %g but must be at least %g", str_or_null(param_name),
-                              val, min_val);
-}
-
-int32_t halide_error_param_too_large_i64(void *user_context, const char *param_name, int64_t val,
-                                         int64_t max_val) {
-    return tally_report_error(user_context, TALLY_ERROR_PARAM_TOO_LARGE,
-                              "Parameter %s is %" PRId64 " but must be at most %" PRId64,
-                              str_or_null(param_name), val, max_val);
-}
-
-int32_t halide_error_param_too_large_u64(void *user_context, const char *param_name, uint64_t val,
-                                         uint64_t max_val) {
-    return tally_report_error(user_context, TALLY_ERROR_PARAM_TOO_LARGE,
-                              "Parameter %s is %" PRIu64 " but must be at most %" PRIu64,
-                              str_or_null(param_name), val, max_val);
-}
-
-int32_t halide_error_param_too_large_f64(void *user_context, const char *param_name, double val,
-                                         double max_val) {
-    return tally_report_error(user_context, TALLY_ERROR_PARAM_TOO_LARGE,
-                              "Parameter %s is %g but must be at most %g", str_or_null(param_name),
-                              val, max_val);
-}
+// halide_error_param_too_{small,large}_{i64,u64,f64}: "Parameter <name> is <val> but must be at
+// least|most <limit>", one definition per value type and direction.
+#define TALLY_PARAM_ERROR(name, type, fmt, code)                                                   \
+    int32_t name(void *user_context, const char *param_name, type val, type limit) {               \
+        return tally_report_error(user_context, code,                                              \
+                                  "Parameter %s is " fmt " but must be at %s " fmt,                \
+                                  str_or_null(param_name), val,                                    \
+                                  code == TALLY_ERROR_PARAM_TOO_SMALL ? "least" : "most", limit);  \
+    }
+TALLY_PARAM_ERROR(halide_error_param_too_small_i64, int64_t, "%" PRId64,
+                  TALLY_ERROR_PARAM_TOO_SMALL)
+TALLY_PARAM_ERROR(halide_error_param_too_small_u64, uint64_t, "%" PRIu64,
+                  TALLY_ERROR_PARAM_TOO_SMALL)
+TALLY_PARAM_ERROR(halide_error_param_too_small_f64, double, "%g", TALLY_ERROR_PARAM_TOO_SMALL)
+TALLY_PARAM_ERROR(halide_error_param_too_large_i64, int64_t, "%" PRId64,
+                  TALLY_ERROR_PARAM_TOO_LARGE)
+TALLY_PARAM_ERROR(halide_error_param_too_large_u64, uint64_t, "%" PRIu64,
+                  TALLY_ERROR_PARAM_TOO_LARGE)
+TALLY_PARAM_ERROR(halide_error_param_too_large_f64, double, "%g", TALLY_ERROR_PARAM_TOO_LARGE)
+#undef TALLY_PARAM_ERROR
 
 int32_t halide_error_out_of_memory(void *user_context) {
     return tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
@@ -396,34 +376,4 @@ int32_t halide_error_host_and_device_dirty(void *user_context) {
 int32_t halide_error_buffer_is_null(void *user_context, const char *routine) {
     return tally_report_error(user_context, TALLY_ERROR_BUFFER_IS_NULL,
                               "Buffer pointer passed to %s is null", str_or_null(routine));
-}
-
-// ---- host memory -------------------------------------------------------------------------
-
-void *halide_malloc(void *user_context, size_t size) {
-    if (tally_fault_check(user_context, TALLY_FAULT_MALLOC,
-                          "halide_malloc: out of memory allocating %zu bytes", size)) {
-        return NULL;
-    }
-    void *p = NULL;
-    // Round up so that the allocation ends on an alignment boundary too: vectorized loops may
-    // read a full vector past the last element of a row.
-    size_t rounded = (size + TALLY_MALLOC_ALIGNMENT - 1) & ~(size_t)(TALLY_MALLOC_ALIGNMENT - 1);
-    if (rounded < size) {
-        rounded = 0;  // overflow: make posix_memalign fail below via an impossible size
-    }
-    if (rounded == 0 && size == 0) {
-        rounded = TALLY_MALLOC_ALIGNMENT;
-    }
-    if (rounded == 0 || posix_memalign(&p, TALLY_MALLOC_ALIGNMENT, rounded) != 0) {
-        tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
-                           "halide_malloc: out of memory allocating %zu bytes", size);
-        return NULL;
-    }
-    return p;
-}
-
-void halide_free(void *user_context, void *ptr) {
-    (void)user_context;
-    free(ptr);
 }

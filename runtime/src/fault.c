@@ -17,9 +17,14 @@
 // marked, so the bookkeeping stays as it was. The environment is read once, at the first
 // operation; tally_testing_set_fault replaces it in-process. Counting is process-wide and
 // thread-safe: exactly one operation fails, on whichever thread makes the n-th call.
+//
+// Thread starts fail by count instead (tally_testing_fail_thread_starts: the next n fail with
+// EAGAIN); every thread the runtime starts (pool workers, the sampler) goes through
+// tally_thread_create.
 
 #include "internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,4 +123,22 @@ int32_t tally_testing_set_fault(const char *spec) {
 
 int64_t tally_testing_faults_injected(void) {
     return atomic_load(&injected_total);
+}
+
+// ---- thread starts -------------------------------------------------------------------------
+
+static _Atomic int32_t fail_thread_starts;
+
+void tally_testing_fail_thread_starts(int32_t count) {
+    atomic_store(&fail_thread_starts, count);
+}
+
+int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg) {
+    int32_t n = atomic_load(&fail_thread_starts);
+    while (n > 0) {
+        if (atomic_compare_exchange_weak(&fail_thread_starts, &n, n - 1)) {
+            return EAGAIN;
+        }
+    }
+    return pthread_create(thread, NULL, fn, arg);
 }

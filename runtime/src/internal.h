@@ -1,5 +1,32 @@
 // Declarations shared between the runtime's translation units. Not installed, not seen by
 // generated code. C11.
+//
+// Layering. Each file of runtime/src has one job and calls only files of lower layers (its own
+// functions, and those of files below it, whether declared here or in tally_runtime.h), so the
+// calls run one way and each layer can be read and tested without the ones above it:
+//
+//   7  lifetime.c         process hooks: the one pthread_atfork (calls each subsystem's
+//                         fork_prepare/parent/child), the at-exit shutdown and report; defines
+//                         tally_profiler_start, halide_do_par_for and tally_profiler_shutdown
+//   6  device_cuda.c, device_vulkan.c, device_host.c
+//                         device back ends: raw device operations, kernel launches
+//   5  device_interface.c the halide_device_* / halide_copy_* entry points and their bookkeeping
+//      report.c           the profiler report, text and JSON
+//   4  profiler.c         pipeline registry, per-run instances, the calls generated code makes
+//      thread_pool.c      the workers and jobs behind halide_do_par_for
+//   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
+//   2  sampling.c         the sampling rule (one tick billed to a run's slots)
+//      memory.c           halide_malloc / halide_free
+//   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
+//   0  error.c            error and print hooks, the halide_error_* messages
+//      clock.c            the profiler's clock
+//      context.c          the calling thread's current profiler context
+//      buffer.c           halide_buffer_t helpers
+//
+// The build checks the direction: the test runtime.Layering (test/runtime/
+// check_runtime_layering.py) derives the file-level call graph of tally_runtime from the symbols
+// each object defines and leaves undefined, and fails on any cycle. Below, the internal calls are
+// grouped by the file that defines them, lowest layer first (after the profiler's types).
 #ifndef TALLY_RUNTIME_SRC_INTERNAL_H
 #define TALLY_RUNTIME_SRC_INTERNAL_H
 
@@ -14,50 +41,7 @@
 
 #define TALLY_CACHE_LINE 64
 
-// ---- errors (error.c) ----------------------------------------------------------------------
-
-// Formats a message (printf-style) into a stack buffer, reports it through halide_error and
-// returns `code`.
-int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-// ---- fault injection (fault.c) ---------------------------------------------------------------
-
-// Operations TALLY_FAULT (or tally_testing_set_fault) can make fail.
-enum {
-    TALLY_FAULT_MALLOC = 0,
-    TALLY_FAULT_DEVICE_MALLOC,
-    TALLY_FAULT_COPY_TO_HOST,
-    TALLY_FAULT_COPY_TO_DEVICE,
-    TALLY_FAULT_LAUNCH,
-    TALLY_FAULT_SYNC,
-    TALLY_NUM_FAULT_OPS
-};
-
-// Counts one operation of kind `op`. Returns 0, or, when it is the one chosen to fail, reports
-// the printf-style message followed by " (injected fault)" through halide_error and returns the
-// operation's error code. Callers return that code (halide_malloc: NULL) without doing the work.
-int32_t tally_fault_check(void *user_context, int32_t op, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-// ---- threads (thread_pool.c) ---------------------------------------------------------------
-
-// pthread_create that honours tally_testing_fail_thread_starts. Returns 0 or an errno value.
-int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
-
-// Registers the runtime's fork handlers (once). Called by every subsystem before it first
-// creates threads, so a forked child starts with no stale thread or lock state.
-void tally_register_fork_handlers(void);
-
-// Fork handlers of each subsystem, called from the combined handlers in thread_pool.c.
-void tally_thread_pool_fork_prepare(void);
-void tally_thread_pool_fork_parent(void);
-void tally_thread_pool_fork_child(void);
-void tally_profiler_fork_prepare(void);
-void tally_profiler_fork_parent(void);
-void tally_profiler_fork_child(void);
-
-// ---- profiler (profiler.c, sampler_posix.c, report.c) --------------------------------------
+// ---- profiler state (the types profiler.c owns; sampling.c and report.c read them) ----------
 
 enum {
     TALLY_COUNTER_LAUNCHES = 0,
@@ -180,7 +164,93 @@ typedef struct tally_pipeline {
     int32_t orphaned;     // removed from the registry by reset; freed by its last run's end
 } tally_pipeline;
 
-// The registry (profiler.c). Report code walks it with the lock held.
+// ---- error.c --------------------------------------------------------------------------------
+
+// Formats a message (printf-style) into a stack buffer, reports it through halide_error and
+// returns `code`.
+int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// ---- fault.c --------------------------------------------------------------------------------
+
+// Operations TALLY_FAULT (or tally_testing_set_fault) can make fail.
+enum {
+    TALLY_FAULT_MALLOC = 0,
+    TALLY_FAULT_DEVICE_MALLOC,
+    TALLY_FAULT_COPY_TO_HOST,
+    TALLY_FAULT_COPY_TO_DEVICE,
+    TALLY_FAULT_LAUNCH,
+    TALLY_FAULT_SYNC,
+    TALLY_NUM_FAULT_OPS
+};
+
+// Counts one operation of kind `op`. Returns 0, or, when it is the one chosen to fail, reports
+// the printf-style message followed by " (injected fault)" through halide_error and returns the
+// operation's error code. Callers return that code (halide_malloc: NULL) without doing the work.
+int32_t tally_fault_check(void *user_context, int32_t op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// pthread_create that honours tally_testing_fail_thread_starts. Returns 0 or an errno value.
+int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
+
+// ---- clock.c --------------------------------------------------------------------------------
+
+// The clock every profiler timestamp comes from (CLOCK_MONOTONIC unless a test replaced it).
+uint64_t tally_now_ns(void);
+
+// ---- context.c ------------------------------------------------------------------------------
+
+// The calling thread's current context (NULL when none). Accessed inline: the hot calls switch
+// it on every slot change. Hidden: it is no part of the ABI libtally.so exports.
+extern _Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
+
+static inline tally_context *tally_get_current_context(void) {
+    return tally_current_context;
+}
+
+static inline void tally_set_current_context(tally_context *ctx) {
+    tally_current_context = ctx;
+}
+
+// ---- buffer.c -------------------------------------------------------------------------------
+
+// Bytes from the start of the buffer's element span (tally_buffer_begin) to the element
+// buf->host points at: nonzero only with negative strides; 0 for an empty buffer.
+uint64_t tally_buffer_host_offset(const halide_buffer_t *buf);
+
+// ---- sampling.c -----------------------------------------------------------------------------
+
+static inline int32_t tally_valid_slot(const tally_instance *inst, int32_t slot) {
+    return slot >= 0 && slot < inst->num_slots;
+}
+
+// Bills the time since the last sample of `inst` (caller holds its sampling right).
+// Async-signal-safe.
+void tally_sample_instance(tally_instance *inst, uint64_t now);
+
+// ---- sampler_posix.c ------------------------------------------------------------------------
+
+// Registers / unregisters an instance with the sampler of its mode. Register starts the sampler
+// thread or arms the timer on first use; returns 0 or an error code (already reported).
+// Unregister returns once no sampler is sampling the instance; afterwards the caller owns its
+// sampling state.
+int32_t tally_sampler_register(void *user_context, tally_instance *inst);
+void tally_sampler_unregister(tally_instance *inst);
+// Stops the sampler thread and deletes the timer (waits for a shutdown in progress).
+void tally_sampler_shutdown(void);
+// Fork handlers: prepare takes the sampler lock; the child forgets the thread and the timer.
+void tally_sampler_fork_prepare(void);
+void tally_sampler_fork_parent(void);
+void tally_sampler_fork_child(void);
+
+// ---- profiler.c -----------------------------------------------------------------------------
+
+// tally_profiler_start without the process hooks (lifetime.c installs them first).
+void *tally_profiler_start_run(void *user_context, const char *pipeline, const char *target,
+                               int32_t num_slots, const char *const *slot_names,
+                               const int32_t *slot_kinds, int32_t flags);
+
+// The registry. Report code walks it with the lock held.
 extern pthread_mutex_t tally_registry_lock;
 tally_pipeline *tally_registry_first_locked(void);
 
@@ -188,37 +258,45 @@ tally_pipeline *tally_registry_first_locked(void);
 void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_stats *out);
 void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_slot_stats *out);
 
-// The clock every profiler timestamp comes from (CLOCK_MONOTONIC unless a test replaced it).
-uint64_t tally_now_ns(void);
-
-// The calling thread's current context (NULL when none), and setting it.
-tally_context *tally_get_current_context(void);
-void tally_set_current_context(tally_context *ctx);
-
-// Bills the time since the last sample of `inst` (caller holds its sampling right).
-void tally_sample_instance(tally_instance *inst, uint64_t now);
-
-// Registers / unregisters an instance with the sampler of its mode (sampler_posix.c). Register
-// starts the sampler thread or arms the timer on first use; returns 0 or an error code (already
-// reported). Unregister returns once no sampler is sampling the instance; afterwards the caller
-// owns its sampling state.
-int32_t tally_sampler_register(void *user_context, tally_instance *inst);
-void tally_sampler_unregister(tally_instance *inst);
-// Samples every live instance of both modes on the calling thread.
-void tally_sampler_sample_all_now(void);
-// Fork handlers of the sampler (sampler_posix.c), called by profiler.c's.
-void tally_sampler_fork_prepare(void);
-void tally_sampler_fork_parent(void);
-void tally_sampler_fork_child(void);
-
-// Device waits and counters (profiler.c), used by device_interface.c. wait_begin marks the
-// calling thread's current context (if any) waiting and returns it; pass it to wait_end.
+// Device waits and counters, used by the device entry points. wait_begin marks the calling
+// thread's current context (if any) waiting and returns it; pass it to wait_end.
 tally_context *tally_profiler_wait_begin(void);
 void tally_profiler_wait_end(tally_context *ctx);
 void tally_profiler_count_copy(int32_t to_device, uint64_t bytes);
 void tally_profiler_count(int32_t counter);
 
-// Registers the at-exit report (report.c); called once by the first tally_profiler_start.
-void tally_report_register_atexit(void);
+// Fork handlers: prepare takes the registry lock, parent and child release it.
+void tally_profiler_fork_prepare(void);
+void tally_profiler_fork_parent(void);
+void tally_profiler_fork_child(void);
+
+// ---- device back ends (device_host.c, device_cuda.c, device_vulkan.c) -----------------------
+
+// The halide_device_interface_t of a back end whose operations are named <prefix>_device_malloc,
+// <prefix>_device_free, <prefix>_copy_to_host, <prefix>_copy_to_device, <prefix>_device_sync,
+// <prefix>_device_sync_global and <prefix>_release (no impl table, no reserved pointers).
+#define TALLY_DEVICE_INTERFACE(name, prefix)                                                       \
+    {                                                                                              \
+        name, prefix##_device_malloc, prefix##_device_free, prefix##_copy_to_host,                 \
+            prefix##_copy_to_device, prefix##_device_sync, prefix##_device_sync_global,            \
+            prefix##_release, NULL, {NULL, NULL, NULL, NULL},                                      \
+    }
+
+// ---- report.c -------------------------------------------------------------------------------
+
+// The report at process exit (stderr, stdout or TALLY_PROFILE_OUTPUT's file; TALLY_PROFILE_JSON),
+// printed when at least one run finished. The caller has stopped the sampler.
+void tally_report_at_exit(void);
+
+// ---- thread_pool.c --------------------------------------------------------------------------
+
+// halide_do_par_for without the process hooks (lifetime.c installs them first).
+int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, int32_t extent,
+                              uint8_t *closure);
+
+// Fork handlers: prepare takes the resize and pool locks; the child forgets the workers.
+void tally_thread_pool_fork_prepare(void);
+void tally_thread_pool_fork_parent(void);
+void tally_thread_pool_fork_child(void);
 
 #endif  // TALLY_RUNTIME_SRC_INTERNAL_H

@@ -1,5 +1,4 @@
-// The profiler: pipeline registry, per-run instances, the calls generated code makes, and the
-// sampling rule.
+// The profiler: pipeline registry, per-run instances, and the calls generated code makes.
 //
 // Two levels of state:
 //  - a *pipeline* (tally_pipeline) holds totals over finished runs. Pipelines live in a global
@@ -15,62 +14,26 @@
 // so the instance pointer doubles as that context. A parallel task claims a worker context from a
 // per-instance pool (tally_profiler_thread_begin), so the hot path never allocates; if the pool is
 // exhausted, an overflow context is allocated once and kept on a push-only list, reused by later
-// tasks. A per-thread pointer ("current context") lets the device entry points find the run.
+// tasks. A per-thread pointer ("current context", context.c) lets the device entry points find the
+// run.
 //
-// Sampling rule, for one tick of real elapsed time dt (see tally_sample_instance): if worker
-// contexts are active, dt is split evenly among their slots and each observation records the
-// number of working threads n (active workers not blocked in a device wait); otherwise dt goes to
-// the main context's slot with 1 thread, or 0 while it is blocked in a device wait. At the end of a
-// run the sampled times are rescaled to sum to the measured wall time.
+// Sampling: a run registers with the sampler of its mode (sampler_posix.c), which bills ticks by
+// the sampling rule (sampling.c). At the end of a run the sampled times are rescaled to sum to
+// the measured wall time.
+//
+// tally_profiler_start is defined by lifetime.c, which installs the process hooks (fork, exit)
+// before the first run and then calls tally_profiler_start_run here.
 
 #include "internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 pthread_mutex_t tally_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static tally_pipeline *registry_head, *registry_tail;
 
 tally_pipeline *tally_registry_first_locked(void) {
     return registry_head;
-}
-
-// ---- clock and the per-thread current context ------------------------------------------
-
-static _Atomic(tally_testing_clock_t) test_clock;
-
-uint64_t tally_now_ns(void) {
-    tally_testing_clock_t clock = atomic_load_explicit(&test_clock, memory_order_relaxed);
-    if (clock) {
-        return clock();
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void tally_testing_set_clock(tally_testing_clock_t clock) {
-    atomic_store(&test_clock, clock);
-}
-
-uint64_t tally_testing_now_ns(void) {
-    return tally_now_ns();
-}
-
-void tally_testing_sample_now(void) {
-    tally_sampler_sample_all_now();
-}
-
-static _Thread_local tally_context *tls_current;
-
-tally_context *tally_get_current_context(void) {
-    return tls_current;
-}
-
-void tally_set_current_context(tally_context *ctx) {
-    tls_current = ctx;
 }
 
 // ---- small helpers --------------------------------------------------------------------
@@ -98,10 +61,6 @@ static size_t round_up(size_t n, size_t a) {
 // The instance a pointer handed to the hot calls belongs to (an instance or a worker context).
 static tally_instance *instance_of(void *p) {
     return p ? ((tally_context *)p)->instance : NULL;
-}
-
-static int32_t valid_slot(const tally_instance *inst, int32_t slot) {
-    return slot >= 0 && slot < inst->num_slots;
 }
 
 // ---- registry -------------------------------------------------------------------------
@@ -270,9 +229,9 @@ static void report_bad_call_once(tally_instance *inst, const char *what, int32_t
     }
 }
 
-void *tally_profiler_start(void *user_context, const char *pipeline, const char *target,
-                           int32_t num_slots, const char *const *slot_names,
-                           const int32_t *slot_kinds, int32_t flags) {
+void *tally_profiler_start_run(void *user_context, const char *pipeline, const char *target,
+                               int32_t num_slots, const char *const *slot_names,
+                               const int32_t *slot_kinds, int32_t flags) {
     if (!pipeline || num_slots < 1 || !slot_names) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                            "tally_profiler_start: bad arguments (pipeline %s, %d slots, slot "
@@ -296,9 +255,6 @@ void *tally_profiler_start(void *user_context, const char *pipeline, const char 
                            (unsigned)flags);
         return NULL;
     }
-    tally_register_fork_handlers();
-    tally_report_register_atexit();
-
     tally_pipeline *p =
         acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags);
     tally_instance *inst = p ? new_instance(p, num_slots, flags) : NULL;
@@ -312,7 +268,7 @@ void *tally_profiler_start(void *user_context, const char *pipeline, const char 
                            "tally_profiler_start: out of memory starting pipeline %s", pipeline);
         return NULL;
     }
-    inst->main.saved_tls = tls_current;
+    inst->main.saved_tls = tally_get_current_context();
     inst->start_ns = tally_now_ns();
     inst->last_ns = inst->start_ns;
     int32_t r = tally_sampler_register(user_context, inst);
@@ -323,7 +279,7 @@ void *tally_profiler_start(void *user_context, const char *pipeline, const char 
         free_instance(inst);
         return NULL;
     }
-    tls_current = &inst->main;
+    tally_set_current_context(&inst->main);
     return inst;
 }
 
@@ -344,7 +300,7 @@ static void rescale_to_wall(tally_instance *inst, uint64_t wall) {
     }
     if (sum == 0) {
         int32_t s = atomic_load_explicit(&inst->main.slot, memory_order_relaxed);
-        inst->acc[valid_slot(inst, s) ? s : 0].time_ns = wall;
+        inst->acc[tally_valid_slot(inst, s) ? s : 0].time_ns = wall;
         return;
     }
     uint64_t scaled_sum = 0;
@@ -411,8 +367,9 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
 
     // Give the thread back the context it had before this run (a worker context of this run left
     // current by a task that never ended counts as this run's too).
-    if (tls_current && tls_current->instance == inst) {
-        tls_current = inst->main.saved_tls;
+    tally_context *current = tally_get_current_context();
+    if (current && current->instance == inst) {
+        tally_set_current_context(inst->main.saved_tls);
     }
     free_instance(inst);
     return 0;
@@ -424,7 +381,7 @@ void tally_profiler_set_current(void *context, int32_t slot) {
     tally_context *ctx = (tally_context *)context;
     if (ctx) {
         atomic_store_explicit(&ctx->slot, slot, memory_order_relaxed);
-        tls_current = ctx;
+        tally_set_current_context(ctx);
     }
 }
 
@@ -470,10 +427,6 @@ static tally_context *claim_worker_context(tally_instance *inst) {
     return c;
 }
 
-void *tally_profiler_current_instance(void) {
-    return tls_current ? (void *)tls_current->instance : NULL;
-}
-
 void *tally_profiler_thread_begin(void *instance) {
     tally_instance *inst = instance_of(instance);
     if (!inst) {
@@ -483,7 +436,7 @@ void *tally_profiler_thread_begin(void *instance) {
     if (!c) {
         return NULL;
     }
-    tally_context *prev = tls_current;
+    tally_context *prev = tally_get_current_context();
     c->saved_tls = prev;
     c->parent = (prev && prev->is_worker && prev->instance == inst) ? prev : NULL;
     tally_context *from = c->parent ? c->parent : &inst->main;
@@ -496,7 +449,7 @@ void *tally_profiler_thread_begin(void *instance) {
         // A nested loop ran serially inside a task: only the innermost context is working.
         atomic_store_explicit(&c->parent->suspended, 1, memory_order_release);
     }
-    tls_current = c;
+    tally_set_current_context(c);
     return c;
 }
 
@@ -509,7 +462,7 @@ void tally_profiler_thread_end(void *context) {
         atomic_store_explicit(&c->parent->suspended, 0, memory_order_release);
     }
     atomic_store_explicit(&c->active, 0, memory_order_release);
-    tls_current = c->saved_tls;
+    tally_set_current_context(c->saved_tls);
     c->parent = NULL;
     c->saved_tls = NULL;
     atomic_store_explicit(&c->claimed, 0, memory_order_release);
@@ -517,13 +470,23 @@ void tally_profiler_thread_end(void *context) {
 
 // ---- memory and counters --------------------------------------------------------------
 
-void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
+// The run `instance` belongs to, when slot and kind are valid for it; NULL otherwise (a bad call
+// is reported once per run).
+static tally_instance *memory_call_instance(void *instance, int32_t slot, int32_t kind,
+                                            const char *what) {
     tally_instance *inst = instance_of(instance);
-    if (!inst) {
-        return;
+    if (inst && (!tally_valid_slot(inst, slot) ||
+                 (kind != TALLY_MEMORY_HEAP && kind != TALLY_MEMORY_DEVICE))) {
+        report_bad_call_once(inst, what, slot, kind);
+        return NULL;
     }
-    if (!valid_slot(inst, slot) || (kind != TALLY_MEMORY_HEAP && kind != TALLY_MEMORY_DEVICE)) {
-        report_bad_call_once(inst, "tally_profiler_memory_allocate", slot, kind);
+    return inst;
+}
+
+void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
+    tally_instance *inst =
+        memory_call_instance(instance, slot, kind, "tally_profiler_memory_allocate");
+    if (!inst) {
         return;
     }
     tally_mem_acc *m = &inst->mem[slot * 2 + kind];
@@ -543,12 +506,8 @@ void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, 
 }
 
 void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
-    tally_instance *inst = instance_of(instance);
+    tally_instance *inst = memory_call_instance(instance, slot, kind, "tally_profiler_memory_free");
     if (!inst) {
-        return;
-    }
-    if (!valid_slot(inst, slot) || (kind != TALLY_MEMORY_HEAP && kind != TALLY_MEMORY_DEVICE)) {
-        report_bad_call_once(inst, "tally_profiler_memory_free", slot, kind);
         return;
     }
     atomic_fetch_sub_explicit(&inst->mem[slot * 2 + kind].current, (int64_t)bytes,
@@ -557,7 +516,7 @@ void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint
 }
 
 void tally_profiler_count(int32_t counter) {
-    tally_context *ctx = tls_current;
+    tally_context *ctx = tally_get_current_context();
     if (ctx) {
         atomic_fetch_add_explicit(&ctx->instance->counters[counter], 1, memory_order_relaxed);
     }
@@ -568,7 +527,7 @@ void tally_profiler_count_launch(void) {
 }
 
 void tally_profiler_count_copy(int32_t to_device, uint64_t bytes) {
-    tally_context *ctx = tls_current;
+    tally_context *ctx = tally_get_current_context();
     if (!ctx) {
         return;
     }
@@ -578,14 +537,14 @@ void tally_profiler_count_copy(int32_t to_device, uint64_t bytes) {
     atomic_fetch_add_explicit(&inst->counters[count], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&inst->counters[sum], bytes, memory_order_relaxed);
     int32_t slot = atomic_load_explicit(&ctx->slot, memory_order_relaxed);
-    if (valid_slot(inst, slot)) {
+    if (tally_valid_slot(inst, slot)) {
         atomic_fetch_add_explicit(&inst->copies[slot].count, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&inst->copies[slot].bytes, bytes, memory_order_relaxed);
     }
 }
 
 tally_context *tally_profiler_wait_begin(void) {
-    tally_context *ctx = tls_current;
+    tally_context *ctx = tally_get_current_context();
     if (ctx) {
         atomic_fetch_add_explicit(&ctx->waiting, 1, memory_order_relaxed);
     }
@@ -596,66 +555,6 @@ void tally_profiler_wait_end(tally_context *ctx) {
     if (ctx) {
         atomic_fetch_sub_explicit(&ctx->waiting, 1, memory_order_relaxed);
     }
-}
-
-// ---- sampling -------------------------------------------------------------------------
-
-// One observation of a working context during a tick.
-typedef struct observation {
-    int32_t slot;
-    int32_t waiting;
-} observation;
-
-#define TALLY_MAX_OBSERVATIONS 512
-
-static int32_t observe(const tally_context *c, observation *obs, int32_t n) {
-    if (n < TALLY_MAX_OBSERVATIONS && atomic_load_explicit(&c->active, memory_order_acquire) &&
-        !atomic_load_explicit(&c->suspended, memory_order_acquire)) {
-        obs[n].slot = atomic_load_explicit(&c->slot, memory_order_relaxed);
-        obs[n].waiting = atomic_load_explicit(&c->waiting, memory_order_relaxed) > 0;
-        n++;
-    }
-    return n;
-}
-
-// Async-signal-safe: atomics and plain stores to state the caller holds exclusively.
-void tally_sample_instance(tally_instance *inst, uint64_t now) {
-    if (now <= inst->last_ns) {
-        return;
-    }
-    uint64_t dt = now - inst->last_ns;
-    inst->last_ns = now;
-
-    observation obs[TALLY_MAX_OBSERVATIONS];
-    int32_t n = 0;
-    int32_t hw = atomic_load_explicit(&inst->workers_high_water, memory_order_acquire);
-    for (int32_t i = 0; i < hw; i++) {
-        n = observe(&inst->workers[i], obs, n);
-    }
-    for (const tally_context *c = atomic_load_explicit(&inst->extra_head, memory_order_acquire); c;
-         c = atomic_load_explicit(&c->next_extra, memory_order_acquire)) {
-        n = observe(c, obs, n);
-    }
-
-    if (n == 0) {
-        obs[0].slot = atomic_load_explicit(&inst->main.slot, memory_order_relaxed);
-        obs[0].waiting = atomic_load_explicit(&inst->main.waiting, memory_order_relaxed) > 0;
-        n = 1;
-    }
-    uint64_t working = 0;
-    for (int32_t i = 0; i < n; i++) {
-        working += obs[i].waiting ? 0 : 1;
-    }
-    uint64_t share = dt / (uint64_t)n;
-    uint64_t remainder = dt - share * (uint64_t)n;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t s = valid_slot(inst, obs[i].slot) ? obs[i].slot : 0;
-        inst->acc[s].time_ns += share + (i == 0 ? remainder : 0);
-        inst->acc[s].samples += 1;
-        inst->acc[s].thread_sum += working;
-    }
-    inst->ticks += 1;
-    inst->tick_thread_sum += working;
 }
 
 // ---- stats ----------------------------------------------------------------------------
@@ -794,15 +693,12 @@ int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tall
 
 void tally_profiler_fork_prepare(void) {
     pthread_mutex_lock(&tally_registry_lock);
-    tally_sampler_fork_prepare();
 }
 
 void tally_profiler_fork_parent(void) {
-    tally_sampler_fork_parent();
     pthread_mutex_unlock(&tally_registry_lock);
 }
 
 void tally_profiler_fork_child(void) {
-    tally_sampler_fork_child();
     pthread_mutex_unlock(&tally_registry_lock);
 }

@@ -39,10 +39,10 @@
 // same numbers (integers in ns and bytes, plus ms and percent as decimals); see write_json.
 //
 // Destinations: tally_profiler_report prints the text through halide_print unless
-// TALLY_PROFILE_OUTPUT says "stdout" or names a file (appended to). At exit (when at least one run
-// finished) the sampler is stopped first, then the text goes to stderr (written directly: user
-// print hooks may be gone by then), stdout, or the file (truncated), and the JSON to the file
-// named by TALLY_PROFILE_JSON, if set.
+// TALLY_PROFILE_OUTPUT says "stdout" or names a file (appended to). At exit (lifetime.c calls
+// tally_report_at_exit once it has stopped the sampler; it prints when at least one run finished)
+// the text goes to stderr (written directly: user print hooks may be gone by then), stdout, or the
+// file (truncated), and the JSON to the file named by TALLY_PROFILE_JSON, if set.
 
 #include "internal.h"
 
@@ -189,28 +189,18 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
 static void write_json_string(strbuf *b, const char *s) {
     sb_printf(b, "\"");
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        switch (*c) {
-        case '"':
-            sb_printf(b, "\\\"");
-            break;
-        case '\\':
-            sb_printf(b, "\\\\");
-            break;
-        case '\n':
-            sb_printf(b, "\\n");
-            break;
-        case '\t':
-            sb_printf(b, "\\t");
-            break;
-        case '\r':
-            sb_printf(b, "\\r");
-            break;
-        default:
-            if (*c < 0x20) {
-                sb_printf(b, "\\u%04x", (unsigned)*c);
-            } else {
-                sb_printf(b, "%c", (char)*c);
-            }
+        const char *escape = *c == '"'    ? "\\\""
+                             : *c == '\\' ? "\\\\"
+                             : *c == '\n' ? "\\n"
+                             : *c == '\t' ? "\\t"
+                             : *c == '\r' ? "\\r"
+                                          : NULL;
+        if (escape) {
+            sb_printf(b, "%s", escape);
+        } else if (*c < 0x20) {
+            sb_printf(b, "\\u%04x", (unsigned)*c);
+        } else {
+            sb_printf(b, "%c", (char)*c);
         }
     }
     sb_printf(b, "\"");
@@ -381,8 +371,7 @@ int32_t tally_profiler_report(void *user_context) {
     return r;
 }
 
-static void report_at_exit(void) {
-    tally_profiler_shutdown();
+void tally_report_at_exit(void) {
     strbuf b = {NULL, 0, 0, 0};
     int any = 0;
     if (build_report(&b, 0, &any) != 0) {
@@ -400,14 +389,4 @@ static void report_at_exit(void) {
         }
     }
     sb_free(&b);
-}
-
-static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
-
-static void register_atexit_once(void) {
-    atexit(report_at_exit);
-}
-
-void tally_report_register_atexit(void) {
-    pthread_once(&atexit_once, register_atexit_once);
 }

@@ -1,5 +1,5 @@
 // The samplers: a pthread (default) and a POSIX timer signal (profile_by_timer), and the tables of
-// live runs they sample.
+// live runs they sample. Each sample applies the sampling rule (sampling.c) to one instance.
 //
 // Live tables: each mode has a fixed array of entries {state, instance}. An entry is FREE, BUSY
 // (being filled or emptied by start/end), LIVE, or SAMPLING (a sampler holds the instance's
@@ -123,7 +123,7 @@ static void table_sample_all_waiting(live_table *t) {
     }
 }
 
-void tally_sampler_sample_all_now(void) {
+void tally_testing_sample_now(void) {
     table_sample_all_waiting(&thread_table);
     table_sample_all_waiting(&timer_table);
 }
@@ -374,7 +374,7 @@ void tally_profiler_set_interval_us(uint32_t us) {
     pthread_mutex_unlock(&sampler.lock);
 }
 
-void tally_profiler_shutdown(void) {
+void tally_sampler_shutdown(void) {
     pthread_once(&conds_once, init_conds);
     pthread_mutex_lock(&sampler.lock);
     while (sampler.stopping) {

@@ -16,10 +16,13 @@
 // Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin). The
 // pool resets it after every task (workers to NULL, callers to what it was before the task), so a
 // task that failed before calling tally_profiler_thread_end cannot leave a dangling context.
+//
+// Lifetime: halide_do_par_for is defined by lifetime.c, which installs the process hooks (the
+// fork handlers that call tally_thread_pool_fork_*, the at-exit shutdown) and then calls
+// tally_thread_pool_run here.
 
 #include "internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,48 +69,7 @@ static _Thread_local int tls_is_worker;
 // > 0 while this thread runs an iteration of a parallel loop.
 static _Thread_local int tls_task_depth;
 
-static _Atomic int32_t fail_thread_starts;
-
-void tally_testing_fail_thread_starts(int32_t count) {
-    atomic_store(&fail_thread_starts, count);
-}
-
-int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg) {
-    int32_t n = atomic_load(&fail_thread_starts);
-    while (n > 0) {
-        if (atomic_compare_exchange_weak(&fail_thread_starts, &n, n - 1)) {
-            return EAGAIN;
-        }
-    }
-    return pthread_create(thread, NULL, fn, arg);
-}
-
 // ---- fork handling -----------------------------------------------------------------------
-
-static void fork_prepare(void) {
-    tally_thread_pool_fork_prepare();
-    tally_profiler_fork_prepare();
-}
-
-static void fork_parent(void) {
-    tally_profiler_fork_parent();
-    tally_thread_pool_fork_parent();
-}
-
-static void fork_child(void) {
-    tally_profiler_fork_child();
-    tally_thread_pool_fork_child();
-}
-
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void register_fork_handlers_once(void) {
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-void tally_register_fork_handlers(void) {
-    pthread_once(&fork_once, register_fork_handlers_once);
-}
 
 void tally_thread_pool_fork_prepare(void) {
     pthread_mutex_lock(&resize_lock);
@@ -218,10 +180,6 @@ static int32_t wanted_threads_locked(void) {
     return pool.default_threads;
 }
 
-static void shutdown_at_exit(void) {
-    tally_thread_pool_shutdown();
-}
-
 // Starts workers up to the wanted count (pool lock held). Failures leave fewer workers: the
 // callers still run every iteration, so this only costs parallelism; it is said once per pool
 // start (a warning through halide_print).
@@ -232,12 +190,6 @@ static void ensure_workers_locked(void) {
     int32_t want = wanted_threads_locked() - 1;
     if (pool.num_workers >= want) {
         return;
-    }
-    static int atexit_registered = 0;
-    if (!atexit_registered) {
-        atexit_registered = 1;
-        atexit(shutdown_at_exit);
-        tally_register_fork_handlers();
     }
     while (pool.num_workers < want) {
         int err = tally_thread_create(&pool.threads[pool.num_workers], worker_main, NULL);
@@ -257,8 +209,8 @@ static void ensure_workers_locked(void) {
     }
 }
 
-int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int32_t extent,
-                          uint8_t *closure) {
+int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, int32_t extent,
+                              uint8_t *closure) {
     if (extent <= 0) {
         return 0;
     }

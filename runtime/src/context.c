@@ -1,0 +1,13 @@
+// The calling thread's current profiler context: the one pointer per thread through which the
+// profiler's hot calls, the thread pool (which hands the caller's context to its tasks) and the
+// device entry points (which count copies and mark waits) find the run a thread is working for.
+// The accessors are inline (internal.h): the hot calls read and write it on every slot switch.
+
+#include "internal.h"
+
+_Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
+
+void *tally_profiler_current_instance(void) {
+    tally_context *ctx = tally_get_current_context();
+    return ctx ? (void *)ctx->instance : NULL;
+}

@@ -1,0 +1,75 @@
+// The runtime's process lifetime: the hooks installed once per process, and the public calls that
+// begin and end the profiler's and the thread pool's lives.
+//
+// Why a file of its own: the hooks call into every subsystem that holds threads or locks (the
+// thread pool, the profiler's registry, the sampler), so they sit above all of them, and the
+// calls that must install them first are defined here too. Every call runs down from here; no
+// subsystem calls back up (runtime/src/internal.h has the layering).
+//
+// Installed by the first tally_profiler_start or halide_do_par_for, once:
+//  - one pthread_atfork. Before a fork it takes every runtime lock, in one fixed order (thread
+//    pool resize and pool locks, registry lock, sampler lock), so the child never inherits a lock
+//    held by a thread that does not exist there; after the fork the parent releases them in the
+//    reverse order, and the child resets each subsystem's thread state (no workers, no sampler
+//    thread, no armed timer) before releasing them.
+//  - one atexit handler: it shuts the thread pool down (joining its workers), stops the sampler
+//    (thread and timer), then prints the report (report.c: only when a profiled run finished).
+//
+// tally_profiler_shutdown stops the sampler; a later run starts it again.
+
+#include "internal.h"
+
+#include <stdlib.h>
+
+static void fork_prepare(void) {
+    tally_thread_pool_fork_prepare();
+    tally_profiler_fork_prepare();
+    tally_sampler_fork_prepare();
+}
+
+static void fork_parent(void) {
+    tally_sampler_fork_parent();
+    tally_profiler_fork_parent();
+    tally_thread_pool_fork_parent();
+}
+
+static void fork_child(void) {
+    tally_sampler_fork_child();
+    tally_profiler_fork_child();
+    tally_thread_pool_fork_child();
+}
+
+static void at_exit(void) {
+    tally_thread_pool_shutdown();
+    tally_sampler_shutdown();
+    tally_report_at_exit();
+}
+
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+static void install_hooks_once(void) {
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+}
+
+static void install_hooks(void) {
+    pthread_once(&hooks_once, install_hooks_once);
+}
+
+void *tally_profiler_start(void *user_context, const char *pipeline, const char *target,
+                           int32_t num_slots, const char *const *slot_names,
+                           const int32_t *slot_kinds, int32_t flags) {
+    install_hooks();
+    return tally_profiler_start_run(user_context, pipeline, target, num_slots, slot_names,
+                                    slot_kinds, flags);
+}
+
+int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int32_t extent,
+                          uint8_t *closure) {
+    install_hooks();
+    return tally_thread_pool_run(user_context, f, min, extent, closure);
+}
+
+void tally_profiler_shutdown(void) {
+    tally_sampler_shutdown();
+}
