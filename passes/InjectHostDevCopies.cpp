@@ -50,7 +50,7 @@
 // whose `X.buffer` is already bound gets no second descriptor. A second run therefore finds
 // nothing to add.
 
-#include "InjectHostDevCopies.h"
+#include "tally/Passes.h"
 
 #include <algorithm>
 #include <cstdint>

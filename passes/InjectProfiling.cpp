@@ -28,7 +28,7 @@
 // tally_profiler_start or tally_profiler_thread_begin is left alone, so running twice changes
 // nothing.
 
-#include "InjectProfiling.h"
+#include "tally/Passes.h"
 
 #include <map>
 #include <set>

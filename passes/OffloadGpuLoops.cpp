@@ -46,7 +46,7 @@
 // starting `halide_`) are collected once per function, and the search for a free `$n` (or
 // kernel `_n`) resumes per base name where the previous one stopped.
 
-#include "OffloadGpuLoops.h"
+#include "tally/Passes.h"
 
 #include <algorithm>
 #include <set>
