@@ -1,12 +1,21 @@
 // tally-run: JIT-compile a pipeline and run it, so that one command profiles a pipeline.
 //
-//   tally-run PIPELINE.stmt -target T [--size name=WxH...] [--input name=FILE.npy]
+//   tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] [--input name=FILE.npy]
 //             [--output name=FILE.npy] [--scalar name=VALUE] [--runs N] [--seed S]
 //
-// Buffers default to 64 per dimension (--size sets them; an --input file sets its buffer's
-// shape) and are filled with seeded random data. With a profiling target, the runtime prints
-// its report when the process exits.
+// Buffers default to 64 per dimension with mins 0 (--size sets extents and, after `@`, mins; an
+// --input file sets its buffer's shape) and are filled with seeded random data. With a profiling
+// target, the runtime prints its report when the process exits.
+//
+// Every option value is checked: a number that does not parse whole or is out of range for what
+// it sets (a scalar's type, an extent, a count), or a name that is not an argument of the
+// pipeline, is an error naming the option, with exit status 2.
 
+#include <cerrno>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -26,6 +35,128 @@ using namespace tally;
 
 namespace {
 
+/** Ends the program: `tally-run: error: <option>: <msg>`, exit status 2 (a usage error). */
+[[noreturn]] void option_error(const std::string &option, const std::string &msg) {
+    std::cerr << "tally-run: error: " << option << ": " << msg << "\n";
+    std::exit(2);
+}
+
+/** `text` as a whole decimal integer in [lo, hi]; anything else is an error naming `option`. */
+int64_t parse_integer(const std::string &text, const std::string &option, int64_t lo, int64_t hi) {
+    const char *begin = text.c_str();
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(begin, &end, 10);
+    if (text.empty() || end != begin + text.size() || text.find_first_of(" \t") == 0) {
+        option_error(option, "'" + text + "' is not an integer");
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        option_error(option, "'" + text + "' is out of range [" + std::to_string(lo) + ", " +
+                                 std::to_string(hi) + "]");
+    }
+    return v;
+}
+
+/** `text` as a whole unsigned decimal integer up to `hi`. */
+uint64_t parse_unsigned(const std::string &text, const std::string &option, uint64_t hi) {
+    const char *begin = text.c_str();
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(begin, &end, 10);
+    if (text.empty() || end != begin + text.size() || !(text[0] >= '0' && text[0] <= '9')) {
+        option_error(option, "'" + text + "' is not an unsigned integer");
+    }
+    if (errno == ERANGE || v > hi) {
+        option_error(option, "'" + text + "' is out of range [0, " + std::to_string(hi) + "]");
+    }
+    return v;
+}
+
+/** `text` as a whole floating-point number (finite, or inf/nan spelled as strtod reads them). */
+double parse_real(const std::string &text, const std::string &option) {
+    const char *begin = text.c_str();
+    char *end = nullptr;
+    errno = 0;
+    double v = std::strtod(begin, &end);
+    if (text.empty() || end != begin + text.size() || text.find_first_of(" \t") == 0) {
+        option_error(option, "'" + text + "' is not a number");
+    }
+    if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL)) {
+        option_error(option, "'" + text + "' is out of range for float64");
+    }
+    return v;
+}
+
+/** A scalar argument's value, as the bytes of its type (little-endian, in 8 bytes). */
+std::vector<uint8_t> scalar_bytes(const std::string &text, const std::string &option, Type t) {
+    std::vector<uint8_t> out(8, 0);
+    if (t.is_float()) {
+        double d = parse_real(text, option);
+        if (t.bits() == 32) {
+            if (std::isfinite(d) && std::fabs(d) > FLT_MAX) {
+                option_error(option, "'" + text + "' is out of range for float32");
+            }
+            float x = float(d);
+            std::memcpy(out.data(), &x, 4);
+        } else {
+            std::memcpy(out.data(), &d, 8);
+        }
+    } else if (t.is_bool()) {
+        uint8_t b = text == "true"    ? 1
+                    : text == "false" ? 0
+                                      : uint8_t(parse_integer(text, option, 0, 1));
+        out[0] = b;
+    } else if (t.is_uint()) {
+        uint64_t x = parse_unsigned(text, option, t.max_uint());
+        std::memcpy(out.data(), &x, 8);
+    } else if (t.is_int()) {
+        int64_t hi = t.bits() == 64 ? INT64_MAX : (int64_t(1) << (t.bits() - 1)) - 1;
+        int64_t x = parse_integer(text, option, -hi - 1, hi);
+        std::memcpy(out.data(), &x, 8);
+    } else {
+        option_error(option, "scalar arguments of type " + t.to_string() + " cannot be set");
+    }
+    return out;
+}
+
+/** A buffer's shape from `--size`: extents, and mins (0 unless given after `@`). */
+struct BufferShape {
+    std::vector<int32_t> extents, mins;
+};
+
+/** Reads `WxH...[@X,Y...]` (Halide order: the first is dimension 0). */
+BufferShape parse_shape(const std::string &text, const std::string &option) {
+    BufferShape out;
+    size_t at = text.find('@');
+    std::string extents = text.substr(0, at);
+    auto split = [](const std::string &s, char sep) {
+        std::vector<std::string> parts;
+        size_t start = 0;
+        for (size_t k = 0; k <= s.size(); k++) {
+            if (k == s.size() || s[k] == sep) {
+                parts.push_back(s.substr(start, k - start));
+                start = k + 1;
+            }
+        }
+        return parts;
+    };
+    for (const std::string &e : split(extents, 'x')) {
+        out.extents.push_back(int32_t(parse_integer(e, option + " (extent)", 0, INT32_MAX)));
+    }
+    if (at == std::string::npos) {
+        out.mins.assign(out.extents.size(), 0);
+        return out;
+    }
+    for (const std::string &m : split(text.substr(at + 1), ',')) {
+        out.mins.push_back(int32_t(parse_integer(m, option + " (min)", INT32_MIN, INT32_MAX)));
+    }
+    if (out.mins.size() != out.extents.size()) {
+        option_error(option, "'" + text + "' gives " + std::to_string(out.extents.size()) +
+                                 " extents but " + std::to_string(out.mins.size()) + " mins");
+    }
+    return out;
+}
+
 struct HostBuffer {
     std::vector<uint8_t> data;
     std::vector<halide_dimension_t> dims;
@@ -40,39 +171,55 @@ std::string npy_descr(const Type &t) {
     return (t.bytes() == 1 ? "|" : "<") + kind + std::to_string(t.bytes());
 }
 
-/** Reads a .npy file (C order, little-endian); returns the shape (numpy order). */
+/** Reads a .npy file (format 1.0 to 3.0, C order, little-endian) of element type `t`; returns
+ * the shape (numpy order). Anything else, or a file shorter than its header says, is a
+ * CompileError naming the file. */
 std::vector<int> read_npy(const std::string &path, const Type &t, std::vector<uint8_t> *data) {
     std::ifstream in(path, std::ios::binary);
     user_assert(in.good()) << path << ": error: cannot open file";
     char magic[8];
     in.read(magic, 8);
-    user_assert(in.good() && std::memcmp(magic, "\x93NUMPY", 6) == 0)
-        << path << ": error: not a .npy file";
+    user_assert(in.gcount() == 8 && std::memcmp(magic, "\x93NUMPY", 6) == 0 && magic[6] >= 1 &&
+                magic[6] <= 3)
+        << path << ": error: not a .npy file (format 1.0 to 3.0)";
     uint32_t hlen = 0;
     if (magic[6] == 1) {
-        uint16_t h;
-        in.read(reinterpret_cast<char *>(&h), 2);
-        hlen = h;
+        uint8_t h[2] = {0, 0};
+        in.read(reinterpret_cast<char *>(h), 2);
+        hlen = uint32_t(h[0]) | uint32_t(h[1]) << 8;
     } else {
-        in.read(reinterpret_cast<char *>(&hlen), 4);
+        uint8_t h[4] = {0, 0, 0, 0};
+        in.read(reinterpret_cast<char *>(h), 4);
+        hlen = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16 | uint32_t(h[3]) << 24;
     }
+    // numpy writes headers of a few hundred bytes; a larger claim is a damaged file.
+    user_assert(in.good() && hlen <= (1u << 20)) << path << ": error: damaged .npy header length";
     std::string header(hlen, ' ');
     in.read(&header[0], hlen);
+    user_assert(in.gcount() == std::streamsize(hlen)) << path << ": error: truncated header";
     user_assert(header.find("'" + npy_descr(t) + "'") != std::string::npos)
         << path << ": error: element type does not match the pipeline's " << t.to_string()
         << " (header: " << header << ")";
     user_assert(header.find("'fortran_order': False") != std::string::npos)
         << path << ": error: only C-order arrays are supported";
-    size_t lp = header.find('('), rp = header.find(')');
+    size_t key = header.find("'shape':");
+    size_t lp = key == std::string::npos ? key : header.find('(', key);
+    size_t rp = lp == std::string::npos ? lp : header.find(')', lp);
+    user_assert(rp != std::string::npos) << path << ": error: the header has no shape";
     std::vector<int> shape;
     std::istringstream s(header.substr(lp + 1, rp - lp - 1));
     std::string part;
-    size_t count = 1;
+    uint64_t count = 1;
     while (std::getline(s, part, ',')) {
-        if (part.find_first_not_of(" ") != std::string::npos) {
-            shape.push_back(std::stoi(part));
-            count *= shape.back();
+        size_t first = part.find_first_not_of(' '), last = part.find_last_not_of(' ');
+        if (first == std::string::npos) {
+            continue;
         }
+        shape.push_back(int(
+            parse_integer(part.substr(first, last - first + 1), path + " (shape)", 0, INT32_MAX)));
+        count *= uint64_t(shape.back());
+        user_assert(count <= (uint64_t(1) << 40) / uint64_t(t.bytes()))
+            << path << ": error: the array is too large";
     }
     data->resize(count * t.bytes());
     in.read(reinterpret_cast<char *>(data->data()), data->size());
@@ -110,11 +257,47 @@ std::pair<std::string, std::string> split_eq(const std::string &s, const char *f
     return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+/** Every name given to --size, --input, --output and --scalar must be an argument of the
+ * pipeline of the right kind; a misspelt name would otherwise be ignored without a word. */
+void check_argument_names(const LoweredFunc &f, const std::map<std::string, BufferShape> &sizes,
+                          const std::map<std::string, std::string> &inputs,
+                          const std::map<std::string, std::string> &outputs,
+                          const std::map<std::string, std::string> &scalars) {
+    std::string buffers, values;
+    for (const Argument &a : f.args) {
+        std::string &list = a.is_buffer() ? buffers : values;
+        list += (list.empty() ? "" : ", ") + a.name;
+    }
+    auto check = [&](const std::string &option, const std::string &name, bool buffer) {
+        for (const Argument &a : f.args) {
+            if (a.name == name && a.is_buffer() == buffer) {
+                return;
+            }
+        }
+        const std::string &list = buffer ? buffers : values;
+        option_error(option, "pipeline '" + f.name + "' has no " + (buffer ? "buffer" : "scalar") +
+                                 " argument '" + name + "' (" +
+                                 (list.empty() ? "it has none" : "it has: " + list) + ")");
+    };
+    for (const auto &kv : sizes) {
+        check("--size", kv.first, true);
+    }
+    for (const auto &kv : inputs) {
+        check("--input", kv.first, true);
+    }
+    for (const auto &kv : outputs) {
+        check("--output", kv.first, true);
+    }
+    for (const auto &kv : scalars) {
+        check("--scalar", kv.first, false);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     std::string input, target = "host";
-    std::map<std::string, std::vector<int>> sizes;
+    std::map<std::string, BufferShape> sizes;
     std::map<std::string, std::string> inputs, outputs, scalars;
     int runs = 1;
     unsigned seed = 1;
@@ -131,13 +314,7 @@ int main(int argc, char **argv) {
             target = value();
         } else if (a == "--size") {
             auto kv = split_eq(value(), "--size");
-            std::vector<int> dims;
-            std::istringstream s(kv.second);
-            std::string d;
-            while (std::getline(s, d, 'x')) {
-                dims.push_back(std::atoi(d.c_str()));
-            }
-            sizes[kv.first] = dims;
+            sizes[kv.first] = parse_shape(kv.second, "--size " + kv.first);
         } else if (a == "--input") {
             auto kv = split_eq(value(), "--input");
             inputs[kv.first] = kv.second;
@@ -148,11 +325,11 @@ int main(int argc, char **argv) {
             auto kv = split_eq(value(), "--scalar");
             scalars[kv.first] = kv.second;
         } else if (a == "--runs") {
-            runs = std::atoi(value().c_str());
+            runs = int(parse_integer(value(), "--runs", 1, INT32_MAX));
         } else if (a == "--seed") {
-            seed = unsigned(std::atoi(value().c_str()));
+            seed = unsigned(parse_unsigned(value(), "--seed", UINT32_MAX));
         } else if (a == "-h" || a == "--help") {
-            std::cout << "usage: tally-run PIPELINE.stmt -target T [--size name=WxH...] "
+            std::cout << "usage: tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] "
                          "[--input name=FILE.npy] [--output name=FILE.npy] "
                          "[--scalar name=VALUE] [--runs N] [--seed S]\n";
             return 0;
@@ -171,6 +348,7 @@ int main(int argc, char **argv) {
         Module m = lower(parse_module_file(input), Target::parse(target));
         std::unique_ptr<JITModule> jit = compile_jit(m);
         const LoweredFunc &f = jit->entry();
+        check_argument_names(f, sizes, inputs, outputs, scalars);
         std::mt19937 rng(seed);
         std::vector<HostBuffer> bufs(f.args.size());
         std::vector<std::vector<uint8_t>> scalar_storage(f.args.size());
@@ -179,40 +357,44 @@ int main(int argc, char **argv) {
             const Argument &a = f.args[i];
             if (!a.is_buffer()) {
                 Type t = a.type.is_valid() ? a.type : Int(32);
-                std::vector<uint8_t> &st = scalar_storage[i];
-                st.assign(8, 0);
-                std::string v = scalars.count(a.name) ? scalars[a.name] : "1";
-                if (t.is_float()) {
-                    double d = std::atof(v.c_str());
-                    if (t.bits() == 32) {
-                        float x = float(d);
-                        std::memcpy(st.data(), &x, 4);
-                    } else {
-                        std::memcpy(st.data(), &d, 8);
-                    }
-                } else {
-                    int64_t x = std::atoll(v.c_str());
-                    std::memcpy(st.data(), &x, 8);  // little-endian: low bytes first
-                }
-                args[i] = st.data();
+                scalar_storage[i] = scalar_bytes(scalars.count(a.name) ? scalars[a.name] : "1",
+                                                 "--scalar " + a.name, t);
+                args[i] = scalar_storage[i].data();
                 continue;
             }
             user_assert(a.type.is_valid())
                 << "buffer argument '" << a.name << "' has no element type";
             HostBuffer &b = bufs[i];
-            std::vector<int> shape;  // Halide order: dim 0 innermost
+            BufferShape shape;  // Halide order: dim 0 innermost
             if (inputs.count(a.name)) {
                 std::vector<int> np = read_npy(inputs[a.name], a.type, &b.data);
-                shape.assign(np.rbegin(), np.rend());
+                shape.extents.assign(np.rbegin(), np.rend());
+                shape.mins.assign(np.size(), 0);
             } else {
                 int dims = a.dimensions < 0 ? 1 : a.dimensions;
-                shape = sizes.count(a.name) ? sizes[a.name] : std::vector<int>(dims, 64);
-                user_assert(int(shape.size()) == dims)
-                    << "--size for '" << a.name << "' has " << shape.size()
-                    << " dimensions, the pipeline's buffer has " << dims;
-                size_t count = 1;
-                for (int e : shape) {
-                    count *= size_t(e);
+                if (sizes.count(a.name)) {
+                    shape = sizes[a.name];
+                } else {
+                    shape.extents.assign(dims, 64);
+                    shape.mins.assign(dims, 0);
+                }
+                if (int(shape.extents.size()) != dims) {
+                    option_error("--size " + a.name, "gives " +
+                                                         std::to_string(shape.extents.size()) +
+                                                         " dimensions, the pipeline's buffer has " +
+                                                         std::to_string(dims));
+                }
+                // Strides are int32 in halide_buffer_t: every dimension's stride (the product of
+                // the extents below it) must fit, and the whole buffer must be allocatable.
+                uint64_t count = 1;
+                for (int32_t e : shape.extents) {
+                    if (count > uint64_t(INT32_MAX)) {
+                        option_error("--size " + a.name, "the strides would exceed int32");
+                    }
+                    count *= uint64_t(e);
+                }
+                if (count > (uint64_t(1) << 34) / uint64_t(a.type.bytes())) {
+                    option_error("--size " + a.name, "the buffer would exceed 16 GiB");
                 }
                 b.data.resize(count * a.type.bytes());
                 for (size_t k = 0; k < count; k++) {
@@ -229,10 +411,10 @@ int main(int argc, char **argv) {
                     }
                 }
             }
-            int stride = 1;
-            for (int e : shape) {
-                b.dims.push_back({0, e, stride, 0});
-                stride *= e;
+            int32_t stride = 1;
+            for (size_t d = 0; d < shape.extents.size(); d++) {
+                b.dims.push_back({shape.mins[d], shape.extents[d], stride, 0});
+                stride *= shape.extents[d];
             }
             b.buf.host = b.data.data();
             b.buf.type = {uint8_t(a.type.code()), uint8_t(a.type.bits()), 1};
