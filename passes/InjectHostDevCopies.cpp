@@ -41,8 +41,10 @@
 // names resume their count per base name.
 //
 // Allocations that device code touches get a one-dimensional `X.buffer` descriptor over their
-// host memory, a `halide_device_malloc` right after it and a `halide_device_free` before their
-// `free X` (or at the end of their scope when there is none).
+// host memory, `halide_device_free_as_destructor` registered on it (so that an error exit
+// releases the device memory too, as in Halide's lowering), a `halide_device_malloc` right after
+// it and a `halide_device_free` before their `free X` (or at the end of their scope when there is
+// none).
 //
 // Idempotence: copies, dirty marks and descriptors already present (from an earlier run, or
 // from Halide) are read as facts: a `halide_copy_to_*` let makes that side current, a dirty
@@ -748,6 +750,12 @@ private:
                     inner.let(desc, make_descriptor(op));
                     inner.changed = true;
                     push_let(desc);
+                    // As Halide does: the device memory is released on every exit, the error
+                    // exits included (freeing a buffer with no device allocation does nothing).
+                    inner.stmt(Evaluate::make(Call::make(
+                        Handle(), "register_destructor",
+                        {StringImm::make(runtime::halide_device_free_as_destructor), buffer_var(x)},
+                        Call::default_call_type("register_destructor"))));
                     emit_checked(inner, runtime::halide_device_malloc,
                                  Call::make(Int(32), runtime::halide_device_malloc,
                                             {buffer_var(x), device_interface(api)}, Call::Extern));

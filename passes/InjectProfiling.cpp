@@ -437,11 +437,12 @@ private:
         if (!freed) {
             body = append_inside(body, memory_call(false, slot, TALLY_MEMORY_HEAP, bytes_v));
         }
+        // The allocation is reported inside its body, where it has succeeded: a halide_malloc
+        // that fails exits before the body, so the profiler never counts it.
+        body = Block::make(memory_call(true, slot, TALLY_MEMORY_HEAP, bytes_v), body);
         Stmt alloc = Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition,
                                     body, op->new_expr, op->free_function);
-        return LetStmt::make(
-            bytes_var, bytes,
-            Block::make(memory_call(true, slot, TALLY_MEMORY_HEAP, bytes_v), alloc));
+        return LetStmt::make(bytes_var, bytes, alloc);
     }
 
     Stmt visit(const Free *op) override {

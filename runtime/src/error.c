@@ -62,6 +62,12 @@ tally_message_handler_t tally_set_print_handler(tally_message_handler_t handler)
 }
 
 void halide_error(void *user_context, const char *msg) {
+    // An error reported inside a run means the run is failing: its end settles what the error
+    // exit releases without reporting (see merge_into_pipeline_locked in profiler.c).
+    tally_context *ctx = tally_get_current_context();
+    if (ctx && ctx->instance) {
+        atomic_store_explicit(&ctx->instance->failed, 1, memory_order_relaxed);
+    }
     tally_message_handler_t handler = atomic_load(&error_handler);
     handler(user_context, msg ? msg : "(null)");
 }

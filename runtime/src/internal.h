@@ -111,6 +111,9 @@ typedef struct tally_instance {
     int32_t flags;
     int32_t live_index;  // index in the sampler's live table of its mode
     _Atomic int32_t bad_call_reported;
+    // Set when an error is reported while the run is a thread's current context (halide_error):
+    // the run is exiting through its error path.
+    _Atomic int32_t failed;
     uint64_t start_ns;
     // Sampling state, owned by whoever holds the sampling right (see tally_slot_acc).
     uint64_t last_ns;

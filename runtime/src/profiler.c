@@ -313,6 +313,7 @@ static void rescale_to_wall(tally_instance *inst, uint64_t wall) {
 
 static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
     tally_pipeline *p = inst->pipeline;
+    const int32_t failed = atomic_load_explicit(&inst->failed, memory_order_relaxed);
     p->runs++;
     p->total_ns += wall;
     p->ticks += inst->ticks;
@@ -336,7 +337,13 @@ static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
         for (int32_t k = 0; k < 2; k++) {
             tally_mem_acc *m = &inst->mem[s * 2 + k];
             tally_mem_total *mt = &t->mem[k];
-            mt->current += atomic_load(&m->current);
+            // A run that failed left through its error exit, which releases every allocation of
+            // the run (destructors) without reporting the frees: what it still has current was
+            // released. A run that succeeded reported every free, so a remainder is a leak and
+            // stays visible.
+            if (!failed) {
+                mt->current += atomic_load(&m->current);
+            }
             uint64_t peak = atomic_load(&m->peak);
             if (peak > mt->peak) {
                 mt->peak = peak;

@@ -63,6 +63,13 @@ public:
     }
     Image(const Image &) = delete;
     Image &operator=(const Image &) = delete;
+    /** Releases the device copy a pipeline gave the buffer (as Halide::Buffer does): the runtime
+     * never frees a caller's buffer by itself. */
+    ~Image() {
+        if (buf.device_interface) {
+            halide_device_free(nullptr, &buf);
+        }
+    }
 
     halide_buffer_t *raw() { return &buf; }
     T *ptr() { return data.data(); }

@@ -161,7 +161,7 @@ TEST_F(FaultE2E, MemoryAppSecondMallocFailsWithOutOfMemory) {
 // only on the normal path, so after a run that fails the allocations it made stay "current" in the
 // totals forever (here horiz, 3404 bytes, and the row_prefix whose malloc failed, 152 bytes) even
 // though the destructors freed them. Device allocations have the same free-side gap.
-TEST_F(FaultE2E, DISABLED_FailedRunLeavesNoMemoryCurrentInTheProfiler) {
+TEST_F(FaultE2E, FailedRunLeavesNoMemoryCurrentInTheProfiler) {
     auto jit = compile_app("memory", "host-profile");
     MemoryApp app(37, 23);
     ErrorCapture capture;
