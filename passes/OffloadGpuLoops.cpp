@@ -39,10 +39,10 @@
 // inside the nest (it must be computable on the host).
 //
 // Strategy, per function: the OffloadNests mutator walks the body, tracking the enclosing
-// producer; at each outermost gpu_block For it runs two read-only analyses over the nest
-// (CheckGpuLoops, then CollectKernelArgs), derives the geometry, names the kernel (one
-// UniqueNames for the module), records it, and builds the launch. Functions without GPU loops come
-// back as the same nodes. Since no gpu_block loop survives in a function, a second run changes
+// producer; at each outermost gpu_block For it checks the nest (CheckGpuLoops), derives its
+// geometry, names the kernel (one UniqueNames for the module), collects its arguments
+// (CollectKernelArgs), records it, and builds the launch. Functions without GPU loops come back
+// as the same nodes. Since no gpu_block loop survives in a function, a second run changes
 // nothing.
 //
 // Cost: linear in the size of the module. The names a result name could collide with (those
@@ -261,6 +261,8 @@ private:
         DeviceAPI api = resolve_api(op, target, func);
         CheckGpuLoops check(api, target, func);
         op->accept(&check);
+        l.kernel.geometry =
+            derive_kernel_geometry(op, "offload-gpu-loops", "function '" + func + "'");
 
         const std::string &producer = producers.empty() ? func : producers.back();
         l.kernel.name = kernel_names.make(sanitize(producer + "_" + op->name));
@@ -269,8 +271,6 @@ private:
         CollectKernelArgs args(l.kernel.name, op->loc);
         op->accept(&args);
         l.kernel.args = args.args();
-        l.kernel.geometry =
-            derive_kernel_geometry(op, "offload-gpu-loops", "function '" + func + "'");
 
         std::vector<Expr> sizes, values, flags;
         for (const Argument &a : l.kernel.args) {
