@@ -31,16 +31,19 @@
 // the first access, rank 1), then the scalar variables it uses without binding them, each in
 // the order the printer shows them first.
 //
-// Launch sizes: along every chain of nested gpu_block loops the innermost is X, the next Y, then
-// Z (Halide's `__block_id_x` is innermost); gpu_thread loops likewise. Sibling chains of one kind
-// combine per dimension with max. A missing dimension is 1; more than three is a user error, and
-// so is an extent that uses a name bound inside the nest (it must be computable on the host).
+// Launch sizes: the kernel's geometry, decided by derive_kernel_geometry (ir/KernelGeometry.h,
+// the one home of the rule: the innermost loop of a chain is X, sibling chains combine per
+// dimension with max) and recorded in the Kernel; the launch passes its extents, 1 for a missing
+// dimension. A loop with chains of different lengths inside it, or more than three nested loops
+// of one kind, is a user error located at the loop, and so is an extent that uses a name bound
+// inside the nest (it must be computable on the host).
 //
 // Strategy, per function: the OffloadNests mutator walks the body, tracking the enclosing
-// producer; at each outermost gpu_block For it runs two read-only analyses over the nest
-// (CollectLaunchBounds, then CollectKernelArgs), names the kernel (one UniqueNames for the
-// module), records it, and builds the launch. Functions without GPU loops come back as the same
-// nodes. Since no gpu_block loop survives in a function, a second run changes nothing.
+// producer; at each outermost gpu_block For it checks the nest (CheckGpuLoops), derives its
+// geometry, names the kernel (one UniqueNames for the module), collects its arguments
+// (CollectKernelArgs), records it, and builds the launch. Functions without GPU loops come back
+// as the same nodes. Since no gpu_block loop survives in a function, a second run changes
+// nothing.
 //
 // Cost: linear in the size of the module. The names a result name could collide with (those
 // starting `halide_`) are collected once per function, and the search for a free `$n` (or
@@ -48,17 +51,16 @@
 
 #include "tally/Passes.h"
 
-#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ir/FreeVariables.h"
+#include "ir/KernelGeometry.h"
 #include "ir/LargeStack.h"
 #include "ir/RuntimeCalls.h"
 #include "ir/UniqueNames.h"
 #include "tally/Error.h"
-#include "tally/IREquality.h"
 #include "tally/IRMutator.h"
 #include "tally/IRVisitor.h"
 
@@ -71,18 +73,18 @@ namespace {
 DeviceAPI resolve_api(const For *op, const Target &target, const std::string &func) {
     DeviceAPI api = resolve_device_api(op->device_api, target);
     if (op->device_api == DeviceAPI::DefaultGPU || op->device_api == DeviceAPI::None) {
-        user_assert(api != DeviceAPI::None)
+        user_assert(api != DeviceAPI::None).at(op->loc)
             << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
             << "' in function '" << func << "' asks for Default_GPU, but target '"
             << target.to_string() << "' names no GPU API (add cuda or vulkan to the target)";
-        user_assert(has_gpu_backend(api))
+        user_assert(has_gpu_backend(api)).at(op->loc)
             << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
             << "' in function '" << func << "' asks for Default_GPU, which target '"
             << target.to_string() << "' resolves to " << device_api_name(api)
             << ", for which Tally has no back end (supported: CUDA, Vulkan)";
         return api;
     }
-    user_assert(has_gpu_backend(api))
+    user_assert(has_gpu_backend(api)).at(op->loc)
         << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
         << "' in function '" << func << "' uses device API " << device_api_name(api)
         << ", for which Tally has no back end (supported: CUDA, Vulkan)";
@@ -109,39 +111,13 @@ Expr make_struct(std::vector<Expr> fields) {
 // names that do can collide with one.
 const char *const result_prefix = "halide_";
 
-/** Launch sizes of one nest. Walks the nest keeping the chain of enclosing gpu_block and
- * gpu_thread loops; at the innermost loop of a chain it files each loop's extent under its
- * dimension (innermost = X). It also checks that every GPU loop agrees on the device API and
- * that no extent uses a name bound inside the nest (FindFreeVariables keeps those in scope). */
-class CollectLaunchBounds : public FindFreeVariables {
+/** Checks the GPU loops of one nest: every one agrees on the device API, and no extent uses a
+ * name bound inside the nest (FindFreeVariables keeps those in scope), so that the launch sizes
+ * are computable on the host. */
+class CheckGpuLoops : public FindFreeVariables {
 public:
-    CollectLaunchBounds(DeviceAPI api, const Target &target, std::string func)
+    CheckGpuLoops(DeviceAPI api, const Target &target, std::string func)
         : api(api), target(target), func(std::move(func)) {}
-
-    /** Blocks (kind 0) or threads (kind 1) in X, Y, Z order; missing dimensions are 1. */
-    std::vector<Expr> sizes(int kind) const {
-        std::vector<Expr> out;
-        for (const std::vector<Expr> &candidates : extents[kind]) {
-            // Constants fold to the largest; anything else combines with max in walk order.
-            Expr e;
-            bool all_const = !candidates.empty();
-            int64_t largest = 0;
-            for (const Expr &c : candidates) {
-                int64_t v;
-                if (const_int_value(c, &v)) {
-                    largest = e.defined() ? std::max(largest, v) : v;
-                } else {
-                    all_const = false;
-                }
-                e = e.defined() ? Max::make(e, c) : c;
-            }
-            if (all_const) {
-                e = make_const(Int(32), largest);
-            }
-            out.push_back(e.defined() ? e : make_one(Int(32)));
-        }
-        return out;
-    }
 
     using FindFreeVariables::visit;
 
@@ -149,70 +125,23 @@ private:
     DeviceAPI api;
     const Target &target;
     std::string func;
-    std::vector<const For *> chain[2];
-    int seen[2] = {0, 0};
-    // Per kind and dimension (X, Y, Z), the distinct extents filed there.
-    std::vector<std::vector<Expr>> extents[2] = {std::vector<std::vector<Expr>>(3),
-                                                 std::vector<std::vector<Expr>>(3)};
-
-    static int kind_of(const For *op) {
-        return op->for_type == ForType::GPUBlock ? 0 : op->for_type == ForType::GPUThread ? 1 : -1;
-    }
-
-    void check_extent(const For *op) {
-        for (const std::string &n : free_variables(op->extent)) {
-            user_assert(!is_bound(n))
-                << "offload-gpu-loops: the extent of " << for_type_name(op->for_type) << " loop '"
-                << op->name << "' in function '" << func << "' uses '" << n
-                << "', which is bound inside the GPU loop nest; launch sizes must be computable "
-                   "before the launch";
-        }
-    }
-
-    /** Files the extents of a complete chain: its innermost loop is dimension X. */
-    void record_chain(int kind) {
-        const std::vector<const For *> &c = chain[kind];
-        const char *what = kind == 0 ? "gpu_block" : "gpu_thread";
-        user_assert(c.size() <= 3) << "offload-gpu-loops: " << c.size() << " nested " << what
-                                   << " loops around '" << c.back()->name << "' in function '"
-                                   << func << "'; a GPU launch has at most 3 dimensions";
-        for (size_t i = 0; i < c.size(); i++) {
-            Expr e = c[i]->extent;
-            if (e.type() != Int(32)) {
-                e = Cast::make(Int(32), e);
-            }
-            std::vector<Expr> &slot = extents[kind][c.size() - 1 - i];
-            bool known = false;
-            for (const Expr &o : slot) {
-                known = known || equal(o, e);
-            }
-            if (!known) {
-                slot.push_back(e);
-            }
-        }
-    }
 
     void visit(const For *op) override {
-        int kind = kind_of(op);
-        if (kind >= 0) {
+        if (op->for_type == ForType::GPUBlock || op->for_type == ForType::GPUThread) {
             DeviceAPI a = resolve_api(op, target, func);
-            user_assert(a == api) << "offload-gpu-loops: " << for_type_name(op->for_type)
-                                  << " loop '" << op->name << "' in function '" << func
-                                  << "' runs on " << device_api_name(a)
-                                  << " inside a GPU loop nest that runs on "
-                                  << device_api_name(api);
-            check_extent(op);
-            chain[kind].push_back(op);
-            seen[kind]++;
-        }
-        int seen_before = kind >= 0 ? seen[kind] : 0;
-        FindFreeVariables::visit(op);
-        if (kind >= 0) {
-            if (seen[kind] == seen_before) {
-                record_chain(kind);
+            user_assert(a == api).at(op->loc)
+                << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
+                << "' in function '" << func << "' runs on " << device_api_name(a)
+                << " inside a GPU loop nest that runs on " << device_api_name(api);
+            for (const std::string &n : free_variables(op->extent)) {
+                user_assert(!is_bound(n)).at(op->loc)
+                    << "offload-gpu-loops: the extent of " << for_type_name(op->for_type)
+                    << " loop '" << op->name << "' in function '" << func << "' uses '" << n
+                    << "', which is bound inside the GPU loop nest; launch sizes must be "
+                       "computable before the launch";
             }
-            chain[kind].pop_back();
         }
+        FindFreeVariables::visit(op);
     }
 };
 
@@ -221,7 +150,7 @@ private:
  * scalars are the nest's free variables, less the user context and function references. */
 class CollectKernelArgs : public FindFreeVariables {
 public:
-    explicit CollectKernelArgs(std::string kernel) : kernel(std::move(kernel)) {}
+    CollectKernelArgs(std::string kernel, SourceLoc nest) : kernel(std::move(kernel)), nest(nest) {}
 
     /** Buffers first, then scalars. */
     std::vector<Argument> args() const {
@@ -231,7 +160,7 @@ public:
                 continue;
             }
             for (const Argument &b : buffers) {
-                user_assert(v.name != b.name)
+                user_assert(v.name != b.name).at(nest)
                     << "offload-gpu-loops: kernel '" << kernel << "' uses '" << v.name
                     << "' both as a buffer and as a value; a kernel receives buffers only "
                        "through loads and stores";
@@ -249,6 +178,7 @@ public:
 
 private:
     std::string kernel;
+    SourceLoc nest;
     std::set<std::string> seen_buffers;
     std::vector<Argument> buffers;
 
@@ -329,14 +259,16 @@ private:
     Launch offload(const For *op) {
         Launch l;
         DeviceAPI api = resolve_api(op, target, func);
-        CollectLaunchBounds bounds(api, target, func);
-        op->accept(&bounds);
+        CheckGpuLoops check(api, target, func);
+        op->accept(&check);
+        l.kernel.geometry =
+            derive_kernel_geometry(op, "offload-gpu-loops", "function '" + func + "'");
 
         const std::string &producer = producers.empty() ? func : producers.back();
         l.kernel.name = kernel_names.make(sanitize(producer + "_" + op->name));
         l.kernel.device_api = api;
         l.kernel.body = op;
-        CollectKernelArgs args(l.kernel.name);
+        CollectKernelArgs args(l.kernel.name, op->loc);
         op->accept(&args);
         l.kernel.args = args.args();
 
@@ -361,9 +293,9 @@ private:
         std::vector<Expr> call_args = {
             Call::make(Handle(), kernel_table_intrinsic, {}, Call::Intrinsic),
             StringImm::make(l.kernel.name)};
-        for (int kind = 0; kind < 2; kind++) {
-            for (const Expr &e : bounds.sizes(kind)) {
-                call_args.push_back(e);
+        for (ForType kind : {ForType::GPUBlock, ForType::GPUThread}) {
+            for (int d = 0; d < 3; d++) {
+                call_args.push_back(l.kernel.geometry.launch_extent(kind, d));
             }
         }
         call_args.push_back(make_zero(Int(32)));  // dynamic shared memory bytes

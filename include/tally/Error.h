@@ -5,6 +5,10 @@
  * tally::CompileError. `internal_error` / `internal_assert(cond)` report broken invariants, i.e.
  * bugs in Tally, and throw tally::InternalError with the file, line and condition text. The
  * message after `<<` is evaluated only on failure. They are never compiled out.
+ *
+ * A user error about a statement that came from IR text can point at it: `user_error.at(loc)`
+ * (or `user_assert(c).at(loc)`) puts the statement's SourceLoc on the CompileError, and tally-opt
+ * prints it as `file:line:col: error: ...`.
  */
 #ifndef TALLY_ERROR_H
 #define TALLY_ERROR_H
@@ -15,10 +19,20 @@
 
 namespace tally {
 
-/** Bad input or misuse of the API: the message says what the user should change. */
+/** Where a statement was written in IR text: 1-based line and column, or 0 when it was made in
+ * code (the IR nodes carry one, see BaseStmtNode). */
+struct SourceLoc {
+    int line = 0, col = 0;
+    bool known() const { return line > 0; }
+};
+
+/** Bad input or misuse of the API: the message says what the user should change. `loc` is the
+ * statement it is about, when known. */
 class CompileError : public std::runtime_error {
 public:
-    explicit CompileError(const std::string &msg) : std::runtime_error(msg) {}
+    explicit CompileError(const std::string &msg, SourceLoc loc = SourceLoc())
+        : std::runtime_error(msg), loc(loc) {}
+    SourceLoc loc;
 };
 
 /** A broken invariant inside Tally: always a bug. */
@@ -41,6 +55,11 @@ public:
             msg << ": ";
         }
     }
+    /** Locates a user error at a statement (ignored when the location is unknown). */
+    ErrorReport &at(SourceLoc l) {
+        loc = l;
+        return *this;
+    }
     template <typename T>
     ErrorReport &operator<<(const T &x) {
         msg << x;
@@ -50,11 +69,12 @@ public:
         if (internal) {
             throw InternalError(msg.str());
         }
-        throw CompileError(msg.str());
+        throw CompileError(msg.str(), loc);
     }
 
 private:
     bool internal;
+    SourceLoc loc;
     std::ostringstream msg;
 };
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "tally/Error.h"
 #include "tally/Type.h"
 
 namespace tally {
@@ -83,6 +84,10 @@ struct BaseExprNode : IRNode {
 
 struct BaseStmtNode : IRNode {
     explicit BaseStmtNode(IRNodeType t) : IRNode(t) {}
+    /** Where the statement was written, when it came from IR text: the elaborator sets it on the
+     * node it has just made, IRMutator carries it over to the node that replaces one. Not part of
+     * the statement's meaning: structural equality and the printer ignore it. */
+    mutable SourceLoc loc;
 };
 
 /** CRTP base giving each node its static tag and accept(). */

@@ -1,7 +1,8 @@
 /** \file
  * Rebuilding traversal. `mutate` dispatches on the node; each default visit mutates the children
  * and returns the original node when none changed, so a pass that changes nothing returns a
- * pointer-identical tree (tests assert this with `same_as`).
+ * pointer-identical tree (tests assert this with `same_as`). A statement that replaces another
+ * takes over its source location unless it has its own.
  */
 #ifndef TALLY_IRMUTATOR_H
 #define TALLY_IRMUTATOR_H
@@ -62,6 +63,10 @@ protected:
 
     /** Mutates each element; returns true if any changed. */
     bool mutate_exprs(const std::vector<Expr> &in, std::vector<Expr> *out);
+
+private:
+    /** Dispatches a statement to its visit overload. */
+    Stmt visit_stmt(const Stmt &s);
 };
 
 }  // namespace tally

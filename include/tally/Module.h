@@ -47,13 +47,42 @@ struct BufferConstant {
     std::string bytes;
 };
 
-/** A device kernel produced by offload-gpu-loops: the loop nest it came from and the
- * arguments it needs (buffers and free scalars). */
+/** How a kernel is launched: which block or thread dimension each gpu_block and gpu_thread
+ * loop of its body is, and how many blocks and threads each dimension launches. Decided once, by
+ * derive_kernel_geometry (src/ir/KernelGeometry.h), when offload-gpu-loops makes the kernel (or
+ * the parser reads one written without it); the launch call and the device back ends read it. */
+struct KernelGeometry {
+    /** One launch dimension. */
+    struct Dim {
+        /** The loops mapped to it, by name, in walk order. */
+        std::vector<std::string> loops;
+        /** The number of blocks or threads it launches: an int32 in terms of the kernel's
+         * arguments, the largest of the loops' extents. */
+        Expr extent;
+    };
+    /** The gpu_block and the gpu_thread dimensions, x first; at most 3 of each. A dimension past
+     * the last launches 1. */
+    std::vector<Dim> blocks, threads;
+
+    /** The dimensions of one kind of loop (GPUBlock or GPUThread). */
+    const std::vector<Dim> &dims(ForType kind) const;
+    /** The dimension (0 = x, 1 = y, 2 = z) of a gpu_block or gpu_thread loop of the kernel. */
+    int dim(const For *op) const;
+    /** The launch size of dimension `d` of a kind: 1 past the last. */
+    Expr launch_extent(ForType kind, int d) const;
+    /** May the loop run over fewer ids than its dimension launches (so that it needs an
+     * `id < extent` guard)? */
+    bool needs_guard(const For *op) const;
+};
+
+/** A device kernel produced by offload-gpu-loops: the loop nest it came from, the arguments it
+ * needs (buffers and free scalars) and its launch geometry. */
 struct Kernel {
     std::string name;
     DeviceAPI device_api = DeviceAPI::None;
     std::vector<Argument> args;
     Stmt body;
+    KernelGeometry geometry;
 };
 
 struct Module {

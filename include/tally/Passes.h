@@ -64,7 +64,9 @@ Module inject_profiling(const Module &m, const ProfilingOptions &opts = {});
  * The kernel's arguments are the buffers the nest loads or stores (first) and the scalars it
  * uses free (second), each in order of first use. Kernel names are deterministic and readable:
  * `<func>_<loop>` from the enclosing producer and the outermost block loop, made unique by a
- * numeric suffix.
+ * numeric suffix. Each kernel records its launch geometry (derive_kernel_geometry), whose
+ * extents are the launch's block and thread counts; a nest whose geometry is ambiguous is a
+ * user error located at the loop.
  *
  * Runs second in lower(), after inject-host-dev-copies and before inject-profiling.
  * Assumes: GPU loops carry a device API that the target supports (CUDA or Vulkan;

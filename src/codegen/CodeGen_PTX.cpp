@@ -9,10 +9,9 @@
 // and the nvvm.annotations "kernel" mark (LLVM 19 reads the latter).
 //
 // Loops: gpu_block and gpu_thread loops are not loops on the device. A gpu_block loop's variable
-// is min + %ctaid.<d>, a gpu_thread loop's min + %tid.<d>, where <d> follows offload-gpu-loops'
-// rule (along a chain of nested loops of one kind the innermost is x, then y, then z). The launch
-// size of a dimension is the largest extent filed there (constants fold, others combine with
-// max), so a loop whose extent is not exactly that size is guarded with `id < extent`. Every
+// is min + %ctaid.<d>, a gpu_thread loop's min + %tid.<d>, where <d> is the loop's dimension in
+// the kernel's geometry (Kernel::geometry, decided by offload-gpu-loops). A loop whose extent is
+// not exactly its dimension's launch size is guarded with `id < extent`. Every
 // other loop kind runs serially. Allocations in GPUShared memory, or outside every gpu_thread loop
 // of a kernel that has thread loops, are per-block `.shared` arrays; others are per-thread local
 // arrays. Both need a constant size.
@@ -156,8 +155,6 @@ public:
     /** Adds the kernel's entry function to the module. */
     void define_kernel(const Kernel &k) {
         kernel = &k;
-        GpuLoopDims dims_of(k, "PTX back end");
-        loops = &dims_of;
 
         std::vector<llvm::Type *> params;
         for (const Argument &a : k.args) {
@@ -198,7 +195,6 @@ public:
         builder.CreateRetVoid();
         vars.clear();
         buffers.clear();
-        loops = nullptr;
         kernel = nullptr;
         fn = nullptr;
     }
@@ -213,7 +209,6 @@ private:
     bool used_libdevice = false;
 
     const Kernel *kernel = nullptr;
-    const GpuLoopDims *loops = nullptr;
     int thread_loop_depth = 0;
 
     [[noreturn]] void unsupported(const std::string &what) override {
@@ -418,7 +413,7 @@ private:
         llvm::Type *et = memory_type(op->type.element_of());
         llvm::ArrayType *at = llvm::ArrayType::get(et, count);
         bool shared = op->memory_type == MemoryType::GPUShared ||
-                      (loops->has_thread_loops() && thread_loop_depth == 0);
+                      (!kernel->geometry.threads.empty() && thread_loop_depth == 0);
         llvm::Value *base;
         if (shared) {
             if (count * op->type.bytes() > 48 * 1024) {
@@ -468,7 +463,7 @@ private:
                                                        llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y,
                                                        llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z}};
         int kind = op->for_type == ForType::GPUBlock ? 0 : 1;
-        int dim = loops->dim(op);
+        int dim = kernel->geometry.dim(op);
         llvm::Value *min = codegen(op->min);
         llvm::Value *id = builder.CreateIntrinsic(ids[kind][dim], {}, {});
         id->setName(op->name + ".id");
@@ -479,7 +474,7 @@ private:
         }
         id = builder.CreateZExtOrTrunc(id, t);
         llvm::BasicBlock *after = nullptr;
-        if (loops->needs_guard(op)) {
+        if (kernel->geometry.needs_guard(op)) {
             llvm::Value *extent = codegen(op->extent);
             llvm::BasicBlock *body = llvm::BasicBlock::Create(ctx, op->name + "_in", fn);
             after = llvm::BasicBlock::Create(ctx, op->name + "_out", fn);

@@ -11,10 +11,10 @@
 // launch's thread counts. Entry point "main".
 //
 // Loops: a gpu_block loop binds its variable to min + gl_WorkGroupID.<d>, a gpu_thread loop to
-// min + gl_LocalInvocationID.<d>, where <d> follows offload-gpu-loops' rule (the innermost loop of
-// a chain of one kind is x, the next y, then z); each is guarded by `id < extent`, because sibling
-// loops share the launch size (the largest extent). Every other loop kind runs serially. Code
-// between the block and thread loops runs on every invocation of the work group, as it does in
+// min + gl_LocalInvocationID.<d>, where <d> is the loop's dimension in the kernel's geometry
+// (Kernel::geometry, decided by offload-gpu-loops); each is guarded by `id < extent`, because
+// sibling loops share the launch size (the largest extent). Every other loop kind runs serially.
+// Code between the block and thread loops runs on every invocation of the work group, as it does in
 // Halide's own GPU back ends. Allocations in GPUShared memory, or outside every gpu_thread loop of
 // a kernel that has thread loops, are work-group `shared` arrays; others are per-invocation
 // arrays. Both need a constant size.
@@ -123,7 +123,7 @@ uint tally_mod_u32(uint a, uint b) {
 /** Generates the GLSL source of one kernel. */
 class CodeGenGLSL : public IRVisitor {
 public:
-    explicit CodeGenGLSL(const Kernel &k) : kernel(k), loops(k, "Vulkan back end") {}
+    explicit CodeGenGLSL(const Kernel &k) : kernel(k) {}
 
     std::string generate() {
         UsedNames use = used_names(kernel.body);
@@ -209,7 +209,6 @@ public:
 
 private:
     const Kernel &kernel;
-    const GpuLoopDims loops;
     int thread_loop_depth = 0;
 
     struct Binding {
@@ -799,7 +798,7 @@ private:
             std::string id =
                 std::string(op->for_type == ForType::GPUBlock ? "int(gl_WorkGroupID."
                                                               : "int(gl_LocalInvocationID.") +
-                "xyz"[loops.dim(op)] + ")";
+                "xyz"[kernel.geometry.dim(op)] + ")";
             line("int " + v + " = " + (mn == "0" ? id : mn + " + " + id) + ";");
             // Sibling loops share the launch size, the largest extent: guard the others.
             line("if (" + id + " < " + ext + ") {");
@@ -868,7 +867,7 @@ private:
             << "' of " << size << " elements is too large for a kernel";
         Type elem = op->type.element_of();
         bool shared = op->memory_type == MemoryType::GPUShared ||
-                      (loops.has_thread_loops() && thread_loop_depth == 0);
+                      (!kernel.geometry.threads.empty() && thread_loop_depth == 0);
         std::string n = fresh((shared ? "s_" : "a_") + clean_name(op->name));
         std::string decl = glsl_type(elem) + " " + n + "[" + std::to_string(size) + "];";
         if (shared) {

@@ -6,7 +6,8 @@
 // the module to stdout. With --split-input-file the input is cut at lines `// -----` and each
 // piece is processed on its own (line numbers in diagnostics stay those of the whole file);
 // the outputs are separated by `// -----`. Diagnostics go to stderr as
-// `file:line:col: error: message`; the exit status is 1 if any piece failed.
+// `file:line:col: error: message` (a pass's error about a statement points at the statement);
+// the exit status is 1 if any piece failed.
 
 #include <fstream>
 #include <iostream>
@@ -80,8 +81,12 @@ bool process(const std::string &text, const std::string &filename, const Options
         return true;
     } catch (const CompileError &e) {
         std::string msg = e.what();
-        // Parser diagnostics already carry `file:line:col: error:`; others get the file.
-        if (msg.compare(0, filename.size(), filename) != 0) {
+        // Parser diagnostics already carry `file:line:col: error:`; a pass's error about a
+        // statement gets the statement's location, others the file.
+        if (e.loc.known()) {
+            msg = filename + ":" + std::to_string(e.loc.line) + ":" + std::to_string(e.loc.col) +
+                  ": error: " + msg;
+        } else if (msg.compare(0, filename.size(), filename) != 0) {
             msg = filename + ": error: " + msg;
         }
         std::cerr << msg << "\n";

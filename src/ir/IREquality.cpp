@@ -1,6 +1,7 @@
 // Structural equality of expressions, statements and modules.
 
 #include "tally/IREquality.h"
+#include "ir/KernelGeometry.h"
 #include "ir/LargeStack.h"
 
 #include "tally/IRPrinter.h"
@@ -213,6 +214,9 @@ static bool equal_impl(const Module &a, const Module &b, std::string *why) {
         }
         if (!equal(x.body, y.body)) {
             return fail("kernel '" + x.name + "' body differs");
+        }
+        if (!equal(x.geometry, y.geometry)) {
+            return fail("kernel '" + x.name + "' launch geometry differs");
         }
     }
     if (a.functions.size() != b.functions.size()) {

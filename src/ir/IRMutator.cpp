@@ -57,6 +57,15 @@ Stmt IRMutator::mutate(const Stmt &s) {
     if (!s.defined()) {
         return s;
     }
+    Stmt out = visit_stmt(s);
+    // The node that replaces a statement keeps its source location (the one place it is kept).
+    if (out.defined() && !out.same_as(s) && !out.get()->loc.known()) {
+        out.get()->loc = s.get()->loc;
+    }
+    return out;
+}
+
+Stmt IRMutator::visit_stmt(const Stmt &s) {
     switch (s.node_type()) {
 #define TALLY_CASE(N)                                                                              \
     case IRNodeType::N:                                                                            \

@@ -1,7 +1,8 @@
 // The IR printer. Output follows Halide 14's compile_to_lowered_stmt text so that corpus files
 // and our output read alike, with these additions (docs/ir-syntax.md has the grammar):
 //  - typed function/kernel headers: `func f (in: buffer<uint16, 2>, k: float32)`;
-//  - `kernel <CUDA> name (args) { ... }` for kernels made by offload-gpu-loops;
+//  - `kernel <CUDA> name (args) blocks(x: L < E, ...) threads(...) { ... }` for kernels made by
+//    offload-gpu-loops, with their launch geometry;
 //  - a `(type)` prefix on a Load whose type the parser could not otherwise know (Halide never
 //    prints load types; the parser infers them, but our output must not depend on inference);
 //  - `name@call_type(...)` when a call's type differs from the default for its name.
@@ -181,15 +182,19 @@ public:
         for (const Kernel &k : m.kernels) {
             os << "kernel <" << device_api_name(k.device_api) << "> " << name_str(k.name) << " ";
             print_args(k.args);
-            os << " {\n";
-            print_body(k.args, k.body);
+            in_scope_of(k.args, [&]() {
+                print_dims("blocks", k.geometry.blocks);
+                print_dims("threads", k.geometry.threads);
+                os << " {\n";
+                print_stmt(k.body);
+            });
             os << "}\n\n";
         }
         for (const LoweredFunc &f : m.functions) {
             os << linkage_name(f.linkage) << " func " << name_str(f.name) << " ";
             print_args(f.args);
             os << " {\n";
-            print_body(f.args, f.body);
+            in_scope_of(f.args, [&]() { print_stmt(f.body); });
             os << "}\n\n";
         }
     }
@@ -212,9 +217,28 @@ public:
         os << ")";
     }
 
-    /** A function or kernel body: its typed arguments are in scope (the parser puts them
-     * there), so their bare names need no prefix. */
-    void print_body(const std::vector<Argument> &args, const Stmt &body) {
+    /** ` blocks(x: LOOP, ... < EXTENT, y: ...)`: a kernel's launch dimensions of one kind. */
+    void print_dims(const char *kind, const std::vector<KernelGeometry::Dim> &dims) {
+        if (dims.empty()) {
+            return;
+        }
+        os << " " << kind << "(";
+        for (size_t d = 0; d < dims.size(); d++) {
+            os << (d ? ", " : "") << "xyz"[d] << ": ";
+            for (size_t i = 0; i < dims[d].loops.size(); i++) {
+                os << (i ? ", " : "") << name_str(dims[d].loops[i]);
+            }
+            os << " < ";
+            print_expr(dims[d].extent, false);
+        }
+        os << ")";
+    }
+
+    /** Prints a function or kernel body, or a kernel's launch extents, with the typed
+     * arguments in scope (the parser puts them there), so that their bare names need no
+     * prefix. */
+    template <typename Print>
+    void in_scope_of(const std::vector<Argument> &args, Print print) {
         std::vector<std::string> pushed;
         for (const Argument &a : args) {
             // Buffer descriptors keep Halide's spelling, `(halide_buffer_t *)X.buffer`.
@@ -223,7 +247,7 @@ public:
                 push(var_scope, a.name, a.type);
             }
         }
-        print_stmt(body);
+        print();
         for (const std::string &n : pushed) {
             pop(var_scope, n);
         }

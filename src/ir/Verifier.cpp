@@ -1,12 +1,18 @@
 // The IR verifier. Checks what the node factories cannot see locally: that every variable is
 // bound (let, for, allocate, argument, module buffer, the implicit __user_context, or `::f`
 // naming a function of the module) with a compatible type; that loads, stores and frees name a
-// declared buffer; that loads agree with the allocation's element type; and that kernel
-// launches name kernels the module holds. Errors name the function and show the statement.
+// declared buffer; that loads agree with the allocation's element type; that kernel launches
+// name kernels the module holds; and that each kernel's launch geometry is the one its body
+// gives (every gpu_block and gpu_thread loop recorded at exactly one dimension, at most 3 of
+// each kind, int32 extents in terms of the kernel's arguments). Errors name the function and
+// show the statement.
 
 #include "tally/Verifier.h"
+#include "ir/FreeVariables.h"
+#include "ir/KernelGeometry.h"
 #include "ir/LargeStack.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -240,6 +246,67 @@ void bind_args(Verify &v, const std::vector<Argument> &args) {
     }
 }
 
+/** The gpu_block and gpu_thread loops of a kernel body: name -> how many of each kind. */
+class CountGpuLoops : public IRVisitor {
+public:
+    std::map<std::string, int> loops[2];
+    using IRVisitor::visit;
+
+private:
+    void visit(const For *op) override {
+        if (op->for_type == ForType::GPUBlock || op->for_type == ForType::GPUThread) {
+            loops[op->for_type == ForType::GPUBlock ? 0 : 1][op->name]++;
+        }
+        IRVisitor::visit(op);
+    }
+};
+
+void verify_geometry(const Kernel &k) {
+    const KernelGeometry &g = k.geometry;
+    CountGpuLoops body;
+    k.body.accept(&body);
+    std::set<std::string> scalars;
+    for (const Argument &a : k.args) {
+        if (!a.is_buffer()) {
+            scalars.insert(a.name);
+        }
+    }
+    for (int kind = 0; kind < 2; kind++) {
+        const char *what = kind == 0 ? "gpu_block" : "gpu_thread";
+        const std::vector<KernelGeometry::Dim> &dims = kind == 0 ? g.blocks : g.threads;
+        user_assert(dims.size() <= 3) << "verify: kernel '" << k.name << "' records " << dims.size()
+                                      << " " << what << " dimensions; a launch has at most 3";
+        std::map<std::string, int> recorded;
+        for (const KernelGeometry::Dim &d : dims) {
+            user_assert(!d.loops.empty()) << "verify: kernel '" << k.name << "' records a " << what
+                                          << " dimension without loops";
+            user_assert(d.extent.defined() && d.extent.type() == Int(32))
+                << "verify: kernel '" << k.name << "' records a " << what
+                << " launch extent that is not an int32";
+            for (const std::string &n : free_variables(d.extent)) {
+                user_assert(scalars.count(n))
+                    << "verify: the " << what << " launch extent of kernel '" << k.name
+                    << "' uses '" << n << "', which is not a scalar argument of the kernel";
+            }
+            for (const std::string &n : d.loops) {
+                user_assert(body.loops[kind].count(n))
+                    << "verify: kernel '" << k.name << "' records a launch dimension for " << what
+                    << " loop '" << n << "', which its body does not have";
+                user_assert(++recorded[n] == 1) << "verify: kernel '" << k.name << "' records "
+                                                << what << " loop '" << n << "' twice";
+            }
+        }
+        for (const auto &l : body.loops[kind]) {
+            user_assert(recorded.count(l.first))
+                << "verify: " << what << " loop '" << l.first << "' of kernel '" << k.name
+                << "' has no launch dimension in the kernel's geometry";
+        }
+    }
+    user_assert(equal(g, derive_kernel_geometry(k.body, "verify", "kernel '" + k.name + "'")))
+        << "verify: the launch geometry of kernel '" << k.name
+        << "' is not the one its loops give (see derive_kernel_geometry)";
+}
+
 }  // namespace
 
 static void verify_impl(const Module &m) {
@@ -251,6 +318,7 @@ static void verify_impl(const Module &m) {
         Verify v(m, names, "kernel '" + k.name + "'");
         bind_args(v, k.args);
         v.run(k.body);
+        verify_geometry(k);
     }
     for (const LoweredFunc &f : m.functions) {
         user_assert(seen.insert(f.name).second)

@@ -18,7 +18,9 @@
 // Reaching that bound would mean the argument broke: it is a CompileError at the last thing
 // learned, never a silent stop. Then the final pass builds the IR, reporting type errors with
 // their location, and infers the arguments that the text leaves untyped (Halide's
-// `func f (input, out)`) from the body: `X.buffer` referenced means X is a buffer argument.
+// `func f (input, out)`) from the body: `X.buffer` referenced means X is a buffer argument. A
+// kernel header without `blocks(...)` / `threads(...)` gets the geometry offload-gpu-loops would
+// record (derive_kernel_geometry). Every statement built carries its source location.
 //
 // Assumes: a tree from the syntax parser (SyntaxParser.h), with its arities and unique names.
 // Establishes: every Expr has a type; scalar bool conditions; integer indices and loop bounds;
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "ir/FreeVariables.h"
+#include "ir/KernelGeometry.h"
 #include "ir/RuntimeCalls.h"
 #include "ir/Scope.h"
 #include "tally/Error.h"
@@ -43,6 +46,15 @@
 namespace tally {
 
 namespace {
+
+/** Marks a statement the elaborator has just made with where the text wrote it (a scope's
+ * statements keep their own). */
+Stmt located(Stmt s, const Loc &loc) {
+    if (s.defined() && !s.get()->loc.known()) {
+        s.get()->loc = SourceLoc{loc.line, loc.col};
+    }
+    return s;
+}
 
 /** Adds to `names` every name whose element type learning could settle in `e`: those it
  * loads, and X for each `X.buffer` (a type check's subject). */
@@ -196,6 +208,7 @@ private:
                 Kernel k;
                 k.name = f.name;
                 k.device_api = f.device_api;
+                k.geometry = elab_geometry(f, body);
                 k.args = std::move(args);
                 k.body = body;
                 m.kernels.push_back(std::move(k));
@@ -756,6 +769,28 @@ private:
         return elab_block(f.body);
     }
 
+    /** A kernel's launch geometry: as its header writes it (extents typed in the scope of the
+     * arguments, which elab_function_body left open), else derived from the body by the rule
+     * offload-gpu-loops uses. The verifier checks a written one against the body. */
+    KernelGeometry elab_geometry(const PFunc &f, const Stmt &body) {
+        if (!f.has_geometry) {
+            try {
+                return derive_kernel_geometry(body, "kernel '" + f.name + "'", "the kernel");
+            } catch (const CompileError &e) {
+                error(e.loc.known() ? Loc{e.loc.line, e.loc.col} : f.loc, e.what());
+            }
+        }
+        KernelGeometry g;
+        Type i32 = Int(32);
+        for (const PDim &d : f.blocks) {
+            g.blocks.push_back({d.loops, require(d.extent, &i32)});
+        }
+        for (const PDim &d : f.threads) {
+            g.threads.push_back({d.loops, require(d.extent, &i32)});
+        }
+        return g;
+    }
+
     /** One statement of a block, elaborated; a `let` or `allocate` keeps its parts until the
      * rest of its block is built. */
     struct BlockItem {
@@ -779,7 +814,7 @@ private:
             } else if (p.kind == PStmt::AllocateS) {
                 elab_allocate_binder(p, &it);
             } else {
-                it.plain = elab_stmt(p);
+                it.plain = located(elab_stmt(p), p.loc);
             }
             items.push_back(std::move(it));
         }
@@ -847,6 +882,7 @@ private:
                     rest = Allocate::make(p.name, p.type, p.memory_type, it->extents, it->condition,
                                           rest, it->new_expr, p.free_function);
                 }
+                located(rest, p.loc);
             } else {
                 rest = rest.defined() ? Block::make(it->plain, rest) : it->plain;
             }

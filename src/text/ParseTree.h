@@ -102,7 +102,16 @@ struct PArg {
     Argument arg;
 };
 
-/** A function or a `kernel<API>`; a bare statement is one nameless function. */
+/** One launch dimension of a kernel header, `x: LOOP, ... < EXTENT` (KernelGeometry::Dim). */
+struct PDim {
+    Loc loc;
+    std::vector<std::string> loops;
+    PExpr extent;
+};
+
+/** A function or a `kernel<API>`; a bare statement is one nameless function. A kernel header
+ * may give its launch geometry (`has_geometry`: `blocks(...)` and `threads(...)`, either one
+ * empty when not written). */
 struct PFunc {
     bool is_kernel = false;
     std::string name;
@@ -110,6 +119,8 @@ struct PFunc {
     LinkageType linkage = LinkageType::External;
     DeviceAPI device_api = DeviceAPI::None;
     std::vector<PArg> args;
+    bool has_geometry = false;
+    std::vector<PDim> blocks, threads;
     std::vector<PStmt> body;
 };
 

@@ -283,10 +283,55 @@ private:
             parse_comma_separated([&]() { f.args.push_back(parse_arg()); });
         }
         expect_punct(")", "to close the argument list");
+        if (f.is_kernel) {
+            parse_geometry(&f);
+        }
         expect_punct("{", "to open the function body");
         f.body = parse_stmts(false);
         expect_punct("}", "to close the function body");
         m->funcs.push_back(std::move(f));
+    }
+
+    // [blocks(DIMS)] [threads(DIMS)] after a kernel's arguments.
+    void parse_geometry(PFunc *f) {
+        if (is_ident("blocks")) {
+            lex.next();
+            f->has_geometry = true;
+            parse_dims(&f->blocks, "gpu_block");
+        }
+        if (is_ident("threads")) {
+            lex.next();
+            f->has_geometry = true;
+            parse_dims(&f->threads, "gpu_thread");
+        }
+    }
+
+    // (x: LOOP, ... < EXTENT[, y: ...[, z: ...]])
+    void parse_dims(std::vector<PDim> *dims, const char *kind) {
+        expect_punct("(", "to open the launch dimensions");
+        do {
+            if (!dims->empty()) {
+                lex.next();
+            }
+            const Token t = lex.peek();
+            const std::string expected(1, "xyz"[dims->size()]);
+            if (t.kind != Token::Ident || t.quoted || t.text != expected) {
+                err(t, "expected launch dimension '" + expected + "' of the " + kind + " loops");
+            }
+            lex.next();
+            expect_punct(":", "after the launch dimension");
+            PDim d;
+            d.loc = t.loc;
+            d.loops.push_back(expect_name("for a loop of the launch dimension"));
+            while (is_punct(",")) {
+                lex.next();
+                d.loops.push_back(expect_name("for a loop of the launch dimension"));
+            }
+            expect_punct("<", "before the launch dimension's extent");
+            d.extent = parse_expr();
+            dims->push_back(std::move(d));
+        } while (dims->size() < 3 && is_punct(","));
+        expect_punct(")", "to close the launch dimensions");
     }
 
     // NAME [: TYPE | : buffer<ELEM, DIMS>]

@@ -1,14 +1,18 @@
 // offload-gpu-loops: identity without GPU loops, kernel arguments, the launch's shape,
 // idempotence, and the Halide 14 corpus, whose launch grids are compared with the ones Halide's
-// own offload wrote.
+// own offload wrote. Also the launch rule itself (derive_kernel_geometry): dimensions, launch
+// extents and guards, the ambiguous case as a located error, and the geometry's round trip
+// through the text.
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "ir/KernelGeometry.h"
 #include "tally/Error.h"
 #include "tally/IREquality.h"
+#include "tally/IRMutator.h"
 #include "tally/IRPrinter.h"
 #include "tally/IRVisitor.h"
 #include "tally/Parser.h"
@@ -103,6 +107,180 @@ Argument scalar(const std::string &n, Type t) {
     a.kind = Argument::Scalar;
     a.type = t;
     return a;
+}
+
+Stmt gpu_loop(const std::string &n, ForType t, Expr extent, Stmt body) {
+    return For::make(n, make_zero(Int(32)), std::move(extent), t, DeviceAPI::CUDA, std::move(body));
+}
+
+Stmt gpu_loop(const std::string &n, ForType t, int extent, Stmt body) {
+    return gpu_loop(n, t, make_const(Int(32), extent), std::move(body));
+}
+
+Stmt store_at(const std::string &v) {
+    return Store::make("out", make_zero(Int(32)), Variable::make(Int(32), v));
+}
+
+/** The For nodes of a statement, outermost first. */
+std::vector<const For *> loops_of(const Stmt &s) {
+    struct Collect : IRVisitor {
+        std::vector<const For *> out;
+        using IRVisitor::visit;
+        void visit(const For *op) override {
+            out.push_back(op);
+            IRVisitor::visit(op);
+        }
+    } c;
+    s.accept(&c);
+    return c.out;
+}
+
+int64_t const_of(const Expr &e) {
+    int64_t v = -1;
+    EXPECT_TRUE(const_int_value(e, &v)) << e;
+    return v;
+}
+
+TEST(KernelGeometry, InnermostLoopOfAChainIsX) {
+    Stmt s = gpu_loop("by", ForType::GPUBlock, 4,
+                      gpu_loop("bx", ForType::GPUBlock, 8,
+                               gpu_loop("tx", ForType::GPUThread, 16, store_at("tx"))));
+    KernelGeometry g = derive_kernel_geometry(s, "test", "the nest");
+    std::vector<const For *> l = loops_of(s);
+    ASSERT_EQ(l.size(), 3u);
+    EXPECT_EQ(g.dim(l[0]), 1);
+    EXPECT_EQ(g.dim(l[1]), 0);
+    EXPECT_EQ(g.dim(l[2]), 0);
+    ASSERT_EQ(g.blocks.size(), 2u);
+    ASSERT_EQ(g.threads.size(), 1u);
+    EXPECT_EQ(g.blocks[0].loops, std::vector<std::string>{"bx"});
+    EXPECT_EQ(const_of(g.launch_extent(ForType::GPUBlock, 0)), 8);
+    EXPECT_EQ(const_of(g.launch_extent(ForType::GPUBlock, 1)), 4);
+    EXPECT_EQ(const_of(g.launch_extent(ForType::GPUBlock, 2)), 1);  // a missing dimension
+    EXPECT_EQ(const_of(g.launch_extent(ForType::GPUThread, 0)), 16);
+    EXPECT_FALSE(g.needs_guard(l[2]));
+}
+
+TEST(KernelGeometry, SiblingsShareADimensionAndTheSmallerIsGuarded) {
+    Stmt s = gpu_loop("bx", ForType::GPUBlock, 4,
+                      Block::make(gpu_loop("t0", ForType::GPUThread, 16, store_at("t0")),
+                                  gpu_loop("t1", ForType::GPUThread, 8, store_at("t1"))));
+    KernelGeometry g = derive_kernel_geometry(s, "test", "the nest");
+    std::vector<const For *> l = loops_of(s);
+    ASSERT_EQ(g.threads.size(), 1u);
+    EXPECT_EQ(g.threads[0].loops, (std::vector<std::string>{"t0", "t1"}));
+    EXPECT_EQ(const_of(g.threads[0].extent), 16);  // constants fold to the largest
+    EXPECT_FALSE(g.needs_guard(l[1]));
+    EXPECT_TRUE(g.needs_guard(l[2]));
+}
+
+TEST(KernelGeometry, NonConstantSiblingExtentsCombineWithMaxInWalkOrder) {
+    Expr n = Variable::make(Int(32), "n"), m = Variable::make(Int(32), "m");
+    Stmt s = gpu_loop("bx", ForType::GPUBlock, 4,
+                      Block::make(gpu_loop("t0", ForType::GPUThread, n, store_at("t0")),
+                                  gpu_loop("t1", ForType::GPUThread, m, store_at("t1"))));
+    KernelGeometry g = derive_kernel_geometry(s, "test", "the nest");
+    ASSERT_EQ(g.threads.size(), 1u);
+    EXPECT_TRUE(equal(g.threads[0].extent, Max::make(n, m))) << g.threads[0].extent;
+    std::vector<const For *> l = loops_of(s);
+    EXPECT_TRUE(g.needs_guard(l[1]));
+    EXPECT_TRUE(g.needs_guard(l[2]));
+}
+
+// The case the pass and the back ends used to disagree on: the pass launched it (filing 'outer'
+// under two dimensions), both back ends refused it. Now the rule refuses it, at the loop.
+TEST(KernelGeometry, ChainsOfDifferentLengthsAreALocatedError) {
+    const char *ragged = R"(module name=m, target=host-cuda
+external func f (out: buffer<float32, 1>) {
+gpu_block<CUDA> (outer, 0, 2) {
+ gpu_block<CUDA> (b0, 0, 4) {
+  gpu_block<CUDA> (b1, 0, 4) {
+   out[b1] = 0.000000f
+  }
+ }
+ gpu_block<CUDA> (b2, 0, 2) {
+  out[b2] = 0.000000f
+ }
+}
+}
+)";
+    try {
+        offload_gpu_loops(parse_module(ragged));
+        FAIL() << "expected a CompileError";
+    } catch (const CompileError &e) {
+        EXPECT_EQ(e.loc.line, 3);
+        EXPECT_EQ(e.loc.col, 1);
+        EXPECT_NE(std::string(e.what()).find("gpu_block loop 'outer' in function 'f'"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("ambiguous"), std::string::npos) << e.what();
+    }
+}
+
+TEST(KernelGeometry, TheLaunchPassesTheRecordedExtents) {
+    Module out = offload_gpu_loops(parse_module(two_funcs));
+    ASSERT_EQ(out.kernels.size(), 1u);
+    const KernelGeometry &g = out.kernels[0].geometry;
+    std::vector<const Call *> calls = Launches::of(out);
+    ASSERT_EQ(calls.size(), 1u);
+    for (int d = 0; d < 3; d++) {
+        EXPECT_TRUE(equal(calls[0]->args[2 + d], g.launch_extent(ForType::GPUBlock, d)));
+        EXPECT_TRUE(equal(calls[0]->args[5 + d], g.launch_extent(ForType::GPUThread, d)));
+    }
+    EXPECT_EQ(g.blocks[1].loops, std::vector<std::string>{"out.s0.y.__block_id_y"});
+}
+
+TEST(KernelGeometry, AKernelWrittenWithoutGeometryGetsTheDerivedOne) {
+    Module out = offload_gpu_loops(parse_module(two_funcs));
+    std::string printed = to_string(out);
+    EXPECT_NE(printed.find(" blocks(x: out.s0.x.__block_id_x < 4, y: out.s0.y.__block_id_y < n) "
+                           "threads(x: .__thread_id_x < 16) {"),
+              std::string::npos)
+        << printed;
+    // The same text without the geometry parses to the same module.
+    size_t at = printed.find(" blocks(");
+    std::string bare = printed.substr(0, at) + printed.substr(printed.find(" {", at));
+    std::string why;
+    EXPECT_TRUE(equal(out, parse_module(bare), &why)) << why;
+}
+
+TEST(KernelGeometry, TheVerifierRejectsAGeometryThatIsNotTheBodys) {
+    Module out = offload_gpu_loops(parse_module(two_funcs));
+    std::string printed = to_string(out);
+    size_t at = printed.find("x: .__thread_id_x < 16");
+    ASSERT_NE(at, std::string::npos);
+    std::string wrong = printed;
+    wrong.replace(at, 22, "x: .__thread_id_x < 32");
+    EXPECT_THROW(verify(parse_module(wrong)), CompileError);
+    size_t threads = printed.find(" threads(");
+    std::string unrecorded =
+        printed.substr(0, threads) + printed.substr(printed.find(" {", threads));
+    try {
+        verify(parse_module(unrecorded));
+        FAIL() << "expected a CompileError";
+    } catch (const CompileError &e) {
+        EXPECT_NE(std::string(e.what()).find("has no launch dimension"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(SourceLocations, TheParserSetsThemAndMutatorsKeepThem) {
+    Module m = parse_module(two_funcs);
+    FirstLoop first(ForType::GPUBlock);
+    m.functions[1].body.accept(&first);
+    const For *block = first.found;
+    ASSERT_NE(block, nullptr);
+    EXPECT_EQ(block->loc.line, 13);
+    EXPECT_EQ(block->loc.col, 2);
+    // A mutator that rebuilds the loop (here: a new extent) keeps the location.
+    struct NewExtent : IRMutator {
+        using IRMutator::visit;
+        Expr visit(const IntImm *op) override { return make_const(op->type, op->value + 1); }
+    } rebuild;
+    Stmt s = rebuild.mutate(Stmt(block));
+    ASSERT_FALSE(s.same_as(Stmt(block)));
+    EXPECT_EQ(s.get()->loc.line, 13);
+    EXPECT_EQ(s.get()->loc.col, 2);
 }
 
 TEST(OffloadGpuLoops, ReturnsFunctionsWithoutGpuLoopsPointerIdentical) {

@@ -182,6 +182,7 @@ Module module_launching(const std::string &launched) {
     k.args = {buffer_arg("out", Int(32), 1)};
     k.body = For::make("t", i32(0), i32(32), ForType::GPUThread, DeviceAPI::CUDA,
                        Store::make("out", var("t"), var("t")));
+    k.geometry.threads = {{{"t"}, i32(32)}};
     Expr launch = Call::make(
         Int(32), "halide_cuda_run",
         {ctx(), StringImm::make(launched), i32(1), i32(1), i32(1), i32(32), i32(1), i32(1), i32(0)},
