@@ -152,42 +152,41 @@ private:
     const N *ptr = nullptr;
 };
 
-/** A handle to an expression node. */
-class Expr : public IntrusivePtr<BaseExprNode> {
+/** What expression and statement handles share: the node's kind, visiting it, and a down-cast
+ * by tag. */
+template <typename N>
+class IRHandle : public IntrusivePtr<N> {
 public:
-    Expr() = default;
-    Expr(const BaseExprNode *n) : IntrusivePtr<BaseExprNode>(n) {}
+    IRHandle() = default;
+    IRHandle(const N *n) : IntrusivePtr<N>(n) {}
 
-    const Type &type() const { return get()->type; }
-    IRNodeType node_type() const { return get()->node_type; }
-    void accept(IRVisitor *v) const { get()->accept(v); }
+    IRNodeType node_type() const { return this->get()->node_type; }
+    void accept(IRVisitor *v) const { this->get()->accept(v); }
 
     /** Down-cast by tag; nullptr if undefined or of another kind. */
     template <typename T>
     const T *as() const {
-        if (defined() && get()->node_type == T::_node_type) {
-            return static_cast<const T *>(get());
+        if (this->defined() && this->get()->node_type == T::_node_type) {
+            return static_cast<const T *>(this->get());
         }
         return nullptr;
     }
 };
 
+/** A handle to an expression node. */
+class Expr : public IRHandle<BaseExprNode> {
+public:
+    Expr() = default;
+    Expr(const BaseExprNode *n) : IRHandle<BaseExprNode>(n) {}
+
+    const Type &type() const { return get()->type; }
+};
+
 /** A handle to a statement node. */
-class Stmt : public IntrusivePtr<BaseStmtNode> {
+class Stmt : public IRHandle<BaseStmtNode> {
 public:
     Stmt() = default;
-    Stmt(const BaseStmtNode *n) : IntrusivePtr<BaseStmtNode>(n) {}
-
-    IRNodeType node_type() const { return get()->node_type; }
-    void accept(IRVisitor *v) const { get()->accept(v); }
-
-    template <typename T>
-    const T *as() const {
-        if (defined() && get()->node_type == T::_node_type) {
-            return static_cast<const T *>(get());
-        }
-        return nullptr;
-    }
+    Stmt(const BaseStmtNode *n) : IRHandle<BaseStmtNode>(n) {}
 };
 
 }  // namespace tally
