@@ -4,7 +4,8 @@
 // Buffers are passed without copying. Each buffer argument is read through the buffer protocol
 // (strides and format), and a halide_buffer_t is built on the stack pointing at the array's data:
 // numpy's last axis is Halide's dimension 0 (C order is row-major, Halide's dimension 0 is the
-// fastest), strides are converted from bytes to elements, all mins are 0. The element type must
+// fastest), strides are converted from bytes to elements, mins are 0 unless the array comes
+// wrapped in a tally.Buffer with mins. The element type must
 // equal the argument's declared type, the rank its declared rank. Arguments the pipeline writes
 // (stores to, or marks device-dirty) must be writable. Any strides that are multiples of the
 // element size are accepted for arguments whose strides the pipeline reads (Halide-lowered code
@@ -232,9 +233,19 @@ struct ArgSpec {
     bool reads_strides = false;
 };
 
-void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle obj, BoundBuffer &b) {
+/** tally.Buffer: an array with the mins of its dimensions, for pipelines whose buffers do not
+ * start at 0 (a stencil reading its input at x - 1, an output tile at an offset). */
+struct BufferWithMins {
+    py::object array;
+    std::vector<int32_t> mins;  // Halide order: mins[0] is dimension 0 (numpy's last axis)
+};
+
+void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle given, BoundBuffer &b) {
     const Argument &a = spec.arg;
     std::string where = fn + "(): argument '" + a.name + "'";
+    const BufferWithMins *with_mins =
+        py::isinstance<BufferWithMins>(given) ? &given.cast<const BufferWithMins &>() : nullptr;
+    py::handle obj = with_mins ? py::handle(with_mins->array) : given;
     if (!PyObject_CheckBuffer(obj.ptr())) {
         raise(PyExc_TypeError,
               where + " expects an array (" +
@@ -292,6 +303,16 @@ void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle obj, Bou
                                         " is too large for a 32-bit extent or stride");
         }
         b.dims[size_t(d)] = halide_dimension_t{0, int32_t(extent), int32_t(stride), 0};
+    }
+    if (with_mins) {
+        if (with_mins->mins.size() != size_t(v.ndim)) {
+            raise(PyExc_ValueError,
+                  where + ": tally.Buffer gives " + std::to_string(with_mins->mins.size()) +
+                      " mins for an array with " + std::to_string(v.ndim) + " dimensions");
+        }
+        for (int d = 0; d < v.ndim; d++) {
+            b.dims[size_t(d)].min = with_mins->mins[size_t(d)];
+        }
     }
     if (!spec.reads_strides && !PyBuffer_IsContiguous(&v, 'C')) {
         raise(PyExc_ValueError,
@@ -559,6 +580,25 @@ Pipeline lower_and_compile(const Module &m, py::object target, int opt_level,
 }  // namespace
 
 void bind_pipeline(py::module_ &m) {
+    py::class_<BufferWithMins>(m, "Buffer", R"doc(An array with the mins of its dimensions.
+
+    blur(tally.Buffer(inp, mins=(-1, -1)), out)
+
+Pass it where a pipeline takes a buffer whose coordinates do not start at 0: Halide's blur3x3
+reads its input at x - 1 and y - 1, so the input needs mins of -1. `mins` are in the pipeline's
+dimension order (the first is dimension 0, numpy's last axis), one per array dimension; plain
+arrays have mins 0. The array is used without copying, as for plain arrays.)doc")
+        .def(py::init([](py::object array, std::vector<int32_t> mins) {
+                 if (!PyObject_CheckBuffer(array.ptr())) {
+                     raise(PyExc_TypeError,
+                           "tally.Buffer expects an array, got " + py_type_name(array));
+                 }
+                 return BufferWithMins{std::move(array), std::move(mins)};
+             }),
+             py::arg("array"), py::kw_only(), py::arg("mins"),
+             "Wraps `array` (not copied) with the mins of its dimensions, dimension 0 first.")
+        .def_readonly("array", &BufferWithMins::array, "The array.")
+        .def_readonly("mins", &BufferWithMins::mins, "The mins, dimension 0 first.");
     py::class_<Pipeline>(m, "Pipeline", R"doc(A JIT-compiled pipeline; call it to run it.
 
     blur = tally.parse("apps/blur/blur.stmt").compile("host")

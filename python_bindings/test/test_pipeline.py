@@ -300,6 +300,40 @@ def test_runtime_error_from_a_bounds_check():
     assert isinstance(e, RuntimeError)
 
 
+def blur3x3_reference(inp):
+    bx = (inp[:, :-2] + inp[:, 1:-1] + inp[:, 2:]) // 3
+    return (bx[:-2] + bx[1:-1] + bx[2:]) // 3
+
+
+def test_buffer_mins_give_a_stencil_its_halo():
+    # The same pipeline runs once its input starts at (-1, -1), and matches the 3x3 box blur;
+    # the output may start anywhere if the input moves with it.
+    p = tally.parse(CORPUS_DIR / "blur3x3.host.stmt").compile()
+    rng = np.random.default_rng(7)
+    inp = rng.integers(0, 4096, size=(34, 258), dtype=np.uint16)
+    out = np.zeros((32, 256), dtype=np.uint16)
+    p(tally.Buffer(inp, mins=(-1, -1)), out)
+    np.testing.assert_array_equal(out, blur3x3_reference(inp))
+    moved = np.zeros_like(out)
+    p(tally.Buffer(inp, mins=(9, 4)), tally.Buffer(moved, mins=(10, 5)))
+    np.testing.assert_array_equal(moved, out)
+    # A halo one short on the right is the pipeline's own bounds error, naming the dimension.
+    with pytest.raises(tally.RuntimeError, match="beyond the max .* in dimension 0"):
+        p(tally.Buffer(inp[:, :-1], mins=(-1, -1)), out)
+
+
+def test_buffer_mins_are_checked():
+    p = tally.parse(CORPUS_DIR / "blur3x3.host.stmt").compile()
+    inp = np.zeros((34, 258), dtype=np.uint16)
+    out = np.zeros((32, 256), dtype=np.uint16)
+    with pytest.raises(ValueError, match="tally.Buffer gives 1 mins for an array with 2 dimensions"):
+        p(tally.Buffer(inp, mins=(-1,)), out)
+    with pytest.raises(TypeError, match="tally.Buffer expects an array, got int"):
+        tally.Buffer(3, mins=(0,))
+    b = tally.Buffer(inp, mins=(-1, -2))
+    assert b.mins == [-1, -2] and b.array is inp
+
+
 def test_runtime_error_on_a_worker_thread(par_check):
     out = np.zeros(64, dtype=np.int32)
     par_check(out, 64)
