@@ -632,6 +632,7 @@ private:
     void parse_store_or_eval(PStmt *s) {
         PExpr e = parse_expr();
         if (!is_punct("=")) {
+            reject_unknown_block_statement(e);
             s->kind = PStmt::EvalS;
             s->exprs.push_back(std::move(e));
             return;
@@ -645,6 +646,23 @@ private:
         s->alignment = e.alignment;
         s->exprs.push_back(std::move(e.kids[0]));
         s->exprs.push_back(parse_expr());
+    }
+
+    /** An evaluated expression is a whole statement: a `{` right after it on the same line
+     * means the text is some statement form the grammar does not have (Halide's `atomic {`,
+     * `fork {`, `acquire (s, 1) {`), which must not be read as a variable followed by a
+     * nested block. */
+    void reject_unknown_block_statement(const PExpr &e) {
+        const Token &next = lex.peek();
+        if (next.kind != Token::Punct || next.text != "{" || next.newline_before) {
+            return;
+        }
+        if ((e.kind == PExpr::Var || e.kind == PExpr::CallE) && !e.name.empty()) {
+            lex.error(e.loc, "unknown statement '" + e.name + " ... {': no statement of the IR " +
+                                 "syntax starts with '" + e.name + "' and opens a block");
+        }
+        lex.error(next.loc, "unexpected '{' after an expression statement (a nested block starts "
+                            "on a line of its own)");
     }
 
     PStmt parse_if(const Loc &loc) {
