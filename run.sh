@@ -63,7 +63,8 @@ tsan() {
     # The Vulkan validation layer (third-party, not instrumented) races inside itself under TSan;
     # its run is covered by the main test pass. The timing tests compare real time against
     # sampled shares, which TSan skews: they run in the main pass only.
-    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime -LE timing -E "vulkan.validation" \
+    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime \
+        -E "vulkan\.validation|runtime\.ProfilerAccuracy\." \
         --output-on-failure -j "$JOBS")
 }
 
@@ -89,8 +90,8 @@ asan() {
     (cd "$dir" && ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
         LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
-        ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' -LE 'timing' \
-        -E 'ProfileSkewed|VulkanAttribution|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.Input/deep_')
+        ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' \
+        -E 'ProfileSkewed|VulkanAttribution|runtime\.ProfilerAccuracy\.|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.Input/deep_')
 }
 
 # The parser fuzzer (test/fuzz/run_fuzz.sh): clang-19 + libFuzzer, ASan, UBSan, for
