@@ -54,13 +54,16 @@ std::unique_ptr<JITModule> compile_jit(const Module &lowered, const CompileOptio
 
 /** What compile_to_files writes; empty paths are skipped. */
 struct OutputFiles {
-    std::string object;   // .o, for linking with the static runtime library
-    std::string header;   // .h declaring the entry points
-    std::string llvm_ir;  // .ll, human-readable LLVM IR
-    std::string stmt;     // the lowered module as IR text
+    std::string object;    // .o, for linking with the static runtime library
+    std::string header;    // .h declaring the entry points
+    std::string llvm_ir;   // .ll, human-readable LLVM IR
+    std::string assembly;  // .s, the target's assembly (what the object holds, as text)
+    std::string stmt;      // the lowered module as IR text
 };
 
-/** Compiles a lowered module ahead of time for the host. */
+/** Compiles a lowered module ahead of time for the machine its target names (`host`: this
+ * one; an x86-64 target: the CPU and features Halide 14 picks for it, see codegen/HostMachine.h).
+ */
 void compile_to_files(const Module &lowered, const OutputFiles &out,
                       const CompileOptions &opts = {});
 

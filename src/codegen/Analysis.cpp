@@ -27,6 +27,18 @@ private:
     }
 };
 
+class FindStrictFloat : public IRVisitor {
+public:
+    using IRVisitor::visit;
+    bool found = false;
+
+private:
+    void visit(const Call *op) override {
+        found = found || op->name == "strict_float";
+        IRVisitor::visit(op);
+    }
+};
+
 }  // namespace
 
 UsedNames used_names(const Stmt &s) {
@@ -38,6 +50,19 @@ UsedNames used_names(const Stmt &s) {
 
 bool is_gpu_loop(const For *op) {
     return op->for_type == ForType::GPUBlock || op->for_type == ForType::GPUThread;
+}
+
+bool uses_strict_float(const Module &m) {
+    if (m.target.has_feature("strict_float")) {
+        return true;
+    }
+    FindStrictFloat find;
+    for (const LoweredFunc &f : m.functions) {
+        if (f.body.defined()) {
+            f.body.accept(&find);
+        }
+    }
+    return find.found;
 }
 
 }  // namespace tally

@@ -1,8 +1,8 @@
 /** \file
  * What the back ends read off the IR before they emit code: the names a statement uses (the host
  * captures them into parallel-loop closures; Vulkan marks buffers a kernel never stores to
- * readonly) and which loops are GPU loops. The launch dimension of a GPU loop is not worked out
- * here: the kernel records it (Kernel::geometry).
+ * readonly), which loops are GPU loops, and whether floating point must be strict. The launch
+ * dimension of a GPU loop is not worked out here: the kernel records it (Kernel::geometry).
  */
 #ifndef TALLY_CODEGEN_ANALYSIS_H
 #define TALLY_CODEGEN_ANALYSIS_H
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tally/IR.h"
+#include "tally/Module.h"
 
 namespace tally {
 
@@ -26,6 +27,11 @@ UsedNames used_names(const Stmt &s);
 
 /** A gpu_block or gpu_thread loop (what becomes a block or thread id on the device). */
 bool is_gpu_loop(const For *op);
+
+/** True when floating point in `m` must not be reassociated or fused anywhere: the target has
+ * the strict_float feature, or some function calls the strict_float() intrinsic (as Halide 14
+ * decides its module-wide FP fusion setting). */
+bool uses_strict_float(const Module &m);
 
 }  // namespace tally
 

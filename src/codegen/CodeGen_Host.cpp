@@ -19,6 +19,10 @@
 // functions; the host-only intrinsics (make_struct, alloca, register_destructor, stringify, the
 // kernel table, ...) are lowered here, the pure ones by CodeGen_LLVM.
 //
+// The target machine (HostMachine.h) gives the triple, data layout, CPU and features, which
+// every function carries as attributes. Floating point has Halide 14's fast-math flags unless
+// the target has strict_float (strict_float() calls turn them off for what they wrap).
+//
 // Kernels for devices are compiled before this runs (DeviceKernels.h) and handed in as blobs,
 // embedded in the module's tally_kernel_table.
 
@@ -65,6 +69,9 @@ public:
         mod = owned_module.get();
         mod->setDataLayout(tm.createDataLayout());
         mod->setTargetTriple(tm.getTargetTriple().str());
+        target_cpu = tm.getTargetCPU().str();
+        target_features = tm.getTargetFeatureString().str();
+        set_fast_math(!m.target.has_feature("strict_float"));
         buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
                                             "struct.halide_buffer_t");
     }
@@ -81,6 +88,14 @@ public:
         for (const LoweredFunc *f : pipeline_functions(m)) {
             define_argv_wrapper(*f);
         }
+        // Every function says what it may use, so that the IR (and any tool reading it) agrees
+        // with the target machine.
+        for (llvm::Function &f : *mod) {
+            if (!f.isDeclaration()) {
+                f.addFnAttr("target-cpu", target_cpu);
+                f.addFnAttr("target-features", target_features);
+            }
+        }
         std::string err;
         llvm::raw_string_ostream os(err);
         internal_assert(!llvm::verifyModule(*mod, &os)) << "invalid LLVM IR generated: " << err;
@@ -94,6 +109,7 @@ private:
     const std::vector<CompiledKernel> &kernels;
     std::unique_ptr<llvm::Module> owned_module;
     llvm::StructType *buffer_t;
+    std::string target_cpu, target_features;  // of the target machine
 
     struct Destructor {
         std::string function;

@@ -3,10 +3,20 @@
 // Semantics, as IR.h states them: integer arithmetic wraps; integer Div/Mod are Euclidean (the
 // remainder is never negative) and x / 0 == x % 0 == 0, implemented with selects so that no
 // input is undefined behaviour (sdiv's INT_MIN / -1 included); float Mod is x - y * floor(x / y);
-// bools are i1 in registers and a byte in memory. A dense vector access (index
-// `ramp(base, 1, lanes)`, no predicate) is one LLVM vector load or store aligned to its element;
-// every other vector access, and every predicated one, goes lane by lane, a predicated lane in
-// a block of its own so that lanes whose predicate is false never touch memory.
+// bools are i1 in registers and a byte in memory.
+//
+// Vector accesses follow Halide 14's CodeGen_LLVM, which never emits a gather or scatter on x86:
+// a dense one (index `ramp(base, 1, lanes)`) is one LLVM vector load or store aligned to its
+// element, a predicated dense one a masked load or store; stride -1 is the dense vector ending
+// at the base, reversed; a load with a constant stride of 2 to 4 is that many dense loads that
+// never reach past the first and last lanes' elements, and a shuffle; a broadcast index is one
+// scalar load; any other ramp goes lane by lane stepping a pointer, and any other index lane by
+// lane from the vector of indices (a predicated lane in a block of its own, so that lanes whose
+// predicate is false never touch memory). The host's target machine tells LLVM's vectorizers
+// not to turn those lanes back into gathers (HostMachine.h).
+//
+// Floating point: a back end that calls set_fast_math(true) gets Halide 14's flags on every FP
+// instruction; strict_float(e) clears them while `e` is emitted.
 
 #include "codegen/CodeGen_LLVM.h"
 
@@ -41,6 +51,19 @@ CodeGen_LLVM::CodeGen_LLVM(llvm::LLVMContext &ctx) : ctx(ctx), builder(ctx) {
     i32 = builder.getInt32Ty();
     i64 = builder.getInt64Ty();
     ptr = builder.getPtrTy();
+}
+
+void CodeGen_LLVM::set_fast_math(bool on) {
+    llvm::FastMathFlags f;
+    if (on) {
+        f.setNoNaNs();
+        f.setNoInfs();
+        f.setNoSignedZeros();
+        f.setAllowReassoc();
+        f.setAllowContract(true);
+        f.setApproxFunc();
+    }
+    builder.setFastMathFlags(f);
 }
 
 // --- types ------------------------------------------------------------------------------------
@@ -235,7 +258,11 @@ bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
     const std::string &n = op->name;
     auto arg = [&](int i) { return codegen(op->args[i]); };
     if (n == "likely" || n == "likely_if_innermost" || n == "promise_clamped" ||
-        n == "unsafe_promise_clamped" || n == "strict_float") {
+        n == "unsafe_promise_clamped") {
+        value = arg(0);
+    } else if (n == "strict_float") {
+        llvm::IRBuilderBase::FastMathFlagGuard strict(builder);
+        builder.clearFastMathFlags();
         value = arg(0);
     } else if (n == "return_second") {
         arg(0);
@@ -460,15 +487,93 @@ void CodeGen_LLVM::visit(const Load *op) {
         value = load_scalar(op->name, t, codegen(op->index));
         return;
     }
-    const Expr *dense = op->predicate.defined() ? nullptr : dense_base(op->index);
-    if (dense) {
-        llvm::Value *addr = element_address(op->name, t.element_of(), codegen(*dense));
-        llvm::Value *v =
-            builder.CreateAlignedLoad(memory_type(t), addr, llvm::Align(t.element_of().bytes()));
-        value = t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
+    const Type et = t.element_of();
+    const int lanes = t.lanes();
+    const Expr *dense = dense_base(op->index);
+    if (op->predicate.defined()) {
+        if (dense && t.is_vector()) {
+            // A masked vector load: lanes whose predicate is false do not touch memory.
+            llvm::Value *mask = codegen(op->predicate);
+            llvm::Value *addr = element_address(op->name, et, codegen(*dense));
+            llvm::Value *v =
+                builder.CreateMaskedLoad(memory_type(t), addr, llvm::Align(et.bytes()), mask,
+                                         llvm::Constant::getNullValue(memory_type(t)));
+            value = t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
+            return;
+        }
+        value = load_lanes(op);
         return;
     }
+    if (dense) {
+        value = load_dense(op->name, t, codegen(*dense));
+        return;
+    }
+    const Broadcast *bc = op->index.as<Broadcast>();
+    if (bc && bc->value.type().is_scalar()) {
+        // Every lane reads the same element: one scalar load.
+        value = builder.CreateVectorSplat(lanes, load_scalar(op->name, et, codegen(bc->value)));
+        return;
+    }
+    const Ramp *ramp = op->index.as<Ramp>();
+    if (!ramp || !ramp->base.type().is_scalar()) {
+        value = load_lanes(op);
+        return;
+    }
+    int64_t stride = 0;
+    bool const_stride = const_int_value(ramp->stride, &stride);
+    if (const_stride && stride == -1) {
+        // Backwards: the dense vector that ends at the base, reversed.
+        llvm::Value *base = codegen(ramp->base);
+        llvm::Value *first =
+            builder.CreateSub(base, llvm::ConstantInt::get(base->getType(), lanes - 1));
+        value = builder.CreateVectorReverse(load_dense(op->name, t, first));
+        return;
+    }
+    if (const_stride && stride >= 2 && stride <= max_shuffled_stride) {
+        // `stride` dense vectors that together cover exactly the elements from the first lane's to
+        // the last lane's (the last one ends at the last lane), then one shuffle picks the lanes.
+        llvm::Value *base = codegen(ramp->base);
+        llvm::Type *it = base->getType();
+        const int64_t last_start = (lanes - 1) * stride + 1 - lanes;
+        std::vector<llvm::Value *> parts;
+        for (int64_t j = 0; j < stride; j++) {
+            int64_t start = j + 1 < stride ? j * lanes : last_start;
+            parts.push_back(load_dense(op->name, t,
+                                       builder.CreateAdd(base, llvm::ConstantInt::get(it, start))));
+        }
+        std::vector<int> mask;
+        for (int64_t i = 0; i < lanes; i++) {
+            int64_t e = i * stride;
+            mask.push_back(e < (stride - 1) * lanes ? e : (stride - 1) * lanes + (e - last_start));
+        }
+        value = builder.CreateShuffleVector(concat_vectors(parts), mask);
+        return;
+    }
+    // Any other ramp: lane by lane, stepping a pointer (no vector of indices).
+    llvm::Value *addr = element_address(op->name, et, codegen(ramp->base));
+    llvm::Value *step = builder.CreateSExtOrTrunc(codegen(ramp->stride), i64);
+    llvm::Value *result = llvm::PoisonValue::get(llvm_type(t));
+    for (int i = 0; i < lanes; i++) {
+        llvm::Value *lane = builder.CreateLoad(memory_type(et), addr);
+        if (et.is_bool()) {
+            lane = builder.CreateTrunc(lane, i1);
+        }
+        result = builder.CreateInsertElement(result, lane, builder.getInt32(i));
+        addr = builder.CreateInBoundsGEP(memory_type(et), addr, step);
+    }
+    value = result;
+}
+
+llvm::Value *CodeGen_LLVM::load_dense(const std::string &name, const Type &t, llvm::Value *base) {
+    llvm::Value *addr = element_address(name, t.element_of(), base);
+    llvm::Value *v =
+        builder.CreateAlignedLoad(memory_type(t), addr, llvm::Align(t.element_of().bytes()));
+    return t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
+}
+
+llvm::Value *CodeGen_LLVM::load_lanes(const Load *op) {
     // Gather lane by lane (only lanes whose predicate holds are read).
+    const Type &t = op->type;
     llvm::Value *idx = codegen(op->index);
     llvm::Value *pred = op->predicate.defined() ? codegen(op->predicate) : nullptr;
     llvm::Value *result = llvm::UndefValue::get(llvm_type(t));
@@ -493,7 +598,36 @@ void CodeGen_LLVM::visit(const Load *op) {
         result =
             t.is_vector() ? builder.CreateInsertElement(result, lane, builder.getInt32(i)) : lane;
     }
-    value = result;
+    return result;
+}
+
+llvm::Value *CodeGen_LLVM::concat_vectors(const std::vector<llvm::Value *> &vs) {
+    llvm::Value *all = vs[0];
+    for (size_t i = 1; i < vs.size(); i++) {
+        int na = llvm::cast<llvm::FixedVectorType>(all->getType())->getNumElements();
+        int nb = llvm::cast<llvm::FixedVectorType>(vs[i]->getType())->getNumElements();
+        int n = std::max(na, nb);
+        auto widen = [&](llvm::Value *x, int from) {
+            if (from == n) {
+                return x;
+            }
+            std::vector<int> mask;
+            for (int j = 0; j < n; j++) {
+                mask.push_back(j < from ? j : -1);
+            }
+            return builder.CreateShuffleVector(x, mask);
+        };
+        llvm::Value *a = widen(all, na), *b = widen(vs[i], nb);
+        std::vector<int> mask;
+        for (int j = 0; j < na; j++) {
+            mask.push_back(j);
+        }
+        for (int j = 0; j < nb; j++) {
+            mask.push_back(n + j);
+        }
+        all = builder.CreateShuffleVector(a, b, mask);
+    }
+    return all;
 }
 
 void CodeGen_LLVM::visit(const Ramp *op) {
@@ -538,31 +672,7 @@ void CodeGen_LLVM::visit(const Shuffle *op) {
         vs.push_back(x);
     }
     // Concatenate everything into one vector, then pick the lanes.
-    llvm::Value *all = vs[0];
-    for (size_t i = 1; i < vs.size(); i++) {
-        int na = llvm::cast<llvm::FixedVectorType>(all->getType())->getNumElements();
-        int nb = llvm::cast<llvm::FixedVectorType>(vs[i]->getType())->getNumElements();
-        int n = std::max(na, nb);
-        auto widen = [&](llvm::Value *x, int from) {
-            if (from == n) {
-                return x;
-            }
-            std::vector<int> mask;
-            for (int j = 0; j < n; j++) {
-                mask.push_back(j < from ? j : -1);
-            }
-            return builder.CreateShuffleVector(x, mask);
-        };
-        llvm::Value *a = widen(all, na), *b = widen(vs[i], nb);
-        std::vector<int> mask;
-        for (int j = 0; j < na; j++) {
-            mask.push_back(j);
-        }
-        for (int j = 0; j < nb; j++) {
-            mask.push_back(n + j);
-        }
-        all = builder.CreateShuffleVector(a, b, mask);
-    }
+    llvm::Value *all = concat_vectors(vs);
     if (op->type.is_scalar()) {
         value = builder.CreateExtractElement(all, builder.getInt32(op->indices[0]));
     } else {
@@ -631,14 +741,53 @@ void CodeGen_LLVM::visit(const Store *op) {
         builder.CreateStore(v, element_address(op->name, t, codegen(op->index)));
         return;
     }
-    const Expr *dense = op->predicate.defined() ? nullptr : dense_base(op->index);
-    if (dense) {
-        llvm::Value *addr = element_address(op->name, t.element_of(), codegen(*dense));
-        builder.CreateAlignedStore(v, addr, llvm::Align(t.element_of().bytes()));
+    const Type et = t.element_of();
+    const int lanes = t.lanes();
+    const Expr *dense = dense_base(op->index);
+    if (op->predicate.defined()) {
+        if (dense && t.is_vector()) {
+            // A masked vector store: lanes whose predicate is false do not touch memory.
+            llvm::Value *mask = codegen(op->predicate);
+            llvm::Value *addr = element_address(op->name, et, codegen(*dense));
+            builder.CreateMaskedStore(v, addr, llvm::Align(et.bytes()), mask);
+            return;
+        }
+        store_lanes(op, v);
         return;
     }
+    if (dense) {
+        llvm::Value *addr = element_address(op->name, et, codegen(*dense));
+        builder.CreateAlignedStore(v, addr, llvm::Align(et.bytes()));
+        return;
+    }
+    const Ramp *ramp = op->index.as<Ramp>();
+    if (!ramp || !ramp->base.type().is_scalar()) {
+        store_lanes(op, v);
+        return;
+    }
+    int64_t stride = 0;
+    if (const_int_value(ramp->stride, &stride) && stride == -1) {
+        // Backwards: reversed, the dense vector that ends at the base.
+        llvm::Value *base = codegen(ramp->base);
+        llvm::Value *first =
+            builder.CreateSub(base, llvm::ConstantInt::get(base->getType(), lanes - 1));
+        builder.CreateAlignedStore(builder.CreateVectorReverse(v),
+                                   element_address(op->name, et, first), llvm::Align(et.bytes()));
+        return;
+    }
+    // Any other ramp: lane by lane, stepping a pointer (no vector of indices).
+    llvm::Value *addr = element_address(op->name, et, codegen(ramp->base));
+    llvm::Value *step = builder.CreateSExtOrTrunc(codegen(ramp->stride), i64);
+    for (int i = 0; i < lanes; i++) {
+        builder.CreateStore(builder.CreateExtractElement(v, builder.getInt32(i)), addr);
+        addr = builder.CreateInBoundsGEP(memory_type(et), addr, step);
+    }
+}
+
+void CodeGen_LLVM::store_lanes(const Store *op, llvm::Value *v) {
     // Scatter lane by lane (only lanes whose predicate holds are written). Bools were widened
-    // to bytes above: the lanes are stored as their memory type.
+    // to bytes: the lanes are stored as their memory type.
+    const Type &t = op->value.type();
     llvm::Value *idx = codegen(op->index);
     llvm::Value *pred = op->predicate.defined() ? codegen(op->predicate) : nullptr;
     for (int i = 0; i < t.lanes(); i++) {

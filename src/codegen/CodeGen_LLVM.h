@@ -4,7 +4,9 @@
  *
  * It owns what IR.h's semantics fix for every target: the expression visitor (constants, casts,
  * arithmetic with Halide's Euclidean integer division and modulo, comparisons, vectors), loads
- * and stores (dense vectors as LLVM vector accesses, others and predicated ones lane by lane),
+ * and stores (dense, reversed and short-strided vectors as LLVM vector accesses, predicated dense
+ * ones masked, broadcast loads as one scalar load, the rest lane by lane, as Halide 14 does),
+ * the fast-math flags Halide 14 gives floating point (and strict_float() turning them off),
  * Let/LetStmt scopes, blocks, ifs, serial loops and the pure intrinsics. A back end overrides
  * only what differs: how functions and their arguments are bound, what a name that is not in
  * scope means, loops that are not serial, allocations, calls to the outside world, and the
@@ -98,6 +100,16 @@ protected:
     /** Address of element `index` (scalar) of buffer `name`. */
     llvm::Value *element_address(const std::string &name, const Type &elem, llvm::Value *index);
     llvm::Value *load_scalar(const std::string &name, const Type &t, llvm::Value *index);
+    /** The dense vector of type `t` whose first element is element `base` of buffer `name`. */
+    llvm::Value *load_dense(const std::string &name, const Type &t, llvm::Value *base);
+    /** One vector holding the lanes of `vs` in order (the vectors may differ in width). */
+    llvm::Value *concat_vectors(const std::vector<llvm::Value *> &vs);
+
+    /** Floating point gets Halide 14's fast-math flags (no NaNs, no infinities, no signed
+     * zeros, reassociation, contraction into FMA, approximate functions; never approximate
+     * reciprocals) when `on`, strict IEEE operations otherwise. A back end that wants them
+     * calls this before emitting; strict_float(e) always emits `e` strictly. */
+    void set_fast_math(bool on);
 
     /** Runs `body` only when `cond` holds, in a block of its own; returns the block `body` ended
      * in, and leaves the builder in the block after. */
@@ -176,7 +188,15 @@ protected:
     void visit(const Free *op) override = 0;
 
 private:
+    /** Strided loads with a constant stride up to this become that many dense loads and a
+     * shuffle; longer strides go lane by lane. */
+    static constexpr int64_t max_shuffled_stride = 4;
+
     static void pop(Scope &s, const std::string &n);
+    /** A load lane by lane from a vector of indices, each predicated lane in a block of its own. */
+    llvm::Value *load_lanes(const Load *op);
+    /** A store of `v` (bools already widened) lane by lane, like load_lanes. */
+    void store_lanes(const Store *op, llvm::Value *v);
     void compare_op(IRNodeType k, const Expr &a, const Expr &b);
     /** Div (`remainder` false) or Mod of x and y, of type `t`. */
     void divide(const Type &t, const Expr &x, const Expr &y, bool remainder);

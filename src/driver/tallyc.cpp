@@ -1,6 +1,6 @@
 // tallyc: ahead-of-time compiler.
 //
-//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt,ptx] [-O N]
+//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx] [-O N]
 //
 // Lowers the pipeline for the target and writes DIR/<module>.o (link it with the static runtime
 // library, libtally_runtime.a), DIR/<module>.h (the entry points), DIR/<module>.ll (LLVM IR),
@@ -23,7 +23,7 @@ using namespace tally;
 namespace {
 
 void usage(std::ostream &os) {
-    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,stmt,ptx] "
+    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx] "
           "[-O N]\n";
 }
 
@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
             std::istringstream in(value("-e"));
             std::string e;
             while (std::getline(in, e, ',')) {
-                if (e != "object" && e != "header" && e != "llvm" && e != "stmt" && e != "ptx") {
+                if (e != "object" && e != "header" && e != "llvm" && e != "asm" && e != "stmt" &&
+                    e != "ptx") {
                     std::cerr << "tallyc: error: unknown output '" << e
                               << "' (expected object, header, llvm, stmt or ptx)\n";
                     return 2;
@@ -92,6 +93,8 @@ int main(int argc, char **argv) {
                 out.header = base + ".h";
             } else if (e == "llvm") {
                 out.llvm_ir = base + ".ll";
+            } else if (e == "asm") {
+                out.assembly = base + ".s";
             } else {
                 out.stmt = base + ".stmt";
             }

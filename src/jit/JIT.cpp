@@ -1,6 +1,8 @@
 // In-process compilation (ORC LLJIT) and ahead-of-time output (object, header, LLVM IR, stmt).
 //
-// Both use a TargetMachine for the host CPU and its features. The JIT resolves runtime symbols
+// Both use the target machine the module's target asks for (codegen/HostMachine.h: `host` is this
+// CPU with all its features, an explicit x86-64 target gets the CPU and features Halide 14 picks
+// for it); the JIT also checks that this CPU can run that code. The JIT resolves runtime symbols
 // in the library that holds the runtime (this one: found with dladdr, so it works even when the
 // library was loaded with RTLD_LOCAL, as Python loads extension modules), then in the process
 // (libc, libm).
@@ -8,7 +10,6 @@
 #include <dlfcn.h>
 
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -17,17 +18,17 @@
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
-#include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
-#include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/Utils/Cloning.h>
 
+#include "codegen/Analysis.h"
 #include "codegen/CodeGen_Host.h"
 #include "codegen/CodeGen_LLVM.h"
 #include "codegen/CodeGen_PTX.h"
 #include "codegen/DeviceKernels.h"
+#include "codegen/HostMachine.h"
 #include "ir/LargeStack.h"
 #include "ir/RuntimeCalls.h"
 #include "tally/Compiler.h"
@@ -39,15 +40,6 @@ namespace tally {
 
 namespace {
 
-void init_llvm() {
-    static std::once_flag once;
-    std::call_once(once, []() {
-        llvm::InitializeNativeTarget();
-        llvm::InitializeNativeTargetAsmPrinter();
-        llvm::InitializeNativeTargetAsmParser();
-    });
-}
-
 std::string llvm_error(llvm::Error e) {
     std::string s;
     llvm::raw_string_ostream os(s);
@@ -55,21 +47,9 @@ std::string llvm_error(llvm::Error e) {
     return s;
 }
 
-/** A target machine for the host CPU with all its features. */
-std::unique_ptr<llvm::TargetMachine> host_target_machine(int opt_level) {
-    init_llvm();
-    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-    if (!jtmb) {
-        user_error << "cannot target the host: " << llvm_error(jtmb.takeError());
-    }
-    jtmb->setCodeGenOptLevel(opt_level <= 0 ? llvm::CodeGenOptLevel::None
-                                            : llvm::CodeGenOptLevel::Aggressive);
-    jtmb->setRelocationModel(llvm::Reloc::PIC_);
-    auto tm = jtmb->createTargetMachine();
-    if (!tm) {
-        user_error << "cannot create a target machine: " << llvm_error(tm.takeError());
-    }
-    return std::move(*tm);
+/** The target machine for a module's target: FP fusion only where no strict_float forbids it. */
+std::unique_ptr<llvm::TargetMachine> target_machine(const Module &lowered, int opt_level) {
+    return host_target_machine(lowered.target, opt_level, uses_strict_float(lowered));
 }
 
 /** The path of the shared object holding the runtime (this library). */
@@ -128,17 +108,21 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
         }
     }
 
-    auto tm = host_target_machine(opts.opt_level);
+    check_runs_here(lowered.target);
+    auto tm = target_machine(impl->module, opts.opt_level);
     auto ctx = std::make_unique<llvm::LLVMContext>();
     std::unique_ptr<llvm::Module> m =
         codegen_host(impl->module, *ctx, *tm, compile_kernels(impl->module));
     optimize_module(*m, *tm, opts.opt_level);
 
-    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-    if (!jtmb) {
-        user_error << "cannot target the host: " << llvm_error(jtmb.takeError());
-    }
-    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    // The JIT compiles for the same machine the module was optimised for.
+    llvm::orc::JITTargetMachineBuilder jtmb(tm->getTargetTriple());
+    jtmb.setCPU(tm->getTargetCPU().str());
+    jtmb.addFeatures(std::vector<std::string>{tm->getTargetFeatureString().str()});
+    jtmb.setOptions(tm->Options);
+    jtmb.setCodeGenOptLevel(tm->getOptLevel());
+    jtmb.setRelocationModel(llvm::Reloc::PIC_);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
     if (!jit) {
         user_error << "cannot create the JIT: " << llvm_error(jit.takeError());
     }
@@ -243,7 +227,7 @@ void write_text(const std::string &path, const std::string &text) {
 }  // namespace
 
 static std::string compile_to_llvm_ir_impl(const Module &lowered, const CompileOptions &opts) {
-    auto tm = host_target_machine(opts.opt_level);
+    auto tm = target_machine(lowered, opts.opt_level);
     llvm::LLVMContext ctx;
     auto m = optimized(lowered, ctx, *tm, opts.opt_level);
     std::string s;
@@ -264,10 +248,10 @@ static void compile_to_files_impl(const Module &lowered, const OutputFiles &out,
     if (!out.header.empty()) {
         write_text(out.header, c_header(lowered));
     }
-    if (out.object.empty() && out.llvm_ir.empty()) {
+    if (out.object.empty() && out.llvm_ir.empty() && out.assembly.empty()) {
         return;
     }
-    auto tm = host_target_machine(opts.opt_level);
+    auto tm = target_machine(lowered, opts.opt_level);
     llvm::LLVMContext ctx;
     auto m = optimized(lowered, ctx, *tm, opts.opt_level);
     if (!out.llvm_ir.empty()) {
@@ -276,16 +260,25 @@ static void compile_to_files_impl(const Module &lowered, const OutputFiles &out,
         m->print(os, nullptr);
         write_text(out.llvm_ir, s);
     }
-    if (!out.object.empty()) {
+    // Each machine-code output runs the code generator on a copy (it changes the module).
+    auto emit = [&](const std::string &path, llvm::CodeGenFileType type) {
         std::error_code ec;
-        llvm::raw_fd_ostream os(out.object, ec, llvm::sys::fs::OF_None);
-        user_assert(!ec) << out.object << ": error: cannot write file: " << ec.message();
+        llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+        user_assert(!ec) << path << ": error: cannot write file: " << ec.message();
         llvm::legacy::PassManager pm;
-        user_assert(!tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-            << "the target cannot emit object files";
-        pm.run(*m);
+        user_assert(!tm->addPassesToEmitFile(pm, os, nullptr, type))
+            << "the target cannot emit "
+            << (type == llvm::CodeGenFileType::ObjectFile ? "object files" : "assembly");
+        std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*m);
+        pm.run(*copy);
         os.flush();
-        user_assert(!os.has_error()) << out.object << ": error: write failed";
+        user_assert(!os.has_error()) << path << ": error: write failed";
+    };
+    if (!out.assembly.empty()) {
+        emit(out.assembly, llvm::CodeGenFileType::AssemblyFile);
+    }
+    if (!out.object.empty()) {
+        emit(out.object, llvm::CodeGenFileType::ObjectFile);
     }
 }
 

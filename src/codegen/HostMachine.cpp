@@ -1,0 +1,198 @@
+// The machine host code is compiled for (see HostMachine.h).
+//
+// The CPU and attributes of an explicit target follow Halide 14's x86 back end (its mcpu and
+// mattrs choices), with two differences forced by LLVM 19: the Xeon Phi attributes avx512pf
+// and avx512er no longer exist (knl is still a CPU), and the ISA features are listed besides
+// the CPU that implies them. Code can run here when the target's ISA attributes name no feature
+// this CPU lacks.
+
+#include "codegen/HostMachine.h"
+
+#include <mutex>
+#include <vector>
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringMap.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+
+#include "tally/Error.h"
+
+namespace tally {
+
+namespace {
+
+void init_llvm() {
+    static std::once_flag once;
+    std::call_once(once, []() {
+        llvm::InitializeNativeTarget();
+        llvm::InitializeNativeTargetAsmPrinter();
+        llvm::InitializeNativeTargetAsmParser();
+    });
+}
+
+/** Never prefer gathers and scatters (LLVM's SLP vectorizer would otherwise turn lane-by-lane
+ * accesses back into them on AVX-512 CPUs, where they are legal but slow). */
+const char *const no_gathers = "+prefer-no-gather,+prefer-no-scatter";
+
+bool has_any(const Target &t, std::initializer_list<const char *> fs) {
+    for (const char *f : fs) {
+        if (t.has_feature(f)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/** Halide 14's CPU for the highest ISA feature of an x86 target. */
+std::string x86_cpu(const Target &t) {
+    if (t.has_feature("avx512_sapphirerapids")) {
+        return "sapphirerapids";
+    }
+    if (t.has_feature("avx512_cannonlake")) {
+        return "cannonlake";
+    }
+    if (t.has_feature("avx512_skylake")) {
+        return "skylake-avx512";
+    }
+    if (t.has_feature("avx512_knl")) {
+        return "knl";
+    }
+    if (t.has_feature("avx2")) {
+        return "haswell";
+    }
+    if (t.has_feature("avx")) {
+        return "corei7-avx";
+    }
+    if (t.has_feature("sse41")) {
+        return "penryn";  // SSE4.1 without SSE4.2
+    }
+    return "k8";  // SSE2 without SSSE3
+}
+
+/** Halide 14's attributes for an x86 target, with the ISA features spelled out. */
+std::string x86_features(const Target &t) {
+    std::vector<std::string> fs;
+    if (has_any(t, {"sse41", "avx", "avx2"})) {
+        fs.push_back("+sse4.1");
+    }
+    if (has_any(t, {"avx", "avx2"})) {
+        fs.push_back("+avx");
+    }
+    if (t.has_feature("avx2")) {
+        fs.insert(fs.end(), {"+avx2", "+fma", "+f16c"});
+    }
+    if (t.has_feature("fma") && !t.has_feature("avx2")) {
+        fs.push_back("+fma");
+    }
+    if (t.has_feature("fma4")) {
+        fs.push_back("+fma4");
+    }
+    if (t.has_feature("f16c") && !t.has_feature("avx2")) {
+        fs.push_back("+f16c");
+    }
+    if (has_any(t, {"avx512", "avx512_knl", "avx512_skylake", "avx512_cannonlake"})) {
+        fs.insert(fs.end(), {"+avx512f", "+avx512cd"});
+        if (has_any(t, {"avx512_skylake", "avx512_cannonlake"})) {
+            fs.insert(fs.end(), {"+avx512vl", "+avx512bw", "+avx512dq"});
+        }
+        if (t.has_feature("avx512_cannonlake")) {
+            fs.insert(fs.end(), {"+avx512ifma", "+avx512vbmi"});
+        }
+    }
+    if (t.has_feature("avx512_sapphirerapids")) {
+        fs.insert(fs.end(), {"+avx512bf16", "+avx512vnni"});
+    }
+    std::string s;
+    for (const std::string &f : fs) {
+        s += f + ",";
+    }
+    return s + no_gathers;
+}
+
+std::string host_features() {
+    std::string s;
+    for (const auto &kv : llvm::sys::getHostCPUFeatures()) {
+        s += (kv.second ? "+" : "-") + kv.first().str() + ",";
+    }
+    return s + no_gathers;
+}
+
+const llvm::Target &llvm_target(const std::string &triple) {
+    init_llvm();
+    std::string err;
+    const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, err);
+    user_assert(t) << "cannot compile for '" << triple << "': " << err;
+    return *t;
+}
+
+}  // namespace
+
+HostMachine host_machine(const Target &t) {
+    HostMachine hm;
+    if (t.host) {
+        hm.triple = llvm::sys::getProcessTriple();
+        hm.cpu = llvm::sys::getHostCPUName().str();
+        hm.features = host_features();
+        return hm;
+    }
+    const std::string name = t.to_string();
+    user_assert(t.arch == Target::X86)
+        << "target '" << name << "': Tally compiles host code for x86-64 only";
+    user_assert(t.bits == 64) << "target '" << name
+                              << "': Tally compiles host code for 64-bit x86 only (say x86-64)";
+    user_assert(t.os == Target::Linux)
+        << "target '" << name << "': Tally compiles host code for Linux only (say x86-64-linux)";
+    hm.triple = "x86_64-unknown-linux-gnu";
+    hm.cpu = x86_cpu(t);
+    hm.features = x86_features(t);
+    return hm;
+}
+
+std::unique_ptr<llvm::TargetMachine> host_target_machine(const Target &t, int opt_level,
+                                                         bool strict_float) {
+    HostMachine hm = host_machine(t);
+    const llvm::Target &target = llvm_target(hm.triple);
+    llvm::TargetOptions options;
+    options.AllowFPOpFusion = strict_float ? llvm::FPOpFusion::Strict : llvm::FPOpFusion::Fast;
+    options.UnsafeFPMath = !strict_float;
+    options.NoInfsFPMath = !strict_float;
+    options.NoNaNsFPMath = !strict_float;
+    options.HonorSignDependentRoundingFPMathOption = !strict_float;
+    options.FunctionSections = true;
+    llvm::CodeGenOptLevel level =
+        opt_level <= 0 ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Aggressive;
+    std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
+        hm.triple, hm.cpu, hm.features, options, llvm::Reloc::PIC_, std::nullopt, level));
+    user_assert(tm) << "cannot create a target machine for '" << t.to_string() << "'";
+    return tm;
+}
+
+void check_runs_here(const Target &t) {
+    if (t.host) {
+        return;
+    }
+    HostMachine hm = host_machine(t);
+    llvm::Triple want(hm.triple), here(llvm::sys::getProcessTriple());
+    user_assert(want.getArch() == here.getArch() && want.getOS() == here.getOS())
+        << "target '" << t.to_string() << "' cannot run in this process (" << here.str() << ")";
+    // The ISA features the target names (the CPU also implies system features such as invpcid,
+    // which virtual machines often hide and generated code never uses).
+    llvm::StringMap<bool> have = llvm::sys::getHostCPUFeatures();
+    std::string missing;
+    llvm::SmallVector<llvm::StringRef, 16> attrs;
+    llvm::StringRef(hm.features).split(attrs, ',');
+    for (llvm::StringRef a : attrs) {
+        if (a.consume_front("+") && !a.starts_with("prefer-") && !have.lookup(a)) {
+            missing += (missing.empty() ? "" : ", ") + a.str();
+        }
+    }
+    user_assert(missing.empty()) << "target '" << t.to_string()
+                                 << "' needs CPU features this machine lacks: " << missing;
+}
+
+}  // namespace tally
