@@ -61,6 +61,7 @@ enum class IRNodeType : uint8_t {
     Block,
     IfThenElse,
     Evaluate,
+    Atomic,
 };
 
 /** The base of every node: a reference count and a tag. */

@@ -355,6 +355,17 @@ struct Evaluate : StmtNode<Evaluate> {
     static Stmt make(Expr value);
 };
 
+/** Halide's atomic update (`atomic { ... }`, `atomic (mutex) { ... }`): the body's stores to
+ * the buffer it updates happen atomically with respect to other threads running the same
+ * statement. Without a mutex the body must be one read-modify-write store (an atomic
+ * instruction); with one, Halide guards the body with that mutex. */
+struct Atomic : StmtNode<Atomic> {
+    static const IRNodeType _node_type = IRNodeType::Atomic;
+    std::string mutex_name;  // empty: no mutex
+    Stmt body;
+    static Stmt make(const std::string &mutex_name, Stmt body);
+};
+
 // ---------------------------------------------------------------------------------------------
 // Small helpers used everywhere
 

@@ -59,6 +59,7 @@ protected:
     virtual Stmt visit(const Free *);
     virtual Stmt visit(const Block *);
     virtual Stmt visit(const IfThenElse *);
+    virtual Stmt visit(const Atomic *);
     virtual Stmt visit(const Evaluate *);
 
     /** Mutates each element; returns true if any changed. */

@@ -53,6 +53,7 @@ public:
     virtual void visit(const Free *);
     virtual void visit(const Block *);
     virtual void visit(const IfThenElse *);
+    virtual void visit(const Atomic *);
     virtual void visit(const Evaluate *);
 };
 

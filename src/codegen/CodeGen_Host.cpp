@@ -363,10 +363,52 @@ private:
                       : llvm::ConstantPointerNull::get(builder.getPtrTy());
         } else if (n == "stringify") {
             value = stringify(op);
+        } else if (n == "get_user_context") {
+            value = fs->user_context;
+        } else if (n == "prefetch") {
+            value = prefetch(op);
+        } else if (n == "require") {
+            value = require(op);
+        } else if (n == "debug_to_file") {
+            user_error << "codegen: debug_to_file is not supported: Tally's runtime writes no "
+                          "debug files (remove Func::debug_to_file from the schedule)";
         } else {
             return false;
         }
         return true;
+    }
+
+    /** Halide's prefetch(address, offset, extent, stride...) of elements of the call's type:
+     * an llvm.prefetch (read, high locality, data cache) of the first element. Halide 14
+     * prefetches one cache line per call; it has no other effect. */
+    llvm::Value *prefetch(const Call *op) {
+        user_assert(op->args.size() >= 2 && op->args[0].type().is_handle())
+            << "prefetch needs an address and an offset";
+        llvm::Value *base = codegen(op->args[0]);
+        llvm::Value *offset = builder.CreateSExtOrTrunc(codegen(op->args[1]), i64);
+        for (size_t i = 2; i < op->args.size(); i++) {
+            codegen(op->args[i]);
+        }
+        int64_t bytes = std::max(1, op->type.element_of().bytes());
+        llvm::Value *addr =
+            builder.CreateGEP(i8, base, builder.CreateMul(offset, builder.getInt64(bytes)));
+        llvm::Function *pf = llvm::Intrinsic::getDeclaration(mod, llvm::Intrinsic::prefetch, {ptr});
+        builder.CreateCall(pf,
+                           {addr, builder.getInt32(0), builder.getInt32(3), builder.getInt32(1)});
+        return llvm::Constant::getNullValue(llvm_type(op->type));
+    }
+
+    /** Halide's require(condition, value, error): the pipeline fails with the error's code
+     * unless the condition holds (in every lane); else the value. */
+    llvm::Value *require(const Call *op) {
+        user_assert(op->args.size() == 3) << "require takes a condition, a value and an error";
+        llvm::Value *c = codegen(op->args[0]);
+        if (c->getType()->isVectorTy()) {
+            c = builder.CreateAndReduce(c);
+        }
+        const Expr err = op->args[2];
+        fail_unless(c, [&]() { return codegen(err); });
+        return codegen(op->args[1]);
     }
 
     /** make_struct(args...): a stack struct of the values (null for none). */

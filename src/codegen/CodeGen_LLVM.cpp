@@ -294,12 +294,6 @@ bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
                                     : builder.CreateXor(a, b);
     } else if (n == "bitwise_not") {
         value = builder.CreateNot(arg(0));
-    } else if (n == "shift_left" || n == "shift_right") {
-        llvm::Value *a = arg(0), *b = arg(1);
-        b = builder.CreateIntCast(b, a->getType(), false);
-        value = n == "shift_left"             ? builder.CreateShl(a, b)
-                : op->args[0].type().is_int() ? builder.CreateAShr(a, b)
-                                              : builder.CreateLShr(a, b);
     } else if (n == "count_leading_zeros" || n == "count_trailing_zeros") {
         value = builder.CreateBinaryIntrinsic(n == "count_leading_zeros" ? llvm::Intrinsic::ctlz
                                                                          : llvm::Intrinsic::cttz,
@@ -307,9 +301,7 @@ bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
     } else if (n == "popcount") {
         value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, arg(0));
     } else if (n == "if_then_else") {
-        llvm::Value *c = arg(0);
-        llvm::Value *t = arg(1), *f = arg(2);
-        value = builder.CreateSelect(c, t, f);
+        value = if_then_else(op);
     } else if (n == "div_round_to_zero" || n == "mod_round_to_zero") {
         llvm::Value *a = arg(0), *b = arg(1);
         bool s = op->type.is_int();
@@ -317,9 +309,44 @@ bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
                     ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
                     : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
     } else {
-        return false;
+        return call_arith_intrinsic(op);
     }
     return true;
+}
+
+llvm::Value *CodeGen_LLVM::if_then_else(const Call *op) {
+    user_assert(op->args.size() == 2 || op->args.size() == 3)
+        << "if_then_else takes a condition and one or two values";
+    Expr cond = op->args[0];
+    if (const Broadcast *b = cond.as<Broadcast>()) {
+        cond = b->value;
+    }
+    Expr no = op->args.size() == 3 ? op->args[2] : make_zero(op->type);
+    if (cond.type().is_vector()) {
+        // Lanes differ: both values are computed (Halide would run each lane on its own).
+        llvm::Value *c = codegen(cond);
+        llvm::Value *t = codegen(op->args[1]), *f = codegen(no);
+        return builder.CreateSelect(c, t, f);
+    }
+    // Only the chosen value is computed: the other may read out of bounds.
+    llvm::Value *c = codegen(cond);
+    llvm::BasicBlock *yes = llvm::BasicBlock::Create(ctx, "if_true", fn);
+    llvm::BasicBlock *other = llvm::BasicBlock::Create(ctx, "if_false", fn);
+    llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "if_done", fn);
+    builder.CreateCondBr(c, yes, other);
+    builder.SetInsertPoint(yes);
+    llvm::Value *t = codegen(op->args[1]);
+    llvm::BasicBlock *yes_end = builder.GetInsertBlock();
+    builder.CreateBr(done);
+    builder.SetInsertPoint(other);
+    llvm::Value *f = codegen(no);
+    llvm::BasicBlock *other_end = builder.GetInsertBlock();
+    builder.CreateBr(done);
+    builder.SetInsertPoint(done);
+    llvm::PHINode *phi = builder.CreatePHI(t->getType(), 2);
+    phi->addIncoming(t, yes_end);
+    phi->addIncoming(f, other_end);
+    return phi;
 }
 
 std::string

@@ -130,6 +130,23 @@ protected:
      * operations, shifts, bit counts, if_then_else, rounding-to-zero division, ...): sets
      * `value` and returns true, or returns false if `op` is none of them. */
     bool call_pure_intrinsic(const Call *op);
+    /** Halide 14's arithmetic intrinsics (CodeGen_Intrinsics.cpp): widening, halving, rounding
+     * and saturating arithmetic, mul_shift_right, sorted_avg, shifts, lerp, mux, undef. Sets
+     * `value` and returns true, or returns false if `op` is none of them. */
+    bool call_arith_intrinsic(const Call *op);
+    /** Halide's if_then_else: with a scalar condition only the chosen value is computed. */
+    llvm::Value *if_then_else(const Call *op);
+    /** `a` (IR type `t`) shifted left or right by `b` (IR type `bt`); a negative signed amount
+     * shifts the other way, as in Halide. */
+    llvm::Value *shift_value(bool left, const Type &t, llvm::Value *a, const Type &bt,
+                             llvm::Value *b);
+    /** Halide's rounding_shift_right: a / 2^b rounded half up for b > 0, else a << -b. */
+    llvm::Value *rounding_shift_right(const Type &t, llvm::Value *a, const Type &bt,
+                                      llvm::Value *b);
+    /** Integer `v` of IR type `from` clamped to the range of the narrower `to`, then narrowed. */
+    llvm::Value *saturate_to(llvm::Value *v, const Type &from, const Type &to);
+    /** Halide 14's lerp(zero, one, weight), exactly as its lower_lerp computes it. */
+    llvm::Value *lerp_value(const Call *op);
     /** The name of a math call without Halide's type suffix (`_f16`, `_f32`, `_f64`) and, where
      * `float_spelling(base)` holds, without libm's float suffix (`sqrtf`). */
     static std::string
@@ -180,6 +197,10 @@ protected:
     void visit(const Evaluate *op) override;
     void visit(const IfThenElse *op) override;
     void visit(const Store *op) override;
+    /** Halide's atomic updates (CodeGen_Atomic.cpp). */
+    void visit(const Atomic *op) override;
+    /** The store of an atomic block without a mutex, as one atomic operation per lane. */
+    void atomic_store(const Store *st);
 
     // Every back end decides these for itself.
     void visit(const Call *op) override = 0;

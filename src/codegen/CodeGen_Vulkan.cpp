@@ -880,6 +880,7 @@ private:
         pop_buffer(op->name);
     }
     void visit(const Free *) override {}
+    void visit(const Atomic *) override { unsupported("an atomic update"); }
     void visit(const Block *op) override {
         op->first.accept(this);
         op->rest.accept(this);

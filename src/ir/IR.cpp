@@ -370,6 +370,19 @@ Call::CallType Call::default_call_type(const std::string &name) {
         "halving_add",
         "halving_sub",
         "rounding_halving_add",
+        "rounding_halving_sub",
+        "widening_shift_left",
+        "widening_shift_right",
+        "mux",
+        "call_cached_indirect_function",
+        "bool_to_mask",
+        "cast_mask",
+        "if_then_else_mask",
+        "select_mask",
+        "random",
+        "rewrite_buffer",
+        "hvx_scatter_acc",
+        "hvx_scatter_release",
         "rounding_mul_shift_right",
         "mul_shift_right",
         "saturating_cast",
@@ -522,6 +535,14 @@ Stmt AssertStmt::make(Expr condition, Expr message) {
     AssertStmt *n = new AssertStmt;
     n->condition = std::move(condition);
     n->message = std::move(message);
+    return n;
+}
+
+Stmt Atomic::make(const std::string &mutex_name, Stmt body) {
+    internal_assert(body.defined()) << "Atomic without body";
+    Atomic *n = new Atomic;
+    n->mutex_name = mutex_name;
+    n->body = std::move(body);
     return n;
 }
 

@@ -127,6 +127,10 @@ public:
             const ProducerConsumer *x = a.as<ProducerConsumer>(), *y = b.as<ProducerConsumer>();
             return x->name == y->name && x->is_producer == y->is_producer && stmt(x->body, y->body);
         }
+        case IRNodeType::Atomic: {
+            const Atomic *x = a.as<Atomic>(), *y = b.as<Atomic>();
+            return x->mutex_name == y->mutex_name && stmt(x->body, y->body);
+        }
         case IRNodeType::For: {
             const For *x = a.as<For>(), *y = b.as<For>();
             return x->name == y->name && x->for_type == y->for_type &&

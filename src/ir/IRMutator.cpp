@@ -80,6 +80,7 @@ Stmt IRMutator::visit_stmt(const Stmt &s) {
         TALLY_CASE(Block)
         TALLY_CASE(IfThenElse)
         TALLY_CASE(Evaluate)
+        TALLY_CASE(Atomic)
 #undef TALLY_CASE
     default:
         internal_error << "IRMutator::mutate(Stmt) on an expression node";
@@ -226,6 +227,11 @@ Stmt IRMutator::visit(const AssertStmt *op) {
 Stmt IRMutator::visit(const ProducerConsumer *op) {
     Stmt b = mutate(op->body);
     return b.same_as(op->body) ? Stmt(op) : ProducerConsumer::make(op->name, op->is_producer, b);
+}
+
+Stmt IRMutator::visit(const Atomic *op) {
+    Stmt b = mutate(op->body);
+    return b.same_as(op->body) ? Stmt(op) : Atomic::make(op->mutex_name, b);
 }
 
 Stmt IRMutator::visit(const For *op) {

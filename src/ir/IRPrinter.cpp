@@ -500,6 +500,19 @@ private:
         do_indent();
         os << "}\n";
     }
+    void visit(const Atomic *op) override {
+        do_indent();
+        os << "atomic ";
+        if (!op->mutex_name.empty()) {
+            os << "(" << name_str(op->mutex_name) << ") ";
+        }
+        os << "{\n";
+        indent++;
+        print_stmt(op->body);
+        indent--;
+        do_indent();
+        os << "}\n";
+    }
     void visit(const For *op) override {
         do_indent();
         os << for_type_name(op->for_type);

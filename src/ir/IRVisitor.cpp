@@ -95,6 +95,10 @@ void IRVisitor::visit(const ProducerConsumer *op) {
     op->body.accept(this);
 }
 
+void IRVisitor::visit(const Atomic *op) {
+    op->body.accept(this);
+}
+
 void IRVisitor::visit(const For *op) {
     op->min.accept(this);
     op->extent.accept(this);

@@ -29,6 +29,8 @@
 
 #include "text/Elaborator.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <limits>
 #include <map>
@@ -46,6 +48,14 @@
 namespace tally {
 
 namespace {
+
+/** Halide's task closures take their parent task, a `void *`, as `__task_parent` (uniqued as
+ * `__task_parent$N`); a closure that never uses it gives no type for it. */
+bool is_task_parent(const std::string &name) {
+    const std::string base = "__task_parent";
+    return name.compare(0, base.size(), base) == 0 &&
+           (name.size() == base.size() || name[base.size()] == '$');
+}
 
 /** Marks a statement the elaborator has just made with where the text wrote it (a scope's
  * statements keep their own). */
@@ -381,7 +391,7 @@ private:
             }
             return Variable::make(*t, e.name);
         }
-        if (e.name == "__user_context") {
+        if (e.name == "__user_context" || is_task_parent(e.name)) {
             return Variable::make(Handle(), e.name);
         }
         // A free `X.buffer` is X's buffer descriptor (infer_args makes X a buffer argument),
@@ -732,7 +742,55 @@ private:
         }
     }
 
+    /** Halide's `(T)vector_reduce(OP, v)`: lane i of the result reduces the f = lanes(v) /
+     * lanes(T) adjacent lanes i*f ... i*f+f-1 of v with OP. Tally's IR has no reduction node, so
+     * it is written out as OP applied to the f strided slices of v. */
+    Expr elab_vector_reduce(const PExpr &e) {
+        if (e.kids.size() != 2 || e.kids[0].kind != PExpr::Var) {
+            error(e.loc, "vector_reduce takes an operator name and a vector");
+        }
+        if (!e.prefix.is_valid()) {
+            error(e.loc, "vector_reduce needs its result type, `(T)vector_reduce(...)`");
+        }
+        const std::string &opn = e.kids[0].name;
+        static const char *const ops[] = {"Add", "SaturatingAdd", "Mul", "Min", "Max", "And", "Or"};
+        if (std::find(std::begin(ops), std::end(ops), opn) == std::end(ops)) {
+            error(e.kids[0].loc, "unknown vector_reduce operator '" + opn +
+                                     "' (Add, SaturatingAdd, Mul, Min, Max, And, Or)");
+        }
+        Type hint = e.prefix.with_lanes(e.prefix.lanes());
+        Expr v = elab(e.kids[1], nullptr);
+        if (!v.defined()) {
+            return Expr();
+        }
+        int n = v.type().lanes(), m = e.prefix.lanes();
+        if (m > n || n % m != 0 || !types_compatible(v.type().element_of(), hint.element_of())) {
+            error(e.loc, "vector_reduce of " + v.type().to_string() + " to " +
+                             e.prefix.to_string() + ": the lanes must divide evenly and the " +
+                             "element types agree");
+        }
+        int f = n / m;
+        if (f == 1) {
+            return v;
+        }
+        Expr r = Shuffle::make_slice(v, 0, f, m);
+        for (int k = 1; k < f; k++) {
+            Expr x = Shuffle::make_slice(v, k, f, m);
+            r = opn == "Add"   ? Add::make(r, x)
+                : opn == "Mul" ? Mul::make(r, x)
+                : opn == "Min" ? Min::make(r, x)
+                : opn == "Max" ? Max::make(r, x)
+                : opn == "And" ? And::make(r, x)
+                : opn == "Or"  ? Or::make(r, x)
+                              : Call::make(r.type(), "saturating_add", {r, x}, Call::PureIntrinsic);
+        }
+        return r;
+    }
+
     Expr elab_call(const PExpr &e) {
+        if (e.name == "vector_reduce") {
+            return elab_vector_reduce(e);
+        }
         std::vector<Expr> args;
         bool ok = true;
         for (size_t i = 0; i < e.kids.size(); i++) {
@@ -948,6 +1006,10 @@ private:
         }
         case PStmt::ScopeS:
             return elab_block(p.body);
+        case PStmt::AtomicS: {
+            Stmt body = elab_block(p.body);
+            return learning ? Stmt() : Atomic::make(p.name, body);
+        }
         default:
             internal_error << "binder statement in elab_stmt";
         }
@@ -1118,7 +1180,7 @@ private:
             }
             Argument a;
             a.name = pa.name;
-            a.type = pa.name == "__user_context" ? Handle() : Int(32);
+            a.type = pa.name == "__user_context" || is_task_parent(pa.name) ? Handle() : Int(32);
             for (const FreeVariable &fv : fn.variables()) {
                 if (fv.name == pa.name) {
                     a.type = fv.type;

@@ -74,7 +74,8 @@ struct PStmt {
         FreeS,
         IfS,
         EvalS,
-        ScopeS
+        ScopeS,
+        AtomicS  // name: the mutex, or empty
     };
     Kind kind = EvalS;
     Loc loc;

@@ -534,6 +534,13 @@ private:
                 lex.next();
                 return parse_predicated_store();
             }
+            if (w == "atomic" &&
+                (is_punct("{", 1) || (is_punct("(", 1) && is_punct(")", 3) && is_punct("{", 4)))) {
+                lex.next();
+                parse_atomic(&s);
+                return s;
+            }
+            reject_unlowered_statement(w);
         }
         parse_store_or_eval(&s);
         return s;
@@ -608,6 +615,43 @@ private:
             expect_punct(")", "to close the loop header");
         }
         s->body = parse_braced_body("to open the loop body");
+    }
+
+    // atomic { ... } / atomic (MUTEX) { ... }
+    void parse_atomic(PStmt *s) {
+        s->kind = PStmt::AtomicS;
+        if (is_punct("(")) {
+            lex.next();
+            Group g(this);
+            s->name = expect_name("for the atomic's mutex");
+            expect_punct(")", "after the atomic's mutex");
+        }
+        s->body = parse_braced_body("to open the atomic body");
+    }
+
+    /** Statements Halide 14 prints only before its lowering is done (and so never in the IR
+     * `compile_to_lowered_stmt` writes): `acquire (sem, n) {`, `fork {`, `realize f(...)`,
+     * `prefetch f, ...`. Tally's IR has no such statement; each is named in the error rather
+     * than misread as an expression. */
+    void reject_unlowered_statement(const std::string &w) {
+        const Token &t = lex.peek();
+        auto unlowered = [&](const std::string &what) {
+            lex.error(t.loc, "unsupported statement '" + what +
+                                 "': Halide prints it only before lowering ends; give Tally "
+                                 "the IR of compile_to_lowered_stmt");
+        };
+        if (w == "acquire" && is_punct("(", 1)) {
+            unlowered("acquire (semaphore, count) { ... }");
+        }
+        if (w == "fork" && is_punct("{", 1)) {
+            unlowered("fork { ... } { ... }");
+        }
+        if (w == "realize" && lex.peek(1).kind == Token::Ident && is_punct("(", 2)) {
+            unlowered("realize");
+        }
+        if (w == "prefetch" && lex.peek(1).kind == Token::Ident && is_punct(",", 2)) {
+            unlowered("prefetch " + lex.peek(1).text + ", ...");
+        }
     }
 
     // predicate(PRED) followed by a store

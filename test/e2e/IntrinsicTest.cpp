@@ -1,0 +1,580 @@
+// Halide 14's intrinsics compiled for the host and run, against scalar C++ references written
+// from Halide's definitions (exact integer arithmetic in 128 bits, never the generated code's
+// formulas). Each intrinsic runs on every pair of edge values of each integer type (all pairs
+// for 8-bit types), once as scalars and once as 8-lane vectors, so both code paths are checked.
+// Atomic updates run under a parallel loop, where a non-atomic update loses counts.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+#include "E2EUtil.h"
+
+namespace tally_e2e {
+namespace {
+
+using i128 = __int128;
+
+struct IntType {
+    bool is_signed;
+    int bits;
+    std::string name() const { return (is_signed ? "int" : "uint") + std::to_string(bits); }
+    i128 min() const { return is_signed ? -(i128(1) << (bits - 1)) : 0; }
+    i128 max() const { return is_signed ? (i128(1) << (bits - 1)) - 1 : (i128(1) << bits) - 1; }
+    /** v reduced modulo 2^bits into this type's range (two's complement wrap). */
+    i128 wrap(i128 v) const {
+        i128 m = i128(1) << bits;
+        i128 r = ((v % m) + m) % m;
+        return is_signed && r > max() ? r - m : r;
+    }
+    i128 clamp(i128 v) const { return v < min() ? min() : v > max() ? max() : v; }
+    IntType widen() const { return {is_signed, bits * 2}; }
+    IntType as_unsigned() const { return {false, bits}; }
+};
+
+i128 floor_div(i128 a, i128 b) {
+    i128 q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+i128 pow2(int k) {
+    return i128(1) << k;
+}
+
+/** Raw element storage for any integer type, one int64 per element on the test side. */
+struct Column {
+    IntType t;
+    std::vector<int64_t> values;
+};
+
+/** Writes `v` (of type t) as t's bytes at element i of `bytes`. */
+void put(std::vector<uint8_t> &bytes, const IntType &t, size_t i, int64_t v) {
+    uint64_t u = uint64_t(v);
+    for (int k = 0; k < t.bits / 8; k++) {
+        bytes[i * (t.bits / 8) + k] = uint8_t(u >> (8 * k));
+    }
+}
+int64_t get(const std::vector<uint8_t> &bytes, const IntType &t, size_t i) {
+    uint64_t u = 0;
+    for (int k = 0; k < t.bits / 8; k++) {
+        u |= uint64_t(bytes[i * (t.bits / 8) + k]) << (8 * k);
+    }
+    if (t.is_signed && t.bits < 64 && (u >> (t.bits - 1)) & 1) {
+        u |= ~uint64_t(0) << t.bits;
+    }
+    return int64_t(u);
+}
+
+/** A 1-D buffer of one integer type over raw bytes. */
+struct Buf {
+    IntType t;
+    std::vector<uint8_t> bytes;
+    halide_dimension_t dim{};
+    halide_buffer_t buf{};
+    Buf(IntType t, size_t n) : t(t), bytes(n * (t.bits / 8)) {
+        dim.extent = int32_t(n);
+        dim.stride = 1;
+        buf.host = bytes.data();
+        buf.type.code = t.is_signed ? halide_type_int : halide_type_uint;
+        buf.type.bits = uint8_t(t.bits);
+        buf.type.lanes = 1;
+        buf.dimensions = 1;
+        buf.dim = &dim;
+    }
+};
+
+/** Interesting values of a type: its ends, around zero, around the middle, alternating bits,
+ * or every value for 8-bit types. */
+std::vector<int64_t> edge_values(const IntType &t) {
+    std::vector<int64_t> v;
+    if (t.bits == 8) {
+        for (i128 x = t.min(); x <= t.max(); x++) {
+            v.push_back(int64_t(x));
+        }
+        return v;
+    }
+    for (i128 x : {t.min(),
+                   t.min() + 1,
+                   t.min() + 2,
+                   i128(-2),
+                   i128(-1),
+                   i128(0),
+                   i128(1),
+                   i128(2),
+                   i128(3),
+                   i128(7),
+                   i128(127),
+                   i128(128),
+                   i128(255),
+                   i128(256),
+                   t.max() / 2,
+                   t.max() / 2 + 1,
+                   t.max() - 1,
+                   t.max(),
+                   i128(0x5555555555555555ll),
+                   i128(-0x2aaaaaaaaaaaaaabll)}) {
+        v.push_back(int64_t(t.wrap(x)));
+    }
+    Rng rng(uint64_t(t.bits) * 31 + t.is_signed);
+    for (int i = 0; i < 12; i++) {
+        v.push_back(int64_t(t.wrap((i128(rng.next()) << 32) | rng.next())));
+    }
+    return v;
+}
+
+/** One intrinsic: its IR call for operand expressions, the types, and the reference. */
+struct Case {
+    std::string name;
+    IntType a, b, out;
+    /** Values the second operand takes (default: edge values of b). */
+    std::vector<int64_t> b_values;
+    /** The third argument, a constant, or empty. */
+    std::string third;
+    std::function<i128(i128, i128)> ref;
+    /** Lanes whose inputs the intrinsic does not define are skipped. */
+    std::function<bool(i128, i128)> defined = [](i128, i128) { return true; };
+};
+
+/** Builds the pipeline `out_s[i] = f(a[i], b[i])` (scalar) and the same 8 lanes at a time into
+ * out_v, JIT-compiles it, runs it on every pair of values and compares with the reference. */
+void check(const Case &c) {
+    SCOPED_TRACE(c.name + "(" + c.a.name() + ", " + c.b.name() + ") -> " + c.out.name());
+    std::vector<int64_t> av = edge_values(c.a);
+    std::vector<int64_t> bv = c.b_values.empty() ? edge_values(c.b) : c.b_values;
+    size_t n = av.size() * bv.size();
+    n = (n + 7) / 8 * 8;
+    Buf a(c.a, n), b(c.b, n), out_s(c.out, n), out_v(c.out, n);
+    for (size_t i = 0; i < n; i++) {
+        put(a.bytes, c.a, i, av[(i / bv.size()) % av.size()]);
+        put(b.bytes, c.b, i, bv[i % bv.size()]);
+    }
+    auto call = [&](const std::string &x, const std::string &y, const std::string &type) {
+        bool vec = type.find('x') != std::string::npos;
+        std::string third = c.third.empty() ? "" : vec ? ", x8(" + c.third + ")" : ", " + c.third;
+        return "(" + type + ")" + c.name + "(" + x + ", " + y + third + ")";
+    };
+    std::string vt = c.out.name() + "x8";
+    std::ostringstream ir;
+    ir << "module name=intrin, target=host\n"
+       << "external func intrin (a: buffer<" << c.a.name() << ", 1>, b: buffer<" << c.b.name()
+       << ", 1>, out_s: buffer<" << c.out.name() << ", 1>, out_v: buffer<" << c.out.name()
+       << ", 1>, n: int32) {\n"
+       << " for (i, 0, n) {\n"
+       << "  out_s[i] = " << call("a[i]", "b[i]", c.out.name()) << "\n"
+       << " }\n"
+       << " for (j, 0, n / 8) {\n"
+       << "  out_v[ramp(j * 8, 1, 8)] = "
+       << call("a[ramp(j * 8, 1, 8)]", "b[ramp(j * 8, 1, 8)]", vt) << "\n"
+       << " }\n"
+       << "}\n";
+    std::unique_ptr<tally::JITModule> jit;
+    try {
+        jit = compile_module(tally::parse_module(ir.str()), "host");
+    } catch (const std::exception &e) {
+        FAIL() << e.what() << "\n" << ir.str();
+    }
+    int32_t count = int32_t(n);
+    void *args[] = {&a.buf, &b.buf, &out_s.buf, &out_v.buf, &count};
+    ASSERT_EQ(jit->run(args), 0);
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 5; i++) {
+        i128 x = get(a.bytes, c.a, i), y = get(b.bytes, c.b, i);
+        if (!c.defined(x, y)) {
+            continue;
+        }
+        int64_t want = int64_t(c.out.wrap(c.ref(x, y)));
+        int64_t gs = get(out_s.bytes, c.out, i), gv = get(out_v.bytes, c.out, i);
+        if (gs != want || gv != want) {
+            ADD_FAILURE() << c.name << "(" << int64_t(x) << ", " << int64_t(y) << "): want " << want
+                          << ", scalar gave " << gs << ", vector gave " << gv;
+            bad++;
+        }
+    }
+}
+
+std::vector<IntType> int_types() {
+    return {{false, 8}, {true, 8}, {false, 16}, {true, 16}, {false, 32}, {true, 32}};
+}
+
+std::vector<int64_t> range(int64_t lo, int64_t hi) {
+    std::vector<int64_t> v;
+    for (int64_t i = lo; i <= hi; i++) {
+        v.push_back(i);
+    }
+    return v;
+}
+
+TEST(Intrinsics, WideningArithmeticIsExact) {
+    for (IntType t : int_types()) {
+        check({"widening_add", t, t, t.widen(), {}, "", [](i128 a, i128 b) { return a + b; }});
+        check({"widening_sub", t, t, IntType{true, t.bits * 2}, {}, "", [](i128 a, i128 b) {
+                   return a - b;
+               }});
+        check({"widening_mul", t, t, t.widen(), {}, "", [](i128 a, i128 b) { return a * b; }});
+        IntType u = t.as_unsigned();
+        check({"widening_shift_left", t, u, t.widen(), range(0, t.bits), "",
+               [](i128 a, i128 b) { return a * pow2(int(b)); }});
+        check({"widening_shift_right", t, u, t.widen(), range(0, t.bits - 1), "",
+               [](i128 a, i128 b) { return floor_div(a, pow2(int(b))); }});
+    }
+}
+
+TEST(Intrinsics, HalvingArithmeticRoundsDownWithoutOverflow) {
+    for (IntType t : int_types()) {
+        check({"halving_add", t, t, t, {}, "", [](i128 a, i128 b) { return floor_div(a + b, 2); }});
+        check({"halving_sub", t, t, t, {}, "", [](i128 a, i128 b) { return floor_div(a - b, 2); }});
+        check({"rounding_halving_add", t, t, t, {}, "", [](i128 a, i128 b) {
+                   return floor_div(a + b + 1, 2);
+               }});
+        check({"rounding_halving_sub", t, t, t, {}, "", [](i128 a, i128 b) {
+                   return floor_div(a - b + 1, 2);
+               }});
+        Case avg{"sorted_avg", t, t, t, {}, "", [](i128 a, i128 b) { return floor_div(a + b, 2); }};
+        // Halide's sorted_avg is a + ((b - a) >> 1): defined where b - a does not overflow.
+        avg.defined = [t](i128 a, i128 b) { return a <= b && b - a <= t.max(); };
+        check(avg);
+    }
+}
+
+TEST(Intrinsics, SaturatingArithmeticClamps) {
+    for (IntType t : int_types()) {
+        check({"saturating_add", t, t, t, {}, "", [t](i128 a, i128 b) { return t.clamp(a + b); }});
+        check({"saturating_sub", t, t, t, {}, "", [t](i128 a, i128 b) { return t.clamp(a - b); }});
+    }
+}
+
+TEST(Intrinsics, ShiftsByNegativeAmountsGoTheOtherWay) {
+    for (IntType t : int_types()) {
+        IntType s{true, t.bits};
+        auto shl = [](i128 a, i128 b) {
+            return b >= 0 ? a * pow2(int(b)) : floor_div(a, pow2(int(-b)));
+        };
+        check({"shift_left", t, s, t, range(-(t.bits - 1), t.bits - 1), "", shl});
+        check({"shift_right", t, s, t, range(-(t.bits - 1), t.bits - 1), "",
+               [shl](i128 a, i128 b) { return shl(a, -b); }});
+        check({"shift_right", t, t.as_unsigned(), t, range(0, t.bits - 1), "",
+               [](i128 a, i128 b) { return floor_div(a, pow2(int(b))); }});
+    }
+}
+
+TEST(Intrinsics, RoundingShiftsRoundHalfUp) {
+    for (IntType t : int_types()) {
+        IntType s{true, t.bits};
+        auto rshr = [](i128 a, i128 b) {
+            return b > 0 ? floor_div(a + pow2(int(b) - 1), pow2(int(b))) : a * pow2(int(-b));
+        };
+        check({"rounding_shift_right", t, s, t, range(-(t.bits - 1), t.bits - 1), "", rshr});
+        check({"rounding_shift_right", t, t.as_unsigned(), t, range(0, t.bits - 1), "", rshr});
+        check({"rounding_shift_left", t, s, t, range(-(t.bits - 1), t.bits - 1), "",
+               [rshr](i128 a, i128 b) { return rshr(a, -b); }});
+    }
+}
+
+TEST(Intrinsics, MulShiftRightSaturatesTheShiftedProduct) {
+    for (IntType t : int_types()) {
+        for (int q : {0, 1, t.bits - 1, t.bits, t.bits + 3}) {
+            std::string qs = "(" + t.as_unsigned().name() + ")" + std::to_string(q);
+            check({"mul_shift_right", t, t, t, {}, qs, [t, q](i128 a, i128 b) {
+                       return t.clamp(floor_div(a * b, pow2(q)));
+                   }});
+            check({"rounding_mul_shift_right", t, t, t, {}, qs, [t, q](i128 a, i128 b) {
+                       i128 p = a * b;
+                       return t.clamp(q > 0 ? floor_div(p + pow2(q - 1), pow2(q)) : p);
+                   }});
+        }
+    }
+}
+
+/** Halide's integer lerp: zero + (one - zero) * w / (2^n - 1), rounded to nearest (never a
+ * tie), computed on values biased to unsigned for signed types; weights of another width are
+ * rescaled as w * (2^n - 1) / (2^m - 1) (exact for the widths Halide uses). */
+i128 lerp_reference(const IntType &t, i128 zero, i128 one, i128 w, int weight_bits) {
+    i128 m = pow2(t.bits) - 1;
+    i128 wm = pow2(weight_bits) - 1;
+    i128 tw = weight_bits <= t.bits ? w * (m / wm) : w / (wm / m);
+    i128 bias = t.is_signed ? pow2(t.bits - 1) : 0;
+    i128 z = zero + bias, o = one + bias;
+    i128 r = (z * (m - tw) + o * tw + m / 2) / m;
+    return r - bias;
+}
+
+TEST(Intrinsics, LerpMatchesHalidesIntegerLerpBitForBit) {
+    for (IntType t : {IntType{false, 8}, IntType{true, 8}, IntType{false, 16}, IntType{true, 16},
+                      IntType{false, 32}, IntType{true, 32}}) {
+        for (int wbits : {8, 16, 32}) {
+            for (int64_t w : {int64_t(0), int64_t(1), int64_t(77), int64_t(128), int64_t(255),
+                              int64_t(257), int64_t(65535), int64_t(0x7fffffff)}) {
+                if (w >= (int64_t(1) << wbits)) {
+                    continue;
+                }
+                std::string ws = "(uint" + std::to_string(wbits) + ")" + std::to_string(w);
+                if (wbits != 8 || t.bits != 8) {
+                    // The two ends only, against the wider weights.
+                    check({"lerp",
+                           t,
+                           t,
+                           t,
+                           {int64_t(t.min()), int64_t(t.max()), 0, 1, -1},
+                           ws,
+                           [t, w, wbits](i128 a, i128 b) {
+                               return lerp_reference(t, a, b, w, wbits);
+                           }});
+                } else {
+                    check({"lerp", t, t, t, {}, ws, [t, w, wbits](i128 a, i128 b) {
+                               return lerp_reference(t, a, b, w, wbits);
+                           }});
+                }
+            }
+        }
+    }
+}
+
+/** Runs a float pipeline of one output `out[i] = EXPR` over inputs a, b. */
+std::vector<float> run_float(const std::string &expr, const std::vector<float> &av,
+                             const std::vector<float> &bv) {
+    std::ostringstream ir;
+    ir << "module name=f, target=host\n"
+       << "external func f (a: buffer<float32, 1>, b: buffer<float32, 1>, "
+       << "out: buffer<float32, 1>, n: int32) {\n"
+       << " for (i, 0, n) {\n  out[i] = " << expr << "\n }\n}\n";
+    auto jit = compile_module(tally::parse_module(ir.str()), "host");
+    Image<float> a({int(av.size())}), b({int(bv.size())}), out({int(av.size())});
+    a.data = av;
+    b.data = bv;
+    int32_t n = int32_t(av.size());
+    void *args[] = {a.raw(), b.raw(), out.raw(), &n};
+    EXPECT_EQ(jit->run(args), 0);
+    return out.data;
+}
+
+TEST(Intrinsics, FloatLerpIsZeroTimesOneMinusWPlusOneTimesW) {
+    std::vector<float> a = {0.f, 1.f, -3.5f, 100.f, 1e-3f}, b = {1.f, 0.f, 2.f, -100.f, 7.f};
+    for (float w : {0.f, 0.25f, 0.5f, 1.f}) {
+        std::ostringstream e;
+        e << std::fixed << "(float32)lerp(a[i], b[i], " << w << "f)";
+        std::vector<float> got = run_float(e.str(), a, b);
+        for (size_t i = 0; i < a.size(); i++) {
+            EXPECT_EQ(got[i], a[i] * (1.f - w) + b[i] * w) << "w " << w << " lane " << i;
+        }
+    }
+    // A uint8 weight of a float lerp is w / 255.
+    std::vector<float> got = run_float("(float32)lerp(a[i], b[i], (uint8)51)", a, b);
+    for (size_t i = 0; i < a.size(); i++) {
+        float w = 51.f / 255.f;
+        EXPECT_FLOAT_EQ(got[i], a[i] * (1.f - w) + b[i] * w) << "lane " << i;
+    }
+}
+
+TEST(Intrinsics, FloatLerpWeightScalesIntegerRange) {
+    // A float weight of a uint8 lerp is scaled to 0..255 and truncated, as Halide does.
+    for (float w : {0.f, 0.3f, 0.5f, 1.f}) {
+        IntType u8{false, 8};
+        std::ostringstream ws;
+        ws << std::fixed << w << "f";
+        int64_t tw = int64_t(255.f * w);
+        check({"lerp", u8, u8, u8, {}, ws.str(), [u8, tw](i128 a, i128 b) {
+                   return lerp_reference(u8, a, b, tw, 8);
+               }});
+    }
+}
+
+TEST(Intrinsics, MuxPicksByIndexAndDefaultsToTheLast) {
+    IntType i32{true, 32};
+    // mux(b, a, a + 1, a + 2): index b picks; out of range picks the last.
+    auto ref = [](i128 a, i128 b) { return b == 0 ? a : b == 1 ? a + 1 : a + 2; };
+    std::vector<int64_t> av = {5, -7, 1000};
+    std::vector<int64_t> idx = range(-2, 5);
+    size_t n = 64;
+    Buf a(i32, n), b(i32, n), out(i32, n), out2(i32, n);
+    for (size_t i = 0; i < n; i++) {
+        put(a.bytes, i32, i, av[i % av.size()]);
+        put(b.bytes, i32, i, idx[i % idx.size()]);
+    }
+    std::string ir = "module name=m, target=host\n"
+                     "external func m (a: buffer<int32, 1>, b: buffer<int32, 1>, "
+                     "out_s: buffer<int32, 1>, out_v: buffer<int32, 1>) {\n"
+                     " for (i, 0, 64) {\n"
+                     "  out_s[i] = mux(b[i], a[i], a[i] + 1, a[i] + 2)\n"
+                     " }\n"
+                     " for (j, 0, 8) {\n"
+                     "  out_v[ramp(j * 8, 1, 8)] = (int32x8)mux(b[ramp(j * 8, 1, 8)], "
+                     "a[ramp(j * 8, 1, 8)], a[ramp(j * 8, 1, 8)] + x8(1), "
+                     "a[ramp(j * 8, 1, 8)] + x8(2))\n"
+                     " }\n"
+                     "}\n";
+    auto jit = compile_module(tally::parse_module(ir), "host");
+    void *args[] = {&a.buf, &b.buf, &out.buf, &out2.buf};
+    ASSERT_EQ(jit->run(args), 0);
+    for (size_t i = 0; i < n; i++) {
+        int64_t want = int64_t(ref(get(a.bytes, i32, i), get(b.bytes, i32, i)));
+        EXPECT_EQ(get(out.bytes, i32, i), want) << i;
+        EXPECT_EQ(get(out2.bytes, i32, i), want) << i;
+    }
+}
+
+TEST(Intrinsics, IfThenElseComputesOnlyTheChosenValue) {
+    // The false branch would read far outside the buffer: it must never run.
+    std::string ir = "module name=ite, target=host\n"
+                     "external func ite (a: buffer<int32, 1>, out: buffer<int32, 1>) {\n"
+                     " for (i, 0, 16) {\n"
+                     "  out[i] = if_then_else(i < 16, a[i] * 2, a[i + 1000000000])\n"
+                     " }\n"
+                     "}\n";
+    auto jit = compile_module(tally::parse_module(ir), "host");
+    Image<int32_t> a({16}), out({16});
+    for (int i = 0; i < 16; i++) {
+        a[i] = i * 3 - 7;
+    }
+    void *args[] = {a.raw(), out.raw()};
+    ASSERT_EQ(jit->run(args), 0);
+    for (int i = 0; i < 16; i++) {
+        EXPECT_EQ(out[i], a[i] * 2);
+    }
+}
+
+TEST(Intrinsics, RequireFailsThePipelineWithItsErrorCode) {
+    std::string ir = "module name=req, target=host\n"
+                     "external func req (out: buffer<int32, 1>, k: int32) {\n"
+                     " out[0] = require(k < 10, k + 1, -17)\n"
+                     "}\n";
+    auto jit = compile_module(tally::parse_module(ir), "host");
+    Image<int32_t> out({1});
+    int32_t k = 3;
+    void *args[] = {out.raw(), &k};
+    ASSERT_EQ(jit->run(args), 0);
+    EXPECT_EQ(out[0], 4);
+    k = 12;
+    EXPECT_EQ(jit->run(args), -17);
+}
+
+TEST(Intrinsics, GetUserContextAndPrefetchCompile) {
+    // prefetch has no visible effect; get_user_context is the pipeline's (null here).
+    std::string ir = "module name=uc, target=host\n"
+                     "external func uc (a: buffer<int32, 1>, out: buffer<int32, 1>) {\n"
+                     " allocate t[int32 * 12]\n"
+                     " for (i, 0, 12) {\n"
+                     "  t[i] = a[i]\n"
+                     " }\n"
+                     " for (i, 0, 8) {\n"
+                     "  (uint8)prefetch(t, (i*4) + 4, 1, 64)\n"
+                     "  out[i] = t[i] + select((uint64)reinterpret((void *)get_user_context()) "
+                     "== (uint64)0, 1, 2)\n"
+                     " }\n"
+                     " free t\n"
+                     "}\n";
+    auto jit = compile_module(tally::parse_module(ir), "host");
+    Image<int32_t> a({12}), out({8});
+    for (int i = 0; i < 12; i++) {
+        a[i] = 10 * i;
+    }
+    void *args[] = {a.raw(), out.raw()};
+    ASSERT_EQ(jit->run(args), 0);
+    for (int i = 0; i < 8; i++) {
+        EXPECT_EQ(out[i], 10 * i + 1);
+    }
+    std::string llvm_ir = tally::compile_to_llvm_ir(
+        tally::lower(tally::parse_module(ir), tally::Target::parse("host")));
+    EXPECT_NE(llvm_ir.find("llvm.prefetch"), std::string::npos);
+}
+
+/** A histogram updated from a parallel loop: 16 long tasks update h[v % 4], so threads running
+ * at once keep hitting the same elements; only atomic updates keep every count. */
+void check_atomic_histogram(const std::string &type, const std::string &update,
+                            const std::function<double(double, int)> &ref, double init,
+                            const std::string &instruction) {
+    SCOPED_TRACE(type + ": " + update);
+    std::string ir = "module name=hist, target=host\n"
+                     "external func hist (in: buffer<int32, 1>, h: buffer<" +
+                     type +
+                     ", 1>) {\n"
+                     " parallel (y, 0, 16) {\n"
+                     "  for (x, 0, 65536) {\n"
+                     "   let v = in[(y * 65536) + x]\n"
+                     "   atomic {\n"
+                     "    let k = v % 4\n"
+                     "    h[k] = " +
+                     update +
+                     "\n"
+                     "   }\n"
+                     "  }\n"
+                     " }\n"
+                     "}\n";
+    tally::Module lowered = tally::lower(tally::parse_module(ir), tally::Target::parse("host"));
+    // On a busy machine threads may rarely overlap: the instruction is checked as well.
+    std::string llvm_ir = tally::compile_to_llvm_ir(lowered);
+    EXPECT_NE(llvm_ir.find(instruction), std::string::npos) << "no '" << instruction << "'";
+    auto jit = tally::compile_jit(lowered);
+    Image<int32_t> in({16 * 65536});
+    Rng rng(99);
+    for (size_t i = 0; i < in.size(); i++) {
+        in[i] = int32_t(rng.below(1000));
+    }
+    std::vector<double> want(4, init);
+    for (size_t i = 0; i < in.size(); i++) {
+        want[in[i] % 4] = ref(want[in[i] % 4], in[i]);
+    }
+    auto run_with = [&](auto *h_data, halide_buffer_t *h_buf) {
+        for (int k = 0; k < 4; k++) {
+            h_data[k] = decltype(h_data[0] + 0)(init);
+        }
+        void *args[] = {in.raw(), h_buf};
+        ASSERT_EQ(jit->run(args), 0);
+        for (int k = 0; k < 4; k++) {
+            EXPECT_EQ(double(h_data[k]), want[k]) << "bin " << k;
+        }
+    };
+    if (type == "int32") {
+        Image<int32_t> h({4});
+        run_with(h.ptr(), h.raw());
+    } else if (type == "float32") {
+        Image<float> h({4});
+        run_with(h.ptr(), h.raw());
+    } else {
+        Image<uint16_t> h({4});
+        run_with(h.ptr(), h.raw());
+    }
+}
+
+TEST(Atomic, ParallelUpdatesLoseNothing) {
+    auto add = [](double a, int) { return a + 1; };
+    check_atomic_histogram("int32", "h[k] + 1", add, 0, "atomicrmw add");
+    check_atomic_histogram("int32", "1 + h[k]", add, 0, "atomicrmw add");
+    check_atomic_histogram("float32", "h[k] + 1.000000f", add, 0, "atomicrmw fadd");
+    check_atomic_histogram(
+        "int32", "h[k] - v", [](double a, int v) { return a - v; }, 0, "atomicrmw sub");
+    check_atomic_histogram(
+        "int32", "max(h[k], v)", [](double a, int v) { return std::max(a, double(v)); }, 0,
+        "atomicrmw max");
+    check_atomic_histogram(
+        "int32", "bitwise_xor(h[k], v)", [](double a, int v) { return double(int32_t(a) ^ v); }, 0,
+        "atomicrmw xor");
+    // No atomic instruction: a compare-and-swap loop (a multiply, and a 16-bit add of a
+    // product that wraps).
+    check_atomic_histogram(
+        "int32", "(h[k] * 3) + 1",
+        [](double a, int) { return double(int32_t(uint32_t(int64_t(a)) * 3u + 1u)); }, 0,
+        "cmpxchg");
+    check_atomic_histogram(
+        "uint16", "h[k] + (uint16)1", [](double a, int) { return double(uint16_t(a + 1)); }, 0,
+        "atomicrmw add");
+}
+
+TEST(Atomic, AnUpdateThatIsNotOneStoreIsAnError) {
+    std::string ir = "module name=bad, target=host\n"
+                     "external func bad (h: buffer<int32, 1>) {\n"
+                     " atomic {\n"
+                     "  h[0] = h[1] + 1\n"
+                     " }\n"
+                     "}\n";
+    try {
+        compile_module(tally::parse_module(ir), "host");
+        FAIL() << "compiled";
+    } catch (const tally::CompileError &e) {
+        EXPECT_NE(std::string(e.what()).find("reads h at another index"), std::string::npos)
+            << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace tally_e2e
