@@ -19,14 +19,18 @@
 //  - each kernel launch gets exactly one buffer-free `halide_device_sync_global` with its own
 //    assert, placed after the launch's assert so that a failed launch reports as a launch;
 //  - heap allocations and device allocations are reported to the profiler per Func;
-//  - parallel loop bodies (and Halide's outlined closures) announce a worker context and set
-//    the slot on it.
+//  - parallel loop bodies (and Halide's outlined closures, async task functions included)
+//    announce a worker context and set the slot on it.
 //
 // Strategy: 1. find the pipeline functions and the closures they call; 2. collect the slot table
 // by walking each pipeline (and its closures, at their call sites) in order; 3. rewrite each
 // function with the Instrument mutator; 4. add the prologue. A function that already calls
 // tally_profiler_start or tally_profiler_thread_begin is left alone, so running twice changes
-// nothing.
+// nothing; so is one that Halide instrumented itself (it calls halide_profiler_pipeline_start,
+// or, in its closures, halide_profiler_incr_active_threads / _set_current_func): the runtime
+// serves Halide's profiler ABI, and a second set of probes would report every run twice.
+// Closures are the functions halide_do_par_for runs and the task functions of
+// halide_do_parallel_tasks (task_closures in RuntimeCalls.h).
 
 #include "tally/Passes.h"
 
@@ -194,8 +198,10 @@ private:
             copies.emplace_back(buffer_func(op->args[0]), to_device);
         }
         IRVisitor::visit(op);
-        std::string closure = par_for_closure(op);
-        if (!closure.empty() && !visiting.count(closure)) {
+        for (const std::string &closure : task_closures(op)) {
+            if (visiting.count(closure)) {
+                continue;
+            }
             if (const LoweredFunc *f = m.find_function(closure)) {
                 table->closure_slot.emplace(closure, current.back());
                 visiting.insert(closure);
@@ -516,8 +522,12 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &opt
     }
     // 1. Pipelines are the entry points: neither Internal nor run as a parallel closure.
     std::set<std::string> closures = par_for_closures(m);
-    const std::set<std::string> markers = {runtime::tally_profiler_start,
-                                           runtime::tally_profiler_thread_begin};
+    // Functions Halide instrumented itself (-profile) are left as they are: the runtime serves
+    // Halide's profiler ABI, so they report once, through Halide's probes.
+    const std::set<std::string> markers = {
+        runtime::tally_profiler_start, runtime::tally_profiler_thread_begin,
+        runtime::halide_profiler_pipeline_start, runtime::halide_profiler_incr_active_threads,
+        runtime::halide_profiler_set_current_func};
 
     Module out = m;
     std::map<std::string, const SlotTable *> closure_tables;

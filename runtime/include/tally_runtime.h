@@ -285,8 +285,40 @@ int32_t halide_error_buffer_is_null(void *user_context, const char *routine);
  * halide_error and returns NULL. size 0 returns a unique non-NULL pointer. */
 void *halide_malloc(void *user_context, size_t size);
 
-/** Frees memory from halide_malloc; NULL is a no-op. */
+/** Frees memory from halide_malloc; NULL is a no-op. Large blocks (at least
+ * TALLY_MALLOC_CACHE_MIN_BYTES) go to a bounded cache of freed blocks that later halide_malloc
+ * calls of the same size class reuse, so a pipeline run again finds its big buffers already
+ * paged in; the cache is emptied at process exit and by tally_malloc_cache_release. */
 void halide_free(void *user_context, void *ptr);
+
+/** Smallest allocation the free-block cache keeps (smaller ones go back to malloc at once). */
+#define TALLY_MALLOC_CACHE_MIN_BYTES (1u << 20)
+
+/** Numbers of the free-block cache since the process started (or the last release). */
+typedef struct tally_malloc_cache_stats {
+    /** Bytes and blocks held by the cache now (freed, not yet reused or released). */
+    uint64_t cached_bytes;
+    uint64_t cached_blocks;
+    /** halide_malloc calls served from the cache, and calls of cacheable size that were not. */
+    uint64_t hits;
+    uint64_t misses;
+    /** Frees the cache declined (over its bound) and handed back to the system at once. */
+    uint64_t overflows;
+    /** The bound on cached_bytes. */
+    uint64_t limit_bytes;
+} tally_malloc_cache_stats;
+
+/** Fills *out with the cache's numbers (thread-safe). */
+void tally_malloc_cache_get_stats(tally_malloc_cache_stats *out);
+
+/** Sets the bound on the bytes the cache may hold (0 turns the cache off) and releases what is
+ * over it. The default is TALLY_MALLOC_CACHE_BYTES from the environment (bytes), else 1 GiB or a
+ * quarter of physical memory, whichever is less. Returns the previous bound. */
+uint64_t tally_malloc_cache_set_limit(uint64_t bytes);
+
+/** Hands every cached block back to the system and zeroes the hit and miss counts. Also runs at
+ * process exit. */
+void tally_malloc_cache_release(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Thread pool
@@ -302,6 +334,57 @@ typedef int32_t (*halide_task_t)(void *user_context, int32_t task_number, uint8_
  * starts lazily with TALLY_NUM_THREADS (env) or one thread per online core, counting the caller. */
 int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int32_t extent,
                           uint8_t *closure);
+
+/** An opaque counting semaphore of Halide's async tasks (16 bytes, as in Halide 14). */
+typedef struct halide_semaphore_t {
+    uint64_t _private[2];
+} halide_semaphore_t;
+
+/** A semaphore and how many units a task must take from it before each call. */
+typedef struct halide_semaphore_acquire_t {
+    struct halide_semaphore_t *semaphore;
+    int32_t count;
+} halide_semaphore_acquire_t;
+
+/** Sets the semaphore's count to n. Returns n. */
+int32_t halide_semaphore_init(struct halide_semaphore_t *sem, int32_t n);
+/** Adds n to the count and wakes tasks waiting for it. Returns the new count. */
+int32_t halide_semaphore_release(struct halide_semaphore_t *sem, int32_t n);
+/** Takes n from the count if it holds at least n (then true); otherwise changes nothing. */
+bool halide_semaphore_try_acquire(struct halide_semaphore_t *sem, int32_t n);
+
+/** The body of a task of halide_do_parallel_tasks: runs iterations [min, min + extent);
+ * `task_parent` is passed on to halide_do_parallel_tasks calls the body makes. */
+typedef int32_t (*halide_loop_task_t)(void *user_context, int32_t min, int32_t extent,
+                                      uint8_t *closure, void *task_parent);
+
+/** One task of halide_do_parallel_tasks, laid out as Halide 14's halide_parallel_task_t. */
+typedef struct halide_parallel_task_t {
+    halide_loop_task_t fn;
+    uint8_t *closure;
+    /** For messages only. */
+    const char *name;
+    /** Taken before every call of fn (each iteration when the task is sliced). */
+    struct halide_semaphore_acquire_t *semaphores;
+    int32_t num_semaphores;
+    int32_t min, extent;
+    /** Threads the task needs to finish: > 0 means its body may block (it runs nested tasks
+     * that wait on each other), so it gets a thread of its own. */
+    int32_t min_threads;
+    /** Iterations run in order, one at a time. */
+    bool serial;
+} halide_parallel_task_t;
+
+/** Runs the tasks concurrently and returns when all have finished: 0, or the first nonzero
+ * result of a task (iterations not started by then are skipped, and tasks waiting on semaphores
+ * give up). Each call of a task's fn first takes all of its semaphores. Tasks whose min_threads
+ * is > 0 each run on a thread of their own (idle ones are reused, more are started when needed,
+ * beyond TALLY_NUM_THREADS), so tasks that wait on each other always progress, whatever the
+ * pool's size; the others run on the caller and idle pool workers. `task_parent` is NULL at top
+ * level, else the value the enclosing task's fn received. halide_do_par_for called from a task
+ * runs in parallel on the pool. */
+int32_t halide_do_parallel_tasks(void *user_context, int32_t num_tasks,
+                                 struct halide_parallel_task_t *tasks, void *task_parent);
 
 /** Sets the number of threads (caller included) parallel loops use; n <= 0 restores the default.
  * Running workers are stopped and restarted lazily. Returns the previous setting. Must not be
@@ -548,9 +631,59 @@ int32_t tally_profiler_report_to_buffer(char *buf, size_t size, int32_t json);
 /** Forgets every pipeline's totals. Runs in flight keep working and are dropped when they end. */
 void tally_profiler_reset(void);
 
-/** Stops the sampler thread and disarms the timer; both restart when a run next starts. Runs at
- * process exit before the report is printed. */
+/** Stops the sampler thread and disarms the timer; both restart when a run next starts. Also
+ * empties halide_malloc's cache of free blocks (tally_malloc_cache_release). Runs at process exit
+ * before the report is printed. */
 void tally_profiler_shutdown(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Halide 14's profiler ABI (IR that Halide instrumented itself, with its -profile feature)
+ *
+ * Served by the profiler above: halide_profiler_pipeline_start starts a Tally run whose slots
+ * are Halide's func ids (id 0 is Halide's "overhead", as Tally's slot 0), so the run reports in
+ * the usual sections. Halide's code passes the opaque global state to the per-thread calls; the
+ * runtime finds the run through the calling thread's current context, which the thread pool
+ * hands to every task. The IR omits user_context where these functions take it.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Opaque to generated code (Halide reads none of its fields). */
+struct halide_profiler_state;
+
+/** Starts a run of `pipeline_name` with one slot per func: func_names[i] is a `const char *`
+ * stored as 64 bits. Makes the run current on this thread and its threads idle (Halide then
+ * calls halide_profiler_incr_active_threads). Returns a token (>= 0) that
+ * halide_profiler_set_current_func takes, or a negative error code (reported). */
+int32_t halide_profiler_pipeline_start(void *user_context, const char *pipeline_name,
+                                       int32_t num_funcs, const uint64_t *func_names);
+/** The global state pointer Halide's code passes around (never NULL). */
+struct halide_profiler_state *halide_profiler_get_state(void);
+/** The run of `pipeline_name` this thread started last (what memory calls take), or NULL. */
+void *halide_profiler_get_pipeline_state(const char *pipeline_name);
+/** Ends the run this thread started last (registered by Halide as a destructor, so it runs on
+ * every exit; a no-op when the start failed). */
+void halide_profiler_pipeline_end(void *user_context, void *state);
+/** Makes func `func_id` the current slot of the calling thread's context in the run `token`
+ * names. A non-NULL sampling_token whose value is nonzero skips the switch (as in Halide). */
+int32_t halide_profiler_set_current_func(struct halide_profiler_state *state, int32_t token,
+                                         int32_t func_id, int32_t *sampling_token);
+int32_t halide_profiler_init_sampling_token(int32_t *sampling_token, int32_t value);
+/** Halide's sampling-token handshake: *local becomes the old *shared, *shared becomes 1. */
+int32_t halide_profiler_acquire_sampling_token(int32_t *shared, int32_t *local);
+/** Gives back a token this thread holds (*local == 0): *shared = 0, *local = 1. */
+int32_t halide_profiler_release_sampling_token(int32_t *shared, int32_t *local);
+/** The calling thread starts / stops working for the run it is in: on the thread that started
+ * the run they toggle the main context; on a pool thread the first increment opens a worker
+ * context (closed when its task returns). Returns 0. */
+int32_t halide_profiler_incr_active_threads(struct halide_profiler_state *state);
+int32_t halide_profiler_decr_active_threads(struct halide_profiler_state *state);
+/** Heap memory of func `func_id` in the run `pipeline_state` (from get_pipeline_state). */
+void halide_profiler_memory_allocate(void *user_context, void *pipeline_state, int32_t func_id,
+                                     uint64_t bytes);
+void halide_profiler_memory_free(void *user_context, void *pipeline_state, int32_t func_id,
+                                 uint64_t bytes);
+/** Per-func stack peaks, values[num_funcs] (0 = no stack use). Tally's report has no stack
+ * column: they are checked and accepted, not reported. */
+void halide_profiler_stack_peak_update(void *user_context, void *pipeline_state, uint64_t *values);
 
 /** Memory numbers of one slot or pipeline, for one kind. */
 typedef struct tally_memory_stats {
@@ -651,6 +784,11 @@ TALLY_STATIC_ASSERT(sizeof(halide_buffer_t) == 24 + 4 * sizeof(void *),
 TALLY_STATIC_ASSERT(sizeof(halide_device_interface_t) == 13 * sizeof(void *),
                     "halide_device_interface_t is 13 pointers");
 TALLY_STATIC_ASSERT(sizeof(tally_memory_stats) == 32, "tally_memory_stats must be 32 bytes");
+TALLY_STATIC_ASSERT(sizeof(halide_semaphore_t) == 16, "halide_semaphore_t is 16 bytes in Halide");
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_semaphore_acquire_t) == 16,
+                    "halide_semaphore_acquire_t layout must match Halide's");
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_parallel_task_t) == 56,
+                    "halide_parallel_task_t layout must match Halide's");
 TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_buffer_t) == 56,
                     "halide_buffer_t must be 56 bytes on 64-bit targets");
 TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_slot_stats) == 128,

@@ -6,8 +6,15 @@
 #include "internal.h"
 
 _Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
+_Thread_local int32_t tally_task_nesting __attribute__((visibility("hidden")));
 
 void *tally_profiler_current_instance(void) {
     tally_context *ctx = tally_get_current_context();
     return ctx ? (void *)ctx->instance : NULL;
+}
+
+static _Thread_local char thread_tag;
+
+const void *tally_thread_tag(void) {
+    return &thread_tag;
 }

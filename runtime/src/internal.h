@@ -7,16 +7,19 @@
 //
 //   7  lifetime.c         process hooks: the one pthread_atfork (calls each subsystem's
 //                         fork_prepare/parent/child), the at-exit shutdown and report; defines
-//                         tally_profiler_start, halide_do_par_for and tally_profiler_shutdown
+//                         tally_profiler_start, halide_do_par_for, halide_do_parallel_tasks,
+//                         halide_profiler_pipeline_start and tally_profiler_shutdown
 //   6  device_cuda.c, device_vulkan.c, device_host.c
 //                         device back ends: raw device operations, kernel launches
 //   5  device_interface.c the halide_device_* / halide_copy_* entry points and their bookkeeping
 //      report.c           the profiler report, text and JSON
+//      halide_profiler.c  Halide 14's profiler ABI (halide_profiler_*) served by profiler.c
 //   4  profiler.c         pipeline registry, per-run instances, the calls generated code makes
-//      thread_pool.c      the workers and jobs behind halide_do_par_for
+//      thread_pool.c      the workers and jobs behind halide_do_par_for, the async tasks of
+//                         halide_do_parallel_tasks and their semaphores
 //   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
 //   2  sampling.c         the sampling rule (one tick billed to a run's slots)
-//      memory.c           halide_malloc / halide_free
+//      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages
 //      clock.c            the profiler's clock
@@ -66,7 +69,9 @@ typedef struct tally_context {
     _Atomic int32_t waiting;
     // Worker contexts: 1 while a task holds it and it should be sampled.
     _Atomic int32_t active;
-    // Worker contexts: 1 while a nested task on the same thread holds a newer context.
+    // > 0 while the context is not working and must not be sampled: a nested task on the same
+    // thread holds a newer context, or Halide's code said its thread went idle
+    // (halide_profiler_decr_active_threads). A count: both can hold at once.
     _Atomic int32_t suspended;
     // Worker contexts: ownership (claimed before the fields are set, released after `active`).
     _Atomic int32_t claimed;
@@ -78,6 +83,9 @@ typedef struct tally_context {
     struct tally_context *parent;
     // Overflow contexts (beyond the preallocated pool) form a push-only list.
     _Atomic(struct tally_context *) next_extra;
+    // The thread (tally_thread_tag) that opened the context through Halide's profiler ABI, whose
+    // pool task ends it (tally_profiler_end_owned_contexts); NULL for every other context.
+    const void *owner;
 } tally_context;
 
 // Per-slot sampled time of one run: written only by whoever holds the instance's sampling right
@@ -109,7 +117,9 @@ typedef struct tally_instance {
     struct tally_pipeline *pipeline;
     int32_t num_slots;
     int32_t flags;
-    int32_t live_index;  // index in the sampler's live table of its mode
+    int32_t live_index;     // index in the sampler's live table of its mode
+    int32_t token;          // Halide's profiler ABI: the run's token (-1 for Tally's own runs)
+    int32_t start_nesting;  // Halide's profiler ABI: tally_task_nesting where the run started
     _Atomic int32_t bad_call_reported;
     // Set when an error is reported while the run is a thread's current context (halide_error):
     // the run is exiting through its error path.
@@ -215,6 +225,13 @@ static inline void tally_set_current_context(tally_context *ctx) {
     tally_current_context = ctx;
 }
 
+// How many pool tasks (par_for iterations, async task units) the calling thread is inside; the
+// thread pool counts them, Halide's profiler ABI reads them.
+extern _Thread_local int32_t tally_task_nesting __attribute__((visibility("hidden")));
+
+// A value unique to the calling thread while it lives (the address of a thread-local).
+const void *tally_thread_tag(void);
+
 // ---- buffer.c -------------------------------------------------------------------------------
 
 // Bytes from the start of the buffer's element span (tally_buffer_begin) to the element
@@ -261,6 +278,12 @@ tally_pipeline *tally_registry_first_locked(void);
 void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_stats *out);
 void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_slot_stats *out);
 
+// Ends the worker contexts the calling thread opened through Halide's profiler ABI and left
+// current (innermost first), until the current context is `keep` or one it does not own. The
+// thread pool calls it after every task: Halide's code opens a context when a task starts
+// (halide_profiler_incr_active_threads) and never closes it.
+void tally_profiler_end_owned_contexts(tally_context *keep);
+
 // Device waits and counters, used by the device entry points. wait_begin marks the calling
 // thread's current context (if any) waiting and returns it; pass it to wait_end.
 tally_context *tally_profiler_wait_begin(void);
@@ -285,6 +308,21 @@ void tally_profiler_fork_child(void);
             prefix##_release, NULL, {NULL, NULL, NULL, NULL},                                      \
     }
 
+// ---- memory.c -------------------------------------------------------------------------------
+
+// Hands the cached free blocks back to the system (at exit).
+void tally_malloc_cache_shutdown(void);
+// Fork handlers: prepare takes the cache lock, parent and child release it.
+void tally_malloc_fork_prepare(void);
+void tally_malloc_fork_parent(void);
+void tally_malloc_fork_child(void);
+
+// ---- halide_profiler.c ----------------------------------------------------------------------
+
+// halide_profiler_pipeline_start without the process hooks (lifetime.c installs them first).
+int32_t tally_halide_profiler_start(void *user_context, const char *pipeline_name,
+                                    int32_t num_funcs, const uint64_t *func_names);
+
 // ---- report.c -------------------------------------------------------------------------------
 
 // The report at process exit (stderr, stdout or TALLY_PROFILE_OUTPUT's file; TALLY_PROFILE_JSON),
@@ -296,6 +334,9 @@ void tally_report_at_exit(void);
 // halide_do_par_for without the process hooks (lifetime.c installs them first).
 int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, int32_t extent,
                               uint8_t *closure);
+// halide_do_parallel_tasks without the process hooks.
+int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
+                                    halide_parallel_task_t *tasks, void *task_parent);
 
 // Fork handlers: prepare takes the resize and pool locks; the child forgets the workers.
 void tally_thread_pool_fork_prepare(void);

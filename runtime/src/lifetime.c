@@ -6,16 +6,19 @@
 // calls that must install them first are defined here too. Every call runs down from here; no
 // subsystem calls back up (runtime/src/internal.h has the layering).
 //
-// Installed by the first tally_profiler_start or halide_do_par_for, once:
+// Installed by the first tally_profiler_start, halide_profiler_pipeline_start,
+// halide_do_par_for or halide_do_parallel_tasks, once:
 //  - one pthread_atfork. Before a fork it takes every runtime lock, in one fixed order (thread
-//    pool resize and pool locks, registry lock, sampler lock), so the child never inherits a lock
-//    held by a thread that does not exist there; after the fork the parent releases them in the
-//    reverse order, and the child resets each subsystem's thread state (no workers, no sampler
-//    thread, no armed timer) before releasing them.
-//  - one atexit handler: it shuts the thread pool down (joining its workers), stops the sampler
-//    (thread and timer), then prints the report (report.c: only when a profiled run finished).
+//    pool resize and pool locks, registry lock, sampler lock, malloc cache lock), so the child
+//    never inherits a lock held by a thread that does not exist there; after the fork the parent
+//    releases them in the reverse order, and the child resets each subsystem's thread state (no
+//    workers, no sampler thread, no armed timer) before releasing them.
+//  - one atexit handler: it shuts the thread pool down (joining its workers and task threads),
+//    stops the sampler (thread and timer), prints the report (report.c: only when a profiled
+//    run finished), then hands the cached free blocks of halide_malloc back to the system.
 //
-// tally_profiler_shutdown stops the sampler; a later run starts it again.
+// tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
+// cache.
 
 #include "internal.h"
 
@@ -25,15 +28,18 @@ static void fork_prepare(void) {
     tally_thread_pool_fork_prepare();
     tally_profiler_fork_prepare();
     tally_sampler_fork_prepare();
+    tally_malloc_fork_prepare();
 }
 
 static void fork_parent(void) {
+    tally_malloc_fork_parent();
     tally_sampler_fork_parent();
     tally_profiler_fork_parent();
     tally_thread_pool_fork_parent();
 }
 
 static void fork_child(void) {
+    tally_malloc_fork_child();
     tally_sampler_fork_child();
     tally_profiler_fork_child();
     tally_thread_pool_fork_child();
@@ -43,6 +49,7 @@ static void at_exit(void) {
     tally_thread_pool_shutdown();
     tally_sampler_shutdown();
     tally_report_at_exit();
+    tally_malloc_cache_shutdown();
 }
 
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
@@ -70,6 +77,19 @@ int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int3
     return tally_thread_pool_run(user_context, f, min, extent, closure);
 }
 
+int32_t halide_do_parallel_tasks(void *user_context, int32_t num_tasks,
+                                 halide_parallel_task_t *tasks, void *task_parent) {
+    install_hooks();
+    return tally_thread_pool_run_tasks(user_context, num_tasks, tasks, task_parent);
+}
+
+int32_t halide_profiler_pipeline_start(void *user_context, const char *pipeline_name,
+                                       int32_t num_funcs, const uint64_t *func_names) {
+    install_hooks();
+    return tally_halide_profiler_start(user_context, pipeline_name, num_funcs, func_names);
+}
+
 void tally_profiler_shutdown(void) {
     tally_sampler_shutdown();
+    tally_malloc_cache_release();
 }

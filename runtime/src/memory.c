@@ -1,38 +1,239 @@
 // Host memory: halide_malloc and halide_free, the allocator generated code and the host device
-// interface use.
+// interface use, with a cache of freed large blocks.
 //
 // Allocations are aligned to TALLY_MALLOC_ALIGNMENT and rounded up to a multiple of it. Every
 // allocation is an operation fault injection counts (fault.c, "malloc"): an injected failure
 // returns NULL exactly as an exhausted heap does, so generated code takes its out-of-memory path.
+// The cache changes none of that: the fault check comes first, and a hit is an allocation too.
+//
+// Why a cache: the C library hands large blocks straight back to the kernel (munmap) when they
+// are freed, so a pipeline run again page-faults its big intermediates afresh on every run, and
+// the kernel zeroes each page again. Freed blocks of at least TALLY_MALLOC_CACHE_MIN_BYTES are
+// kept instead, per size class, up to a bound on the bytes held; halide_malloc of the same class
+// takes one back. Size classes are four per power of two (1, 1.25, 1.5 and 1.75 times 2^k): a
+// cacheable request is rounded up to its class, so any block of a class serves any request of
+// it, at most a quarter more address space, whose untouched pages cost nothing. A free that
+// would exceed the bound goes back to the system. Everything cached is released by
+// tally_malloc_cache_release, a lower bound, and at process exit (lifetime.c).
+//
+// Layout: each block starts with a header of TALLY_MALLOC_ALIGNMENT bytes (the block size, a
+// magic word, the cache link) in front of the pointer handed out. halide_free checks the magic;
+// a pointer that was not handed out by halide_malloc is memory corruption, and aborts.
+//
+// Locking: one mutex guards the cache lists and counts; it is taken only for cacheable sizes.
 
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct block_header {
+    uint64_t magic;
+    uint64_t size;  // bytes of the block, header included
+    struct block_header *next;
+    int32_t size_class;  // -1: not cacheable
+} block_header;
+
+_Static_assert(sizeof(block_header) <= TALLY_MALLOC_ALIGNMENT, "the header must fit its slot");
+
+#define BLOCK_MAGIC 0x7461336c6c794d41ull  // in use
+#define BLOCK_FREED 0x7461336c6c794646ull  // in the cache
+#define NUM_CLASSES (4 * 44)
+
+static struct {
+    pthread_mutex_t lock;
+    block_header *lists[NUM_CLASSES];
+    uint64_t cached_bytes;
+    uint64_t cached_blocks;
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t overflows;
+    uint64_t limit;
+    int limit_set;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t default_limit(void) {
+    const char *env = getenv("TALLY_MALLOC_CACHE_BYTES");
+    if (env && *env) {
+        char *end = NULL;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end == '\0') {
+            return (uint64_t)v;
+        }
+    }
+    uint64_t limit = 1ull << 30;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 4 < limit) {
+        limit = (uint64_t)pages * (uint64_t)page / 4;
+    }
+    return limit;
+}
+
+static uint64_t limit_locked(void) {
+    if (!cache.limit_set) {
+        cache.limit = default_limit();
+        cache.limit_set = 1;
+    }
+    return cache.limit;
+}
+
+// The class of a request of `bytes` (rounded, header not included) and the bytes every block of
+// the class can hold, or -1 when the size is not cached.
+static int32_t size_class(uint64_t bytes, uint64_t *class_bytes) {
+    if (bytes < TALLY_MALLOC_CACHE_MIN_BYTES || bytes > (1ull << 60)) {
+        return -1;  // small, or too big to round up without overflow
+    }
+    int32_t k = 63 - __builtin_clzll(bytes);  // 2^k <= bytes < 2^(k+1)
+    uint64_t base = 1ull << k, step = base / 4;
+    uint64_t j = (bytes - base + step - 1) / step;  // 0..4
+    int32_t c = (k - 20) * 4 + (int32_t)j;
+    if (c < 0 || c >= NUM_CLASSES) {
+        return -1;
+    }
+    *class_bytes = base + j * step;
+    return c;
+}
+
+// Frees cached blocks until at most `keep` bytes remain (cache lock held); largest classes
+// first.
+static void trim_locked(uint64_t keep) {
+    for (int32_t c = NUM_CLASSES - 1; c >= 0 && cache.cached_bytes > keep; c--) {
+        while (cache.lists[c] && cache.cached_bytes > keep) {
+            block_header *h = cache.lists[c];
+            cache.lists[c] = h->next;
+            cache.cached_bytes -= h->size;
+            cache.cached_blocks--;
+            free(h);
+        }
+    }
+}
 
 void *halide_malloc(void *user_context, size_t size) {
     if (tally_fault_check(user_context, TALLY_FAULT_MALLOC,
                           "halide_malloc: out of memory allocating %zu bytes", size)) {
         return NULL;
     }
-    void *p = NULL;
-    // Round up so that the allocation ends on an alignment boundary too: vectorized loops may
-    // read a full vector past the last element of a row.
-    size_t rounded = (size + TALLY_MALLOC_ALIGNMENT - 1) & ~(size_t)(TALLY_MALLOC_ALIGNMENT - 1);
-    if (rounded < size) {
-        rounded = 0;  // overflow: make posix_memalign fail below via an impossible size
-    }
-    if (rounded == 0 && size == 0) {
-        rounded = TALLY_MALLOC_ALIGNMENT;
-    }
-    if (rounded == 0 || posix_memalign(&p, TALLY_MALLOC_ALIGNMENT, rounded) != 0) {
+    if (size > SIZE_MAX - 2 * TALLY_MALLOC_ALIGNMENT) {
         tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
                            "halide_malloc: out of memory allocating %zu bytes", size);
         return NULL;
     }
-    return p;
+    // Round up so that the allocation ends on an alignment boundary too: vectorized loops may
+    // read a full vector past the last element of a row. Size 0 still gets a unique block.
+    size_t rounded = (size + TALLY_MALLOC_ALIGNMENT - 1) & ~(size_t)(TALLY_MALLOC_ALIGNMENT - 1);
+    if (rounded == 0) {
+        rounded = TALLY_MALLOC_ALIGNMENT;
+    }
+    uint64_t class_bytes = rounded;
+    int32_t c = size_class(rounded, &class_bytes);
+    size_t total = (size_t)class_bytes + TALLY_MALLOC_ALIGNMENT;
+    block_header *h = NULL;
+    if (c >= 0) {
+        pthread_mutex_lock(&cache.lock);
+        h = cache.lists[c];
+        if (h) {
+            cache.lists[c] = h->next;
+            cache.cached_bytes -= h->size;
+            cache.cached_blocks--;
+            cache.hits++;
+        } else {
+            cache.misses++;
+        }
+        pthread_mutex_unlock(&cache.lock);
+    }
+    if (!h) {
+        void *p = NULL;
+        if (posix_memalign(&p, TALLY_MALLOC_ALIGNMENT, total) != 0) {
+            tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                               "halide_malloc: out of memory allocating %zu bytes", size);
+            return NULL;
+        }
+        h = (block_header *)p;
+        h->size = total;
+        h->size_class = c;
+    }
+    h->magic = BLOCK_MAGIC;
+    h->next = NULL;
+    return (char *)h + TALLY_MALLOC_ALIGNMENT;
 }
 
 void halide_free(void *user_context, void *ptr) {
     (void)user_context;
-    free(ptr);
+    if (!ptr) {
+        return;
+    }
+    block_header *h = (block_header *)((char *)ptr - TALLY_MALLOC_ALIGNMENT);
+    if (h->magic != BLOCK_MAGIC) {
+        // Not a live halide_malloc block (a double free, or a foreign pointer): corruption.
+        fprintf(stderr, "tally: halide_free(%p): not a block from halide_malloc (%s)\n", ptr,
+                h->magic == BLOCK_FREED ? "freed twice" : "bad header");
+        abort();
+    }
+    if (h->size_class >= 0) {
+        pthread_mutex_lock(&cache.lock);
+        if (cache.cached_bytes + h->size <= limit_locked()) {
+            h->magic = BLOCK_FREED;
+            h->next = cache.lists[h->size_class];
+            cache.lists[h->size_class] = h;
+            cache.cached_bytes += h->size;
+            cache.cached_blocks++;
+            h = NULL;
+        } else {
+            cache.overflows++;
+        }
+        pthread_mutex_unlock(&cache.lock);
+        if (!h) {
+            return;
+        }
+    }
+    h->magic = 0;
+    free(h);
+}
+
+void tally_malloc_cache_get_stats(tally_malloc_cache_stats *out) {
+    if (!out) {
+        return;
+    }
+    pthread_mutex_lock(&cache.lock);
+    out->cached_bytes = cache.cached_bytes;
+    out->cached_blocks = cache.cached_blocks;
+    out->hits = cache.hits;
+    out->misses = cache.misses;
+    out->overflows = cache.overflows;
+    out->limit_bytes = limit_locked();
+    pthread_mutex_unlock(&cache.lock);
+}
+
+uint64_t tally_malloc_cache_set_limit(uint64_t bytes) {
+    pthread_mutex_lock(&cache.lock);
+    uint64_t previous = limit_locked();
+    cache.limit = bytes;
+    trim_locked(bytes);
+    pthread_mutex_unlock(&cache.lock);
+    return previous;
+}
+
+void tally_malloc_cache_release(void) {
+    pthread_mutex_lock(&cache.lock);
+    trim_locked(0);
+    cache.hits = cache.misses = cache.overflows = 0;
+    pthread_mutex_unlock(&cache.lock);
+}
+
+void tally_malloc_cache_shutdown(void) {
+    tally_malloc_cache_release();
+}
+
+void tally_malloc_fork_prepare(void) {
+    pthread_mutex_lock(&cache.lock);
+}
+
+void tally_malloc_fork_parent(void) {
+    pthread_mutex_unlock(&cache.lock);
+}
+
+void tally_malloc_fork_child(void) {
+    pthread_mutex_unlock(&cache.lock);
 }

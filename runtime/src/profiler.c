@@ -201,6 +201,7 @@ static tally_instance *new_instance(tally_pipeline *p, int32_t num_slots, int32_
     inst->num_slots = num_slots;
     inst->flags = flags;
     inst->main.instance = inst;
+    inst->token = -1;
     for (int32_t i = 0; i < TALLY_WORKER_POOL_SIZE; i++) {
         inst->workers[i].instance = inst;
         inst->workers[i].is_worker = 1;
@@ -451,10 +452,11 @@ void *tally_profiler_thread_begin(void *instance) {
                           memory_order_relaxed);
     atomic_store_explicit(&c->waiting, 0, memory_order_relaxed);
     atomic_store_explicit(&c->suspended, 0, memory_order_relaxed);
+    c->owner = NULL;
     atomic_store_explicit(&c->active, 1, memory_order_release);
     if (c->parent) {
         // A nested loop ran serially inside a task: only the innermost context is working.
-        atomic_store_explicit(&c->parent->suspended, 1, memory_order_release);
+        atomic_fetch_add_explicit(&c->parent->suspended, 1, memory_order_release);
     }
     tally_set_current_context(c);
     return c;
@@ -466,13 +468,24 @@ void tally_profiler_thread_end(void *context) {
         return;
     }
     if (c->parent) {
-        atomic_store_explicit(&c->parent->suspended, 0, memory_order_release);
+        atomic_fetch_sub_explicit(&c->parent->suspended, 1, memory_order_release);
     }
     atomic_store_explicit(&c->active, 0, memory_order_release);
     tally_set_current_context(c->saved_tls);
     c->parent = NULL;
     c->saved_tls = NULL;
+    c->owner = NULL;
     atomic_store_explicit(&c->claimed, 0, memory_order_release);
+}
+
+void tally_profiler_end_owned_contexts(tally_context *keep) {
+    const void *me = tally_thread_tag();
+    tally_context *c = tally_get_current_context();
+    while (c && c != keep && c->is_worker && c->owner == me) {
+        tally_context *next = c->saved_tls;
+        tally_profiler_thread_end(c);
+        c = next;
+    }
 }
 
 // ---- memory and counters --------------------------------------------------------------

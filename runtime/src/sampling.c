@@ -48,7 +48,9 @@ void tally_sample_instance(tally_instance *inst, uint64_t now) {
 
     if (n == 0) {
         obs[0].slot = atomic_load_explicit(&inst->main.slot, memory_order_relaxed);
-        obs[0].waiting = atomic_load_explicit(&inst->main.waiting, memory_order_relaxed) > 0;
+        // Halide's instrumentation suspends the main context while its thread is idle.
+        obs[0].waiting = atomic_load_explicit(&inst->main.waiting, memory_order_relaxed) > 0 ||
+                         atomic_load_explicit(&inst->main.suspended, memory_order_relaxed) > 0;
         n = 1;
     }
     uint64_t working = 0;

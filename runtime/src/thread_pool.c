@@ -1,4 +1,4 @@
-// The thread pool behind halide_do_par_for.
+// The thread pool behind halide_do_par_for, and the async tasks of halide_do_parallel_tasks.
 //
 // Design: a persistent set of worker threads and a FIFO list of jobs with unclaimed iterations,
 // all under one mutex. A job lives on its caller's stack. Workers take the next iteration of the
@@ -6,20 +6,44 @@
 // claimed iteration has finished, so a job never outlives its caller's frame. Because callers
 // always help, a job completes even with no workers (thread creation failed, shutdown running).
 //
-// Nested parallelism: a halide_do_par_for issued from inside a task (on a worker, or on a caller
-// running one of its own iterations) runs its loop serially on that thread. That can never
+// Nested parallelism: a halide_do_par_for issued from inside a par_for task (on a worker, or on a
+// caller running one of its own iterations) runs its loop serially on that thread. That can never
 // deadlock and keeps the outer loop's parallelism, which is where Halide schedules put it.
 //
 // Errors: the first nonzero task result wins (compare-and-swap from 0); iterations claimed after
 // that are skipped, and the call returns that result.
 //
+// Async tasks (halide_do_parallel_tasks). A call is a *group* of tasks on its caller's stack;
+// each call of a task's fn (a *unit*: one iteration when the task has semaphores or may run in
+// parallel, else its whole range) first takes every semaphore of the task. The progress argument:
+//  - a task with min_threads > 0 may block inside (it runs nested groups whose tasks wait on each
+//    other through semaphores), so when the group has other tasks too it is handed to a *task
+//    thread* of its own: an idle one, or a new one (beyond TALLY_NUM_THREADS: Halide's min_threads
+//    means the same). Every such task therefore runs at once, and it blocks only on semaphores
+//    released by tasks that are running too;
+//  - the other tasks never block once started; the caller runs their units, and pool workers
+//    with nothing else to do help (the group is listed for them). A thread only ever takes a
+//    unit whose semaphores it could take, so nobody holds a thread while waiting for one;
+//  - whoever waits (a caller for its group, a task thread for a semaphore) waits on the pool's
+//    condition variables; a release wakes them when anyone sleeps (a Dekker handshake on
+//    `sleepers`: the sleeper counts itself, then re-checks; the releaser adds, then reads it);
+//  - a unit runs with the thread's par_for state reset, so a halide_do_par_for inside it is a
+//    top-level loop (parallel), and nested halide_do_parallel_tasks calls are groups of their own.
+// With one pool thread (TALLY_NUM_THREADS=1) the caller alone runs the non-blocking tasks in an
+// order their semaphores allow, and blocking tasks still get their threads. A failure anywhere in
+// a group, or in a group it nests in (task_parent), stops its waits: waiters give up with it.
+// If a task thread cannot be started, its task runs on the caller (warned once), which is only
+// safe when the task does not in fact wait for a sibling.
+//
 // Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin). The
 // pool resets it after every task (workers to NULL, callers to what it was before the task), so a
-// task that failed before calling tally_profiler_thread_end cannot leave a dangling context.
+// task that failed before calling tally_profiler_thread_end cannot leave a dangling context; the
+// worker contexts Halide's instrumentation opened on the thread are ended first
+// (tally_profiler_end_owned_contexts).
 //
-// Lifetime: halide_do_par_for is defined by lifetime.c, which installs the process hooks (the
-// fork handlers that call tally_thread_pool_fork_*, the at-exit shutdown) and then calls
-// tally_thread_pool_run here.
+// Lifetime: halide_do_par_for and halide_do_parallel_tasks are defined by lifetime.c, which
+// installs the process hooks (the fork handlers that call tally_thread_pool_fork_*, the at-exit
+// shutdown) and then calls tally_thread_pool_run / tally_thread_pool_run_tasks here.
 
 #include "internal.h"
 
@@ -29,6 +53,8 @@
 #include <unistd.h>
 
 #define TALLY_MAX_THREADS 256
+// Task threads (one per blocking task running at once) are bounded separately.
+#define TALLY_MAX_TASK_THREADS 256
 
 typedef struct par_job {
     halide_task_t f;
@@ -46,20 +72,58 @@ typedef struct par_job {
     tally_context *caller_ctx;
 } par_job;
 
+// One task of a group (pool lock for the counters).
+typedef struct group_task {
+    const halide_parallel_task_t *task;
+    int32_t next;       // next iteration to claim, relative to task->min
+    int32_t running;    // units in flight
+    int32_t dedicated;  // runs on a task thread of its own
+} group_task;
+
+// One halide_do_parallel_tasks call, on its caller's stack.
+typedef struct task_group {
+    void *user_context;
+    group_task *tasks;
+    int32_t num_tasks;
+    int32_t remaining;  // iterations neither run nor skipped (pool lock)
+    _Atomic int32_t result;
+    struct task_group *parent;  // the group whose task made this call (task_parent), or NULL
+    tally_context *caller_ctx;
+    struct task_group *next_group;  // in pool.groups while listed for workers
+    int32_t listed;
+} task_group;
+
+// A parked thread that runs one blocking task at a time.
+typedef struct task_thread {
+    pthread_t thread;
+    pthread_cond_t cond;  // an assignment arrived, or shutdown
+    task_group *group;    // the assignment (pool lock), NULL while idle
+    group_task *task;
+    struct task_thread *next_idle;
+} task_thread;
+
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t work_cond;  // workers: a job arrived, or shutdown
-    pthread_cond_t done_cond;  // callers: an iteration finished
+    pthread_cond_t work_cond;  // workers: a job arrived, a semaphore was released, or shutdown
+    pthread_cond_t done_cond;  // callers and task threads: a unit finished, a semaphore released
     par_job *head, *tail;      // jobs with unclaimed iterations
+    task_group *groups;        // groups with units workers may take
     pthread_t threads[TALLY_MAX_THREADS];
     int32_t num_workers;
     int32_t desired_threads;  // 0 = default
     int32_t default_threads;  // 0 = not computed yet
+    task_thread *task_threads[TALLY_MAX_TASK_THREADS];
+    int32_t num_task_threads;
+    task_thread *idle_task_threads;
     int shutting_down;
     int warned_thread_failure;
+    int warned_task_thread_failure;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
           .work_cond = PTHREAD_COND_INITIALIZER,
           .done_cond = PTHREAD_COND_INITIALIZER};
+
+// Threads waiting on work_cond or done_cond while something may wake them through a semaphore.
+static _Atomic int32_t sleepers;
 
 // Serializes shutdown and resizing (both join workers).
 static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,15 +146,98 @@ void tally_thread_pool_fork_parent(void) {
 }
 
 void tally_thread_pool_fork_child(void) {
-    // Only the forking thread exists in the child: no workers, and no other callers whose jobs
-    // could still be listed. Condition variables may hold state of vanished waiters: re-create.
+    // Only the forking thread exists in the child: no workers, no task threads, and no other
+    // callers whose jobs could still be listed. Condition variables may hold state of vanished
+    // waiters: re-create. (Task thread records are leaked: their threads do not exist here.)
     pool.num_workers = 0;
     pool.head = pool.tail = NULL;
+    pool.groups = NULL;
+    pool.num_task_threads = 0;
+    pool.idle_task_threads = NULL;
     pool.shutting_down = 0;
+    atomic_store(&sleepers, 0);
     pthread_cond_init(&pool.work_cond, NULL);
     pthread_cond_init(&pool.done_cond, NULL);
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&resize_lock);
+}
+
+// ---- semaphores ----------------------------------------------------------------------------
+
+// Halide's 16 opaque bytes hold the count.
+typedef struct semaphore_impl {
+    _Atomic int32_t value;
+} semaphore_impl;
+
+_Static_assert(sizeof(semaphore_impl) <= sizeof(halide_semaphore_t),
+               "a semaphore must fit Halide's 16 bytes");
+
+static semaphore_impl *sem_impl(halide_semaphore_t *s) {
+    return (semaphore_impl *)(void *)s;
+}
+
+// Wakes every thread that may wait for a semaphore (pool lock held).
+static void wake_sleepers_locked(void) {
+    pthread_cond_broadcast(&pool.done_cond);
+    pthread_cond_broadcast(&pool.work_cond);
+}
+
+int32_t halide_semaphore_init(halide_semaphore_t *sem, int32_t n) {
+    if (!sem) {
+        return tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
+                                  "halide_semaphore_init: semaphore is NULL");
+    }
+    memset(sem, 0, sizeof(*sem));
+    atomic_store(&sem_impl(sem)->value, n);
+    return n;
+}
+
+static int32_t sem_add(halide_semaphore_t *sem, int32_t n) {
+    return atomic_fetch_add(&sem_impl(sem)->value, n) + n;
+}
+
+int32_t halide_semaphore_release(halide_semaphore_t *sem, int32_t n) {
+    if (!sem) {
+        return tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
+                                  "halide_semaphore_release: semaphore is NULL");
+    }
+    int32_t v = sem_add(sem, n);
+    if (atomic_load(&sleepers) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        wake_sleepers_locked();
+        pthread_mutex_unlock(&pool.lock);
+    }
+    return v;
+}
+
+bool halide_semaphore_try_acquire(halide_semaphore_t *sem, int32_t n) {
+    if (!sem) {
+        return false;
+    }
+    int32_t v = atomic_load(&sem_impl(sem)->value);
+    while (v >= n) {
+        if (atomic_compare_exchange_weak(&sem_impl(sem)->value, &v, v - n)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// Takes every semaphore of `t` or none (pool lock held: a give-back wakes sleepers directly).
+static int acquire_all_locked(const halide_parallel_task_t *t) {
+    for (int32_t i = 0; i < t->num_semaphores; i++) {
+        const halide_semaphore_acquire_t *a = &t->semaphores[i];
+        if (!halide_semaphore_try_acquire(a->semaphore, a->count)) {
+            for (int32_t j = 0; j < i; j++) {
+                sem_add(t->semaphores[j].semaphore, t->semaphores[j].count);
+            }
+            if (i > 0) {
+                wake_sleepers_locked();
+            }
+            return 0;
+        }
+    }
+    return 1;
 }
 
 // ---- jobs ----------------------------------------------------------------------------------
@@ -121,12 +268,347 @@ static void run_task(par_job *job, int32_t idx) {
     }
     tally_set_current_context(job->caller_ctx);
     tls_task_depth++;
+    tally_task_nesting++;
     int32_t r = job->f(job->user_context, idx, job->closure);
+    tally_task_nesting--;
     tls_task_depth--;
+    tally_profiler_end_owned_contexts(job->caller_ctx);
     if (r != 0) {
         int32_t expected = 0;
         atomic_compare_exchange_strong(&job->result, &expected, r);
     }
+}
+
+// ---- task groups ---------------------------------------------------------------------------
+
+// The first failure of `g` or of a group it nests in, or 0.
+static int32_t group_failure(const task_group *g) {
+    for (; g; g = g->parent) {
+        int32_t r = atomic_load(&g->result);
+        if (r != 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+// Iterations one unit of `gt` covers: one when each call must take the semaphores again or
+// when others may run the next iteration alongside; the whole rest for a plain serial task.
+static int32_t unit_extent(const group_task *gt) {
+    const halide_parallel_task_t *t = gt->task;
+    return (t->serial && t->num_semaphores == 0) ? t->extent - gt->next : 1;
+}
+
+// Skips every unclaimed iteration of the non-dedicated tasks of a failed group (pool lock held).
+static void skip_unclaimed_locked(task_group *g) {
+    for (int32_t i = 0; i < g->num_tasks; i++) {
+        group_task *gt = &g->tasks[i];
+        if (!gt->dedicated && gt->next < gt->task->extent) {
+            g->remaining -= gt->task->extent - gt->next;
+            gt->next = gt->task->extent;
+        }
+    }
+}
+
+// Claims a unit of a non-dedicated task of `g` whose semaphores can be taken now (pool lock
+// held). Returns the task, with the unit's first iteration and extent, or NULL.
+static group_task *claim_unit_locked(task_group *g, int32_t *min, int32_t *extent) {
+    if (group_failure(g) != 0) {
+        skip_unclaimed_locked(g);
+        return NULL;
+    }
+    for (int32_t i = 0; i < g->num_tasks; i++) {
+        group_task *gt = &g->tasks[i];
+        const halide_parallel_task_t *t = gt->task;
+        if (gt->dedicated || gt->next >= t->extent || (t->serial && gt->running > 0)) {
+            continue;
+        }
+        if (!acquire_all_locked(t)) {
+            continue;
+        }
+        *min = t->min + gt->next;
+        *extent = unit_extent(gt);
+        gt->next += *extent;
+        gt->running++;
+        return gt;
+    }
+    return NULL;
+}
+
+static int group_has_claimable_locked(const task_group *g) {
+    for (int32_t i = 0; i < g->num_tasks; i++) {
+        const group_task *gt = &g->tasks[i];
+        if (!gt->dedicated && gt->next < gt->task->extent) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void unlist_group_locked(task_group *g) {
+    if (!g->listed) {
+        return;
+    }
+    for (task_group **link = &pool.groups; *link; link = &(*link)->next_group) {
+        if (*link == g) {
+            *link = g->next_group;
+            break;
+        }
+    }
+    g->listed = 0;
+}
+
+// Runs one unit on the calling thread (pool lock not held) as a top-level caller: a par_for in
+// it is parallel, its profiler context is the group caller's.
+static void run_unit(task_group *g, group_task *gt, int32_t min, int32_t extent) {
+    const halide_parallel_task_t *t = gt->task;
+    int saved_worker = tls_is_worker, saved_depth = tls_task_depth;
+    tally_context *saved_ctx = tally_get_current_context();
+    tls_is_worker = 0;
+    tls_task_depth = 0;
+    tally_set_current_context(g->caller_ctx);
+    tally_task_nesting++;
+    int32_t r = t->fn(g->user_context, min, extent, t->closure, g);
+    tally_task_nesting--;
+    tally_profiler_end_owned_contexts(g->caller_ctx);
+    tally_set_current_context(saved_ctx);
+    tls_is_worker = saved_worker;
+    tls_task_depth = saved_depth;
+    if (r != 0) {
+        int32_t expected = 0;
+        atomic_compare_exchange_strong(&g->result, &expected, r);
+    }
+}
+
+// Books a finished unit (pool lock held) and wakes the group's caller.
+static void finish_unit_locked(task_group *g, group_task *gt, int32_t extent) {
+    gt->running--;
+    g->remaining -= extent;
+    if (atomic_load(&g->result) != 0) {
+        skip_unclaimed_locked(g);
+    }
+    pthread_cond_broadcast(&pool.done_cond);
+}
+
+// Waits on `cond` as a thread a semaphore release may wake (pool lock held). The caller has
+// counted itself in `sleepers` before its last check.
+static void sleep_locked(pthread_cond_t *cond) {
+    pthread_cond_wait(cond, &pool.lock);
+    atomic_fetch_sub(&sleepers, 1);
+}
+
+// A task thread's assignment: every iteration of one task, in order, each after taking its
+// semaphores (waiting for them), until done or the group fails (pool lock held on entry and exit).
+static void run_dedicated_locked(task_group *g, group_task *gt) {
+    const halide_parallel_task_t *t = gt->task;
+    while (gt->next < t->extent) {
+        if (group_failure(g) != 0) {
+            g->remaining -= t->extent - gt->next;
+            gt->next = t->extent;
+            break;
+        }
+        atomic_fetch_add(&sleepers, 1);
+        if (!acquire_all_locked(t)) {
+            sleep_locked(&pool.done_cond);
+            continue;
+        }
+        atomic_fetch_sub(&sleepers, 1);
+        int32_t min = t->min + gt->next;
+        int32_t extent = unit_extent(gt);
+        gt->next += extent;
+        gt->running++;
+        pthread_mutex_unlock(&pool.lock);
+        run_unit(g, gt, min, extent);
+        pthread_mutex_lock(&pool.lock);
+        finish_unit_locked(g, gt, extent);
+    }
+    pthread_cond_broadcast(&pool.done_cond);
+}
+
+static void *task_thread_main(void *arg) {
+    task_thread *tt = (task_thread *)arg;
+    pthread_mutex_lock(&pool.lock);
+    while (!pool.shutting_down) {
+        if (!tt->group) {
+            pthread_cond_wait(&tt->cond, &pool.lock);
+            continue;
+        }
+        run_dedicated_locked(tt->group, tt->task);
+        tt->group = NULL;
+        tt->task = NULL;
+        tt->next_idle = pool.idle_task_threads;
+        pool.idle_task_threads = tt;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return NULL;
+}
+
+// Hands `gt` to an idle task thread or a new one (pool lock held). Returns 0 when none could be
+// had (said once).
+static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
+    task_thread *tt = pool.idle_task_threads;
+    if (tt) {
+        pool.idle_task_threads = tt->next_idle;
+    } else if (!pool.shutting_down && pool.num_task_threads < TALLY_MAX_TASK_THREADS &&
+               (tt = (task_thread *)calloc(1, sizeof(task_thread))) != NULL) {
+        pthread_cond_init(&tt->cond, NULL);
+        int err = tally_thread_create(&tt->thread, task_thread_main, tt);
+        if (err != 0) {
+            pthread_cond_destroy(&tt->cond);
+            free(tt);
+            tt = NULL;
+        } else {
+            pool.task_threads[pool.num_task_threads++] = tt;
+        }
+    }
+    if (!tt) {
+        if (!pool.warned_task_thread_failure) {
+            pool.warned_task_thread_failure = 1;
+            halide_print(NULL, "tally: warning: could not start a thread for an async task; it "
+                               "runs on its caller, which deadlocks if it waits for a sibling\n");
+        }
+        return 0;
+    }
+    tt->next_idle = NULL;
+    tt->group = g;
+    tt->task = gt;
+    pthread_cond_signal(&tt->cond);
+    return 1;
+}
+
+static void ensure_workers_locked(void);
+
+int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
+                                    halide_parallel_task_t *tasks, void *task_parent) {
+    if (num_tasks <= 0) {
+        return 0;
+    }
+    if (!tasks) {
+        return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                                  "halide_do_parallel_tasks: task array is NULL");
+    }
+    int32_t total = 0;
+    for (int32_t i = 0; i < num_tasks; i++) {
+        const halide_parallel_task_t *t = &tasks[i];
+        if (!t->fn || t->extent < 0 || t->num_semaphores < 0 ||
+            (t->num_semaphores > 0 && !t->semaphores)) {
+            return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                                      "halide_do_parallel_tasks: task %d (%s) has %s", (int)i,
+                                      t->name ? t->name : "unnamed",
+                                      !t->fn          ? "no function"
+                                      : t->extent < 0 ? "a negative extent"
+                                                      : "a bad semaphore list");
+        }
+        for (int32_t j = 0; j < t->num_semaphores; j++) {
+            if (!t->semaphores[j].semaphore || t->semaphores[j].count < 0) {
+                return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                                          "halide_do_parallel_tasks: task %d (%s): semaphore %d "
+                                          "is NULL or has a negative count",
+                                          (int)i, t->name ? t->name : "unnamed", (int)j);
+            }
+        }
+        if (t->extent > INT32_MAX - total) {
+            return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                                      "halide_do_parallel_tasks: too many iterations");
+        }
+        total += t->extent;
+    }
+    group_task stack_tasks[8];
+    group_task *gts = stack_tasks;
+    if (num_tasks > 8) {
+        gts = (group_task *)calloc((size_t)num_tasks, sizeof(group_task));
+        if (!gts) {
+            return tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                                      "halide_do_parallel_tasks: out of memory for %d tasks",
+                                      (int)num_tasks);
+        }
+    }
+    task_group g;
+    g.user_context = user_context;
+    g.tasks = gts;
+    g.num_tasks = num_tasks;
+    g.remaining = total;
+    atomic_init(&g.result, 0);
+    g.parent = (task_group *)task_parent;
+    g.caller_ctx = tally_get_current_context();
+    g.next_group = NULL;
+    g.listed = 0;
+    for (int32_t i = 0; i < num_tasks; i++) {
+        gts[i].task = &tasks[i];
+        gts[i].next = 0;
+        gts[i].running = 0;
+        gts[i].dedicated = 0;
+    }
+
+    pthread_mutex_lock(&pool.lock);
+    ensure_workers_locked();
+    // 1. Blocking tasks each get a thread, unless one task is all there is.
+    for (int32_t i = 0; i < num_tasks && num_tasks > 1; i++) {
+        if (tasks[i].min_threads > 0 && tasks[i].extent > 0) {
+            gts[i].dedicated = 1;
+            if (!dispatch_dedicated_locked(&g, &gts[i])) {
+                gts[i].dedicated = 0;
+            }
+        }
+    }
+    // 2. The rest: the caller, helped by idle workers.
+    if (pool.num_workers > 0 && group_has_claimable_locked(&g)) {
+        g.next_group = pool.groups;
+        pool.groups = &g;
+        g.listed = 1;
+        pthread_cond_broadcast(&pool.work_cond);
+    }
+    while (g.remaining > 0) {
+        int32_t min = 0, extent = 0;
+        atomic_fetch_add(&sleepers, 1);
+        group_task *gt = claim_unit_locked(&g, &min, &extent);
+        if (gt) {
+            atomic_fetch_sub(&sleepers, 1);
+            pthread_mutex_unlock(&pool.lock);
+            run_unit(&g, gt, min, extent);
+            pthread_mutex_lock(&pool.lock);
+            finish_unit_locked(&g, gt, extent);
+            continue;
+        }
+        if (g.remaining == 0) {
+            atomic_fetch_sub(&sleepers, 1);
+            break;
+        }
+        sleep_locked(&pool.done_cond);
+    }
+    unlist_group_locked(&g);
+    // Dedicated tasks book their last unit before their thread goes idle; nothing of the group
+    // is referenced once remaining is 0 and no unit is running.
+    for (int32_t i = 0; i < num_tasks; i++) {
+        while (gts[i].running > 0) {
+            pthread_cond_wait(&pool.done_cond, &pool.lock);
+        }
+    }
+    pthread_mutex_unlock(&pool.lock);
+    if (gts != stack_tasks) {
+        free(gts);
+    }
+    int32_t r = atomic_load(&g.result);
+    return r != 0 ? r : group_failure(g.parent);
+}
+
+// ---- workers -------------------------------------------------------------------------------
+
+// A worker takes a unit of a listed group (pool lock held); returns 1 if it ran one.
+static int help_groups_locked(void) {
+    for (task_group *g = pool.groups; g; g = g->next_group) {
+        int32_t min = 0, extent = 0;
+        group_task *gt = claim_unit_locked(g, &min, &extent);
+        if (gt) {
+            pthread_mutex_unlock(&pool.lock);
+            run_unit(g, gt, min, extent);
+            tally_set_current_context(NULL);
+            pthread_mutex_lock(&pool.lock);
+            finish_unit_locked(g, gt, extent);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static void *worker_main(void *arg) {
@@ -136,7 +618,16 @@ static void *worker_main(void *arg) {
     while (!pool.shutting_down) {
         par_job *job = pool.head;
         if (!job) {
-            pthread_cond_wait(&pool.work_cond, &pool.lock);
+            if (pool.groups) {
+                atomic_fetch_add(&sleepers, 1);
+                if (help_groups_locked()) {
+                    atomic_fetch_sub(&sleepers, 1);
+                    continue;
+                }
+                sleep_locked(&pool.work_cond);
+            } else {
+                pthread_cond_wait(&pool.work_cond, &pool.lock);
+            }
             continue;
         }
         int32_t idx = claim_locked(job);
@@ -223,8 +714,11 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         // Nested loop: run serially on this thread.
         for (int32_t i = 0; i < extent; i++) {
             tls_task_depth++;
+            tally_task_nesting++;
             int32_t r = f(user_context, min + i, closure);
+            tally_task_nesting--;
             tls_task_depth--;
+            tally_profiler_end_owned_contexts(saved_ctx);
             tally_set_current_context(saved_ctx);
             if (r != 0) {
                 return r;
@@ -279,13 +773,26 @@ int32_t tally_thread_pool_shutdown(void) {
     pthread_mutex_lock(&resize_lock);
     pthread_mutex_lock(&pool.lock);
     int32_t n = pool.num_workers;
+    int32_t num_tt = pool.num_task_threads;
     pool.shutting_down = 1;
     pthread_cond_broadcast(&pool.work_cond);
+    for (int32_t i = 0; i < num_tt; i++) {
+        pthread_cond_signal(&pool.task_threads[i]->cond);
+    }
     pthread_mutex_unlock(&pool.lock);
     for (int32_t i = 0; i < n; i++) {
         pthread_join(pool.threads[i], NULL);
     }
+    // A task thread still running a task finishes it first.
+    for (int32_t i = 0; i < num_tt; i++) {
+        pthread_join(pool.task_threads[i]->thread, NULL);
+        pthread_cond_destroy(&pool.task_threads[i]->cond);
+        free(pool.task_threads[i]);
+        pool.task_threads[i] = NULL;
+    }
     pthread_mutex_lock(&pool.lock);
+    pool.num_task_threads = 0;
+    pool.idle_task_threads = NULL;
     pool.num_workers = 0;
     pool.shutting_down = 0;
     pool.warned_thread_failure = 0;  // a restart that fails again says so again

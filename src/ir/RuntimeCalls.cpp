@@ -178,6 +178,36 @@ std::string par_for_closure(const Expr &e) {
     return v && v->name.compare(0, 2, "::") == 0 ? v->name.substr(2) : "";
 }
 
+std::vector<std::string> task_closures(const Expr &e) {
+    std::vector<std::string> out;
+    const Call *c = e.as<Call>();
+    if (!c) {
+        return out;
+    }
+    if (c->name == runtime::halide_do_par_for) {
+        std::string f = par_for_closure(e);
+        if (!f.empty()) {
+            out.push_back(f);
+        }
+        return out;
+    }
+    if (c->name != runtime::halide_do_parallel_tasks || c->args.size() < 3) {
+        return out;
+    }
+    // The task array is one make_struct of the tasks' fields, fn first in each.
+    const Call *tasks = strip_casts(c->args[2]).as<Call>();
+    if (!tasks || tasks->name != "make_struct") {
+        return out;
+    }
+    for (const Expr &field : tasks->args) {
+        const Variable *v = strip_casts(field).as<Variable>();
+        if (v && v->name.compare(0, 2, "::") == 0) {
+            out.push_back(v->name.substr(2));
+        }
+    }
+    return out;
+}
+
 std::set<std::string> par_for_closures(const Module &m) {
     class Find : public IRVisitor {
     public:
@@ -186,8 +216,7 @@ std::set<std::string> par_for_closures(const Module &m) {
     private:
         using IRVisitor::visit;
         void visit(const Call *op) override {
-            std::string c = par_for_closure(op);
-            if (!c.empty()) {
+            for (const std::string &c : task_closures(op)) {
                 names.insert(c);
             }
             IRVisitor::visit(op);

@@ -74,7 +74,26 @@ struct RuntimeSymbol {
     X(tally_buffer_size_in_bytes,       "q:B")                                    \
     X(tally_profiler_thread_end,        "v:p")                                    \
     X(tally_profiler_memory_allocate,   "v:piiq")                                 \
-    X(tally_profiler_memory_free,       "v:piiq")
+    X(tally_profiler_memory_free,       "v:piiq")                                 \
+    /* async tasks (Halide writes the user_context of do_parallel_tasks itself) */ \
+    X(halide_do_parallel_tasks,         "i:pipp")                                 \
+    X(halide_semaphore_init,            "i:pi")                                   \
+    X(halide_semaphore_release,         "i:pi")                                   \
+    X(halide_semaphore_try_acquire,     "b:pi")                                   \
+    /* Halide profiler ABI (IR that Halide instrumented with -profile) */         \
+    X(halide_profiler_pipeline_start,   "i:Usip")                                 \
+    X(halide_profiler_pipeline_end,     "v:Up")                                   \
+    X(halide_profiler_get_state,        "p:")                                     \
+    X(halide_profiler_get_pipeline_state, "p:s")                                  \
+    X(halide_profiler_set_current_func, "i:piip")                                 \
+    X(halide_profiler_init_sampling_token, "i:pi")                                \
+    X(halide_profiler_acquire_sampling_token, "i:pp")                             \
+    X(halide_profiler_release_sampling_token, "i:pp")                             \
+    X(halide_profiler_incr_active_threads, "i:p")                                 \
+    X(halide_profiler_decr_active_threads, "i:p")                                 \
+    X(halide_profiler_memory_allocate,  "v:Upiq")                                 \
+    X(halide_profiler_memory_free,      "v:Upiq")                                 \
+    X(halide_profiler_stack_peak_update, "v:Upp")
 
 /** Halide's buffer accessors that the passes write or read. They take no user_context and
  * are called as the IR types them, so they need no signature entry above. */
@@ -165,7 +184,11 @@ bool has_gpu_backend(DeviceAPI api);
 
 /** The function a `halide_do_par_for((void *)::f, ...)` call runs as its closure, or "". */
 std::string par_for_closure(const Expr &e);
-/** The names of the module's functions that some function runs as a par_for closure. */
+/** The functions a call runs as closures: the par_for closure of `halide_do_par_for`, or the task
+ * functions `(void *)::f` of the tasks `halide_do_parallel_tasks` runs (its task array is a
+ * make_struct of their fields); empty for any other expression. */
+std::vector<std::string> task_closures(const Expr &e);
+/** The names of the module's functions that some function runs as a closure (task_closures). */
 std::set<std::string> par_for_closures(const Module &m);
 /** Is `f` a pipeline, an entry point that callers run (given the module's par_for_closures)?
  * Closures are known by their call, never by their linkage: Halide 14 prints the closures it
