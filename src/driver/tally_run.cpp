@@ -3,9 +3,10 @@
 //   tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] [--input name=FILE.npy]
 //             [--output name=FILE.npy] [--scalar name=VALUE] [--runs N] [--seed S]
 //
-// Buffers default to 64 per dimension with mins 0 (--size sets extents and, after `@`, mins; an
-// --input file sets its buffer's shape) and are filled with seeded random data. With a profiling
-// target, the runtime prints its report when the process exits.
+// Buffers default to 64 per dimension with mins 0 (--size sets extents and, after `@`, mins;
+// `--size name=` makes a 0-D buffer; an --input file sets its buffer's extents, and a --size
+// given with it must repeat them and may set the mins) and are filled with seeded random data.
+// With a profiling target, the runtime prints its report when the process exits.
 //
 // Every option value is checked: a number that does not parse whole or is out of range for what
 // it sets (a scalar's type, an extent, a count), or a name that is not an argument of the
@@ -87,12 +88,52 @@ double parse_real(const std::string &text, const std::string &option) {
     return v;
 }
 
+/** `d` as an IEEE half (round to nearest even; overflow gives infinity). */
+uint16_t to_half_bits(double d) {
+    float f = float(d);
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    uint32_t sign = (b >> 16) & 0x8000, mant = b & 0x7fffff;
+    int32_t exp = int32_t((b >> 23) & 0xff) - 127 + 15;
+    if (((b >> 23) & 0xff) == 0xff) {
+        return uint16_t(sign | 0x7c00 | (mant ? 0x200 : 0));
+    }
+    if (exp >= 31) {
+        return uint16_t(sign | 0x7c00);
+    }
+    uint32_t half, rest, mid;
+    if (exp <= 0) {
+        if (exp < -10) {
+            return uint16_t(sign);
+        }
+        int shift = 14 - exp;  // subnormal: the implicit bit joins the mantissa
+        mant |= 0x800000;
+        half = mant >> shift;
+        rest = mant & ((1u << shift) - 1);
+        mid = 1u << (shift - 1);
+    } else {
+        half = (uint32_t(exp) << 10) | (mant >> 13);
+        rest = mant & 0x1fff;
+        mid = 0x1000;
+    }
+    if (rest > mid || (rest == mid && (half & 1))) {
+        half++;  // a carry into the exponent is the right rounding
+    }
+    return uint16_t(sign | half);
+}
+
 /** A scalar argument's value, as the bytes of its type (little-endian, in 8 bytes). */
 std::vector<uint8_t> scalar_bytes(const std::string &text, const std::string &option, Type t) {
     std::vector<uint8_t> out(8, 0);
     if (t.is_float()) {
         double d = parse_real(text, option);
-        if (t.bits() == 32) {
+        if (t.bits() == 16 && t.code() == Type::Float) {
+            if (std::isfinite(d) && std::fabs(d) > 65504.0) {
+                option_error(option, "'" + text + "' is out of range for float16");
+            }
+            uint16_t h = to_half_bits(d);
+            std::memcpy(out.data(), &h, 2);
+        } else if (t.bits() == 32) {
             if (std::isfinite(d) && std::fabs(d) > FLT_MAX) {
                 option_error(option, "'" + text + "' is out of range for float32");
             }
@@ -124,9 +165,13 @@ struct BufferShape {
     std::vector<int32_t> extents, mins;
 };
 
-/** Reads `WxH...[@X,Y...]` (Halide order: the first is dimension 0). */
+/** Reads `WxH...[@X,Y...]` (Halide order: the first is dimension 0); an empty text is a 0-D
+ * buffer (one element, no dimensions). */
 BufferShape parse_shape(const std::string &text, const std::string &option) {
     BufferShape out;
+    if (text.empty()) {
+        return out;
+    }
     size_t at = text.find('@');
     std::string extents = text.substr(0, at);
     auto split = [](const std::string &s, char sep) {
@@ -370,8 +415,19 @@ int main(int argc, char **argv) {
                 std::vector<int> np = read_npy(inputs[a.name], a.type, &b.data);
                 shape.extents.assign(np.rbegin(), np.rend());
                 shape.mins.assign(np.size(), 0);
+                if (sizes.count(a.name)) {
+                    if (sizes[a.name].extents != shape.extents) {
+                        option_error("--size " + a.name,
+                                     "the extents differ from those of " + inputs[a.name]);
+                    }
+                    shape.mins = sizes[a.name].mins;
+                }
             } else {
-                int dims = a.dimensions < 0 ? 1 : a.dimensions;
+                // A buffer whose rank the text does not tell (Halide's 0-D outputs) takes the rank
+                // --size gives it.
+                int dims = a.dimensions >= 0          ? a.dimensions
+                           : sizes.count(a.name) != 0 ? int(sizes[a.name].extents.size())
+                                                      : 1;
                 if (sizes.count(a.name)) {
                     shape = sizes[a.name];
                 } else {

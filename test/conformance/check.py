@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""One conformance check of one pipeline of the Halide 14 corpus (test/conformance/<pipeline>/).
+
+    check.py --bin BUILD/bin --corpus test/conformance --work DIR PIPELINE CHECK
+
+Checks (each a ctest):
+  verify   every variant (.host/.profile/.debug/.strict.stmt) parses and verifies
+           (tally-opt --passes=verify)
+  host     tally-run on the host variant, with the committed inputs, matches Halide's output
+  strict   (float pipelines) tally-run on the strict_float variant is bit-exact with Halide's
+           strict_float output
+  aot      tallyc compiles every variant to an object and a header
+  profile  tally-run on the profile variant matches Halide's output and its report names the
+           pipeline and each of the manifest's funcs
+  debug    tally-run on the debug variant matches Halide's output
+
+Comparison: integer and bool outputs exactly; strict outputs bit for bit; other float outputs
+within the manifest's tolerance, |out - ref| <= atol + rtol * |ref|, with NaNs in the same places.
+
+xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today. Like lit's XFAIL, an
+xfail check that fails passes (printing the reason), and one that passes fails, so that the list
+only shrinks when the failure is really fixed.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+VARIANT_TARGETS = {
+    "host": "host",
+    "profile": "host-profile",
+    "debug": "host-debug",
+    "strict": "host-strict_float",
+}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def run(cmd, env=None, timeout=300):
+    print("$ " + " ".join(cmd), flush=True)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed("timed out after %d s: %s" % (timeout, " ".join(cmd)))
+    out = p.stdout.decode("utf-8", "replace")
+    if p.returncode != 0:
+        tail = "\n".join(out.splitlines()[-20:])
+        raise CheckFailed("exit status %d: %s\n%s" % (p.returncode, " ".join(cmd), tail))
+    return out
+
+
+def shape_arg(extents, mins):
+    return "x".join(str(e) for e in extents) + "@" + ",".join(str(m) for m in mins)
+
+
+def run_variant(args, manifest, pdir, variant, outdir, env=None):
+    """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
+    name = manifest["pipeline"]
+    cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
+           "-target", VARIANT_TARGETS[variant]]
+    outputs = {}
+    os.makedirs(outdir, exist_ok=True)
+    for a in manifest["args"]:
+        if a["kind"] == "input":
+            cmd += ["--input", "%s=%s" % (a["name"], os.path.join(pdir, a["file"]))]
+            if any(m != 0 for m in a["mins"]):
+                cmd += ["--size", "%s=%s" % (a["name"], shape_arg(a["extents"], a["mins"]))]
+        elif a["kind"] == "scalar":
+            cmd += ["--scalar", "%s=%s" % (a["name"], a["value"])]
+        else:
+            path = os.path.join(outdir, a["ref"])
+            outputs[a["name"]] = path
+            cmd += ["--output", "%s=%s" % (a["name"], path)]
+            # A 0-D output is `--size name=` (the text does not give its rank).
+            shape = shape_arg(a["extents"], a["mins"]) if a["extents"] else ""
+            cmd += ["--size", "%s=%s" % (a["name"], shape)]
+    return run(cmd, env=env), outputs
+
+
+def compare(manifest, pdir, outputs, strict):
+    tol = manifest["tolerance"]
+    problems = []
+    for a in manifest["args"]:
+        if a["kind"] != "output":
+            continue
+        ref = np.load(os.path.join(pdir, a["ref_strict"] if strict else a["ref"]))
+        got = np.load(outputs[a["name"]])
+        if got.dtype != ref.dtype or got.shape != ref.shape:
+            problems.append("%s: got %s %s, expected %s %s" %
+                            (a["name"], got.dtype, got.shape, ref.dtype, ref.shape))
+            continue
+        if ref.dtype.kind == "f" and not strict:
+            g, r = got.astype(np.float64), ref.astype(np.float64)
+            bad = ~((np.abs(g - r) <= tol["atol"] + tol["rtol"] * np.abs(r)) |
+                    (np.isnan(g) & np.isnan(r)))
+        elif ref.dtype.kind == "f":
+            bits = np.dtype("u%d" % ref.dtype.itemsize)
+            bad = got.view(bits) != ref.view(bits)
+        else:
+            bad = got != ref
+        bad = np.asarray(bad)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+            problems.append("%s: %d of %d elements differ; first at numpy index %s: got %r, "
+                            "expected %r" % (a["name"], int(bad.sum()), bad.size, idx,
+                                             got[idx].item(), ref[idx].item()))
+    if problems:
+        raise CheckFailed("output differs from Halide 14's (%s):\n  %s" %
+                          ("bit-exact" if strict else "tolerance rtol=%g atol=%g" %
+                           (tol["rtol"], tol["atol"]), "\n  ".join(problems)))
+
+
+def check(args, manifest, pdir):
+    name = manifest["pipeline"]
+    variants = manifest["variants"]
+    c = args.check
+    if c == "verify":
+        for v in variants:
+            run([os.path.join(args.bin, "tally-opt"),
+                 os.path.join(pdir, "%s.%s.stmt" % (name, v)), "--passes=verify"])
+    elif c in ("host", "debug", "strict"):
+        if c not in variants:
+            raise CheckFailed("pipeline %s has no %s variant" % (name, c))
+        _, outputs = run_variant(args, manifest, pdir, c, os.path.join(args.work, c))
+        compare(manifest, pdir, outputs, strict=(c == "strict"))
+    elif c == "aot":
+        for v in variants:
+            d = os.path.join(args.work, "aot", v)
+            os.makedirs(d, exist_ok=True)
+            run([os.path.join(args.bin, "tallyc"), os.path.join(pdir, "%s.%s.stmt" % (name, v)),
+                 "-target", VARIANT_TARGETS[v], "-o", d])
+            if not any(f.endswith(".o") for f in os.listdir(d)):
+                raise CheckFailed("tallyc wrote no object for the %s variant" % v)
+    elif c == "profile":
+        report = os.path.join(args.work, "profile", "report.txt")
+        os.makedirs(os.path.dirname(report), exist_ok=True)
+        if os.path.exists(report):
+            os.remove(report)
+        env = dict(os.environ, TALLY_PROFILE_OUTPUT=report)
+        _, outputs = run_variant(args, manifest, pdir, "profile",
+                                 os.path.join(args.work, "profile"), env=env)
+        compare(manifest, pdir, outputs, strict=False)
+        if not os.path.exists(report):
+            raise CheckFailed("tally-run wrote no profile report to " + report)
+        text = open(report, encoding="utf-8", errors="replace").read()
+        print(text)
+        rows = set()
+        for line in text.splitlines():
+            parts = line.split()
+            if parts:
+                rows.add(parts[0])
+        missing = [f for f in manifest["funcs"] if f not in rows]
+        if not any(line.strip() == "pipeline: %s" % name for line in text.splitlines()):
+            missing.insert(0, "(the header 'pipeline: %s')" % name)
+        if missing:
+            raise CheckFailed("the profile report does not name: " + ", ".join(missing))
+    else:
+        raise CheckFailed("unknown check '%s'" % c)
+
+
+def read_xfail(path):
+    entries = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 2)
+            if len(parts) < 3:
+                sys.exit("%s:%d: error: expected '<pipeline> <check> <reason>'" % (path, n))
+            entries[(parts[0], parts[1])] = parts[2]
+    return entries
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="the folder holding tally-run, tally-opt, tallyc")
+    ap.add_argument("--corpus", required=True, help="test/conformance")
+    ap.add_argument("--work", required=True, help="a scratch folder for this check")
+    ap.add_argument("pipeline")
+    ap.add_argument("check")
+    args = ap.parse_args()
+    pdir = os.path.join(args.corpus, args.pipeline)
+    with open(os.path.join(pdir, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    xfail = read_xfail(os.path.join(args.corpus, "xfail.txt")).get((args.pipeline, args.check))
+    os.makedirs(args.work, exist_ok=True)
+    try:
+        check(args, manifest, pdir)
+    except CheckFailed as e:
+        if xfail is not None:
+            print("XFAIL: %s %s failed as expected (%s):\n%s" %
+                  (args.pipeline, args.check, xfail, e))
+            return 0
+        print("FAIL: %s %s: %s" % (args.pipeline, args.check, e))
+        return 1
+    if xfail is not None:
+        print("XPASS: %s %s passed but xfail.txt expects a failure (%s); remove the entry" %
+              (args.pipeline, args.check, xfail))
+        return 1
+    print("PASS: %s %s" % (args.pipeline, args.check))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

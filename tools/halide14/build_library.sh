@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds libhalide14_corpus.so: every corpus pipeline compiled by Halide 14 (host and strict
+# twins, no_runtime) plus Halide's standalone runtime once, linked into one shared object.
+#   build_library.sh GENERATOR OUTDIR CXX
+# OUTDIR/gen/ receives the generator's .stmt, .o and .spec files (one generator process per
+# pipeline, so each pipeline's text is independent of the others), OUTDIR/libhalide14_corpus.so
+# the library.
+set -euo pipefail
+gen="$1" out="$2" cxx="$3"
+rm -rf "$out/gen"
+mkdir -p "$out/gen"
+"$gen" --runtime "$out/gen/halide_runtime.o"
+for p in $("$gen" --list); do
+    "$gen" "$p" "$out/gen"
+done
+"$cxx" -shared -o "$out/libhalide14_corpus.so.tmp" "$out"/gen/*.o -lpthread -ldl -lm
+mv "$out/libhalide14_corpus.so.tmp" "$out/libhalide14_corpus.so"

@@ -1,0 +1,1052 @@
+// corpus_generator: defines the Halide 14 pipelines of Tally's conformance corpus and writes,
+// for one of them, what the reference maker and the conformance harness need.
+//
+//   corpus_generator --list                  prints the pipelines' names, one a line
+//   corpus_generator --runtime OBJ           writes Halide's standalone runtime for the base target
+//   corpus_generator NAME DIR                writes DIR/NAME.{host,profile,debug[,strict]}.stmt,
+//                                            DIR/NAME.o (and DIR/NAME_strict.o for float
+//                                            pipelines) and DIR/NAME.spec
+//
+// Each pipeline is compiled in its own process (the script runs this program once a pipeline):
+// Halide numbers its temporaries with process-wide counters, so a fresh process makes each
+// pipeline's text independent of the others and of their order.
+//
+// The base target is x86-64-linux-sse41-avx-avx2. The .stmt variants are `host` (the base),
+// `profile` (base-profile), `debug` (base-debug) and, for pipelines that compute in floating
+// point, `strict` (base-strict_float). The objects are the host and strict twins, compiled with
+// no_runtime (the runtime comes once, from --runtime) so that one shared object can hold them all;
+// the strict twin's function is NAME_strict.
+//
+// NAME.spec tells the reference maker how to call the pipeline (one record a line):
+//   pipeline NAME
+//   float 0|1                 whether the pipeline has a strict twin
+//   tolerance RTOL ATOL       for the host (non-strict) float outputs
+//   funcs F...                Funcs the profiler's report must name
+//   input NAME TYPE DIMS EXTENTS... MINS... LO HI      a buffer, filled from [LO, HI]
+//   scalar NAME TYPE VALUE
+//   output TYPE DIMS EXTENTS... MINS...
+// Inputs and scalars come in argument order; the outputs follow in the order the pipeline lists
+// them (for a Tuple, one line per element).
+//
+// Float constants: Halide prints them with 6 decimals (1/255 becomes 0.003922f), so IR read back
+// from the text differs from Halide's object in the low bits unless every float constant is exact
+// in 6 decimals. Every float constant below is a multiple of 1/64 (0.015625 is the finest), and
+// no pipeline divides a float by a constant other than a power of two (Halide would print the
+// reciprocal).
+
+#include "Halide.h"
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace Halide;
+
+namespace {
+
+const char *const kBaseTarget = "x86-64-linux-sse41-avx-avx2";
+
+/** How the reference maker fills one input buffer. */
+struct InputSpec {
+    std::string name;
+    Type type;
+    std::vector<int> extents, mins;
+    double lo, hi;
+};
+
+/** One scalar argument's value, spelled as tally-run's --scalar reads it. */
+struct ScalarSpec {
+    std::string name;
+    Type type;
+    std::string value;
+};
+
+/** One output buffer's shape. */
+struct OutputSpec {
+    Type type;
+    std::vector<int> extents, mins;
+};
+
+/** A corpus pipeline: the Halide pipeline, its arguments and how to run and check it. */
+struct Def {
+    Pipeline pipeline;
+    std::vector<Argument> args;
+    std::vector<InputSpec> inputs;
+    std::vector<ScalarSpec> scalars;
+    std::vector<OutputSpec> outputs;
+    std::vector<std::string> funcs;
+    bool is_float = false;
+    double rtol = 0, atol = 0;
+    /** Argument order of inputs and scalars mixed: 'i' or 's' per argument. */
+    std::string order;
+};
+
+/** Adds an input buffer argument. */
+void add_input(Def &d, const ImageParam &p, std::vector<int> extents, std::vector<int> mins,
+               double lo, double hi) {
+    d.args.push_back(p);
+    d.inputs.push_back({p.name(), p.type(), extents, mins, lo, hi});
+    d.order += 'i';
+}
+
+template <typename T>
+void add_scalar(Def &d, const Param<T> &p, const std::string &value) {
+    d.args.push_back(p);
+    d.scalars.push_back({p.name(), p.type(), value});
+    d.order += 's';
+}
+
+/** Adds an output's shape (mins default to 0); its type is read off the pipeline later. */
+void add_output(Def &d, std::vector<int> extents, std::vector<int> mins = {}) {
+    if (mins.empty()) {
+        mins.assign(extents.size(), 0);
+    }
+    d.outputs.push_back({Type(), extents, mins});
+}
+
+std::string type_name(const Type &t) {
+    if (t.is_bool()) {
+        return "bool";
+    }
+    std::string kind = t.is_float() ? "float" : t.is_uint() ? "uint" : "int";
+    return kind + std::to_string(t.bits());
+}
+
+/** Constants of types Halide's Expr constructors do not take without ambiguity. */
+Expr f64c(double v) {
+    return Internal::make_const(Float(64), v);
+}
+Expr u32c(uint32_t v) {
+    return Internal::make_const(UInt(32), uint64_t(v));
+}
+Expr u64c(uint64_t v) {
+    return Internal::make_const(UInt(64), v);
+}
+
+Var x("x"), y("y"), c("c"), n("n"), k("k");
+
+// ---------------------------------------------------------------------------------------------
+// The pipelines. Each returns a Def; names are unique (they become symbols).
+
+/** Separable 3-tap blur: sliding window and storage folding inside parallel strips. */
+Def sep_blur() {
+    Def d;
+    ImageParam in(UInt(16), 2, "in");
+    Func cl = BoundaryConditions::repeat_edge(in);
+    Func bx("bx"), by("by");
+    bx(x, y) = cast<uint16_t>((cast<uint32_t>(cl(x - 1, y)) + cl(x, y) + cl(x + 1, y)) / 3);
+    by(x, y) = cast<uint16_t>((cast<uint32_t>(bx(x, y - 1)) + bx(x, y) + bx(x, y + 1)) / 3);
+    Var yo("yo"), yi("yi");
+    by.split(y, yo, yi, 16).parallel(yo).vectorize(x, 8);
+    bx.store_at(by, yo).compute_at(by, yi).vectorize(x, 8);
+    d.pipeline = Pipeline(by);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 65535);
+    add_output(d, {64, 48});
+    d.funcs = {"bx", "by"};
+    return d;
+}
+
+/** 3x3 box blur reading a halo (input mins -1,-1), tiled, intermediate computed per tile. */
+Def blur3x3_halo() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func hx("hx"), hy("hy");
+    hx(x, y) = cast<uint16_t>(in(x - 1, y)) + in(x, y) + in(x + 1, y);
+    hy(x, y) = cast<uint8_t>((hx(x, y - 1) + hx(x, y) + hx(x, y + 1)) / 9);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    hy.tile(x, y, xo, yo, xi, yi, 16, 8).vectorize(xi, 8).unroll(yi, 2).parallel(yo);
+    hx.compute_at(hy, xo).vectorize(x, 8);
+    d.pipeline = Pipeline(hy);
+    add_input(d, in, {66, 50}, {-1, -1}, 0, 255);
+    add_output(d, {64, 48});
+    d.funcs = {"hx", "hy"};
+    return d;
+}
+
+/** Split tails: RoundUp (an intermediate), ShiftInwards and GuardWithIf (the output), on an
+ * output 67x45 that no split factor divides. */
+Def split_tails() {
+    Def d;
+    ImageParam in(Int(32), 2, "in");
+    Func cl = BoundaryConditions::repeat_edge(in);
+    Func ta("ta"), tb("tb"), tc("tc");
+    ta(x, y) = cl(x, y) * 3 + 1;
+    tb(x, y) = ta(x, y) - ta(x + 1, y) * 2;
+    tc(x, y) = tb(x, y) + ta(x, y + 1);
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+    ta.compute_root().split(x, xo, xi, 8, TailStrategy::RoundUp).vectorize(xi);
+    tb.compute_root().split(x, xo, xi, 8, TailStrategy::ShiftInwards).vectorize(xi);
+    tc.split(x, xo, xi, 8, TailStrategy::GuardWithIf)
+        .split(y, yo, yi, 4, TailStrategy::GuardWithIf)
+        .vectorize(xi);
+    d.pipeline = Pipeline(tc);
+    add_input(d, in, {67, 45}, {0, 0}, -100000, 100000);
+    add_output(d, {67, 45});
+    d.funcs = {"ta", "tb", "tc"};
+    return d;
+}
+
+/** Vectorize and unroll with int16 select/min/max/clamp and Euclidean division and modulo of
+ * negative numbers. */
+Def vec_unroll() {
+    Def d;
+    ImageParam a(Int(16), 2, "a"), b(Int(16), 2, "b");
+    Func va("va"), vo("vo");
+    va(x, y) = select(a(x, y) > b(x, y), a(x, y) - b(x, y), b(x, y) * 2);
+    vo(x, y) = clamp(va(x, y), -700, 900) + max(a(x, y), b(x, y)) / 7 + min(a(x, y), b(x, y)) % 5 +
+               a(x, y) / b(x, y);
+    vo.vectorize(x, 16).unroll(y, 2);
+    va.compute_at(vo, y).vectorize(x, 16).unroll(x, 2);
+    d.pipeline = Pipeline(vo);
+    add_input(d, a, {64, 48}, {0, 0}, -1000, 1000);
+    add_input(d, b, {64, 48}, {0, 0}, 1, 300);
+    add_output(d, {64, 48});
+    d.funcs = {"va", "vo"};
+    return d;
+}
+
+/** rfactor: row sums vectorized through an rfactor'd intermediate, and a 0-D total computed in
+ * parallel through another. Two outputs. */
+Def rfactor_sum() {
+    Def d;
+    ImageParam in(Int(32), 2, "in");
+    Func rowsum("rowsum"), total("total");
+    RDom r(0, 64, "r");
+    rowsum(y) = 0;
+    rowsum(y) += in(r, y);
+    RDom t(0, 64, 0, 48, "t");
+    total() = 0;
+    total() += in(t.x, t.y);
+    RVar ro("ro"), ri("ri");
+    Var u("u");
+    Func rs_intm = rowsum.update().split(r, ro, ri, 16).rfactor(ri, u);
+    rs_intm.compute_root().vectorize(u, 8);
+    rs_intm.update().vectorize(u, 8);
+    RVar tyo("tyo"), tyi("tyi");
+    Var v("v");
+    Func tot_intm = total.update().split(t.y, tyo, tyi, 8).rfactor(tyo, v);
+    tot_intm.compute_root().update().parallel(v);
+    d.pipeline = Pipeline({rowsum, total});
+    add_input(d, in, {64, 48}, {0, 0}, -1000, 1000);
+    add_output(d, {48});
+    add_output(d, {});
+    d.funcs = {"rowsum", "total"};
+    return d;
+}
+
+/** Update definitions over RDoms: a prefix sum along x (serial in x, parallel in y) and a
+ * triangular update through RDom::where. */
+Def rdom_scan() {
+    Def d;
+    ImageParam in(UInt(32), 2, "in");
+    Func scan("scan");
+    scan(x, y) = in(x, y);
+    RDom r(1, 63, "r");
+    scan(r, y) += scan(r - 1, y);
+    RDom tri(0, 64, 0, 48, "tri");
+    tri.where(tri.x < tri.y);
+    scan(tri.x, tri.y) = scan(tri.x, tri.y) * 2 + 1;
+    scan.parallel(y).vectorize(x, 8);
+    scan.update(0).parallel(y);
+    scan.update(1).parallel(tri.y);
+    d.pipeline = Pipeline(scan);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 4000);
+    add_output(d, {64, 48});
+    d.funcs = {"scan"};
+    return d;
+}
+
+/** Tuples: an argmax reduction (index and value) per row, and a pure two-element Tuple. */
+Def tuple_argmax() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Func am("am"), pair("pair");
+    RDom r(0, 64, "r");
+    am(y) = Tuple(0, in(0, y));
+    Expr better = in(r, y) > am(y)[1];
+    am(y) = Tuple(select(better, r, am(y)[0]), select(better, in(r, y), am(y)[1]));
+    pair(x, y) = Tuple(in(x, y) * 2.0f + 0.25f, cast<int32_t>(floor(in(x, y) * 64.0f)));
+    pair.vectorize(x, 8).parallel(y);
+    am.compute_root();
+    d.pipeline = Pipeline({am, pair});
+    add_input(d, in, {64, 48}, {0, 0}, -4, 4);
+    add_output(d, {48});
+    add_output(d, {48});
+    add_output(d, {64, 48});
+    add_output(d, {64, 48});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {"am", "pair"};
+    return d;
+}
+
+/** specialize: on a bool scalar, on an int scalar and on the input's width. */
+Def specialize_p() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Param<bool> flag("flag");
+    Param<int32_t> mode("mode");
+    Func sp("sp");
+    sp(x, y) = select(flag, cast<int16_t>(in(x, y)) + mode, cast<int16_t>(in(x, y)) - mode * 3);
+    sp.specialize(flag && mode == 2).vectorize(x, 16);
+    sp.specialize(in.width() % 32 == 0).parallel(y).vectorize(x, 8);
+    d.pipeline = Pipeline(sp);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_scalar(d, flag, "true");
+    add_scalar(d, mode, "2");
+    add_output(d, {64, 48});
+    d.funcs = {"sp"};
+    return d;
+}
+
+/** async and fork: two compute_root producers run as async tasks, one consumer. */
+Def async_fork() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func fa("fa"), fb("fb"), fo("fo");
+    fa(x, y) = cast<uint16_t>(in(x, y)) + 1;
+    fb(x, y) = cast<uint16_t>(in(x, y)) * 2;
+    fo(x, y) = fa(x, y) + fb(x, y);
+    fa.compute_root().async();
+    fb.compute_root().async();
+    d.pipeline = Pipeline(fo);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_output(d, {64, 48});
+    d.funcs = {"fa", "fb", "fo"};
+    return d;
+}
+
+/** async producer at a loop level with store_root: a sliding 3-tap window whose folded storage
+ * is handed from producer to consumer through semaphores. */
+Def async_store() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func cl = BoundaryConditions::repeat_edge(in);
+    Func ap("ap"), aq("aq");
+    ap(x, y) = cast<uint16_t>(cl(x, y)) * 3;
+    aq(x, y) = ap(x, y - 1) + ap(x, y) + ap(x, y + 1);
+    ap.store_root().compute_at(aq, y).async().vectorize(x, 8);
+    aq.vectorize(x, 8);
+    d.pipeline = Pipeline(aq);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_output(d, {64, 48});
+    d.funcs = {"ap", "aq"};
+    return d;
+}
+
+/** atomic(): a histogram updated from parallel rows. */
+Def atomic_hist() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func hist("hist");
+    RDom r(0, 64, 0, 48, "r");
+    hist(x) = 0;
+    hist(cast<int32_t>(in(r.x, r.y))) += 1;
+    hist.update().atomic().parallel(r.y);
+    d.pipeline = Pipeline(hist);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_output(d, {256});
+    d.funcs = {"hist"};
+    return d;
+}
+
+/** prefetch of an input two rows ahead. */
+Def prefetch_p() {
+    Def d;
+    ImageParam in(UInt(16), 2, "in");
+    Func pf("pf");
+    pf(x, y) = in(x, y) + in(x, y + 1);
+    pf.prefetch(in, y, y, 2).vectorize(x, 8);
+    d.pipeline = Pipeline(pf);
+    add_input(d, in, {64, 49}, {0, 0}, 0, 30000);
+    add_output(d, {64, 48});
+    d.funcs = {"pf"};
+    return d;
+}
+
+/** Boundary conditions: repeat_edge, constant_exterior, mirror_image and mirror_interior, on an
+ * output whose mins are negative. */
+Def boundary_modes() {
+    Def d;
+    ImageParam in(UInt(16), 2, "in");
+    Func re = BoundaryConditions::repeat_edge(in);
+    Func ce = BoundaryConditions::constant_exterior(in, 7);
+    Func mi = BoundaryConditions::mirror_image(in);
+    Func mt = BoundaryConditions::mirror_interior(in);
+    Func bm("bm");
+    bm(x, y) = cast<int32_t>(re(x - 2, y)) + ce(x + 2, y - 1) * 2 + mi(x - 3, y + 3) * 3 +
+               mt(x + 3, y - 2) * 5;
+    bm.vectorize(x, 8);
+    d.pipeline = Pipeline(bm);
+    add_input(d, in, {40, 30}, {0, 0}, 0, 1000);
+    add_output(d, {52, 40}, {-6, -5});
+    d.funcs = {"bm"};
+    return d;
+}
+
+/** Unsigned fixed-point intrinsics on uint8 (vectorized so they print as vector intrinsics),
+ * and lerp. One output each. */
+Def fixed_point_u8() {
+    Def d;
+    ImageParam a(UInt(8), 2, "a"), b(UInt(8), 2, "b"), w(UInt(8), 2, "w");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func f(name);
+        f(x, y) = e;
+        f.vectorize(x, 16);
+        outs.push_back(f);
+        add_output(d, {64, 48});
+        d.funcs.push_back(name);
+    };
+    Expr ea = a(x, y), eb = b(x, y), ew = w(x, y);
+    out("u_wmul", widening_mul(ea, eb));
+    out("u_wadd", widening_add(ea, eb));
+    out("u_wsub", widening_sub(ea, eb));
+    out("u_hadd", halving_add(ea, eb));
+    out("u_rhadd", rounding_halving_add(ea, eb));
+    out("u_hsub", halving_sub(ea, eb));
+    out("u_rshr", rounding_shift_right(widening_mul(ea, eb), 5));
+    out("u_sadd", saturating_add(ea, eb));
+    out("u_ssub", saturating_sub(ea, eb));
+    out("u_msr", mul_shift_right(ea, eb, 8));
+    out("u_rmsr", rounding_mul_shift_right(ea, eb, 8));
+    out("u_absd", absd(ea, eb));
+    out("u_lerp", lerp(ea, eb, ew));
+    out("u_scast", saturating_cast<uint8_t>(widening_add(ea, eb)));
+    d.pipeline = Pipeline(outs);
+    add_input(d, a, {64, 48}, {0, 0}, 0, 255);
+    add_input(d, b, {64, 48}, {0, 0}, 0, 255);
+    add_input(d, w, {64, 48}, {0, 0}, 0, 255);
+    return d;
+}
+
+/** Signed fixed-point intrinsics on int16 (Q15 multiplies, signed shifts and saturation). */
+Def fixed_point_s16() {
+    Def d;
+    ImageParam a(Int(16), 2, "a"), b(Int(16), 2, "b"), s(Int(16), 2, "s");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func f(name);
+        f(x, y) = e;
+        f.vectorize(x, 8);
+        outs.push_back(f);
+        add_output(d, {64, 48});
+        d.funcs.push_back(name);
+    };
+    Expr ea = a(x, y), eb = b(x, y), es = s(x, y);
+    out("s_wmul", widening_mul(ea, eb));
+    out("s_wsub", widening_sub(ea, eb));
+    out("s_sadd", saturating_add(ea, eb));
+    out("s_ssub", saturating_sub(ea, eb));
+    out("s_hsub", halving_sub(ea, eb));
+    out("s_rhadd", rounding_halving_add(ea, eb));
+    out("s_rshr", rounding_shift_right(ea, es));
+    out("s_rshl", rounding_shift_left(ea, es));
+    out("s_q15", rounding_mul_shift_right(ea, eb, 15));
+    out("s_msr", mul_shift_right(ea, eb, 15));
+    out("s_absd", absd(ea, eb));
+    out("s_wshl", widening_shift_left(ea, 3));
+    out("s_lerp", lerp(cast<uint16_t>(cast<int32_t>(ea) + 32768),
+                       cast<uint16_t>(cast<int32_t>(eb) + 32768), cast<uint16_t>(es + 4) * 4000));
+    d.pipeline = Pipeline(outs);
+    add_input(d, a, {64, 48}, {0, 0}, -32768, 32767);
+    add_input(d, b, {64, 48}, {0, 0}, -32768, 32767);
+    add_input(d, s, {64, 48}, {0, 0}, -4, 12);
+    return d;
+}
+
+/** Bit counting and bitwise operations on uint32, int64 and uint64. */
+Def bit_ops() {
+    Def d;
+    ImageParam a(UInt(32), 1, "a"), b(Int(64), 1, "b"), u(UInt(64), 1, "u");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func f(name);
+        f(x) = e;
+        f.vectorize(x, 4);
+        outs.push_back(f);
+        add_output(d, {256});
+        d.funcs.push_back(name);
+    };
+    Expr ea = a(x), eb = b(x), eu = u(x);
+    out("b_clz32", count_leading_zeros(ea));
+    out("b_ctz32", count_trailing_zeros(ea));
+    out("b_pop32", popcount(ea));
+    out("b_clz64", count_leading_zeros(eb));
+    out("b_pop64", popcount(eu));
+    out("b_ctz64", count_trailing_zeros(eu));
+    out("b_mix32", (ea ^ (ea >> 7)) | (~ea & cast<uint32_t>(0x00ff00ff)));
+    out("b_mix64", (eu << 3) ^ (eu >> 11) ^ cast<uint64_t>(eb));
+    out("b_sshr64", (eb >> 13) + (eb & cast<int64_t>(0xffff)));
+    d.pipeline = Pipeline(outs);
+    add_input(d, a, {256}, {0}, 0, 4294967295.0);
+    add_input(d, b, {256}, {0}, -1e18, 1e18);
+    add_input(d, u, {256}, {0}, 0, 1.8e19);
+    return d;
+}
+
+/** Every integer element type in and out, with casts between them (wrapping narrow casts, no
+ * signed overflow: Halide assumes none for 32 and 64 bits). */
+Def types_int() {
+    Def d;
+    ImageParam i8(Int(8), 2, "i8"), u8(UInt(8), 2, "u8"), i16(Int(16), 2, "i16"),
+        u16(UInt(16), 2, "u16"), i32(Int(32), 2, "i32"), u32(UInt(32), 2, "u32"),
+        i64(Int(64), 2, "i64"), u64(UInt(64), 2, "u64");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func f(name);
+        f(x, y) = e;
+        f.vectorize(x, 8);
+        outs.push_back(f);
+        add_output(d, {32, 16});
+        d.funcs.push_back(name);
+    };
+    Expr a = i8(x, y), b = u8(x, y), e = i16(x, y), f = u16(x, y), g = i32(x, y), h = u32(x, y),
+         p = i64(x, y), q = u64(x, y);
+    out("t_i8", cast<int8_t>(a * 3) + cast<int8_t>(b));
+    out("t_u8", cast<uint8_t>(e) ^ b);
+    out("t_i16", cast<int16_t>(f) - e / 3);
+    out("t_u16", cast<uint16_t>(h >> 8) + f);
+    out("t_i32", g / 7 + cast<int32_t>(a) * cast<int32_t>(e));
+    out("t_u32", h * u32c(2654435761u) + cast<uint32_t>(g));
+    out("t_i64", p + cast<int64_t>(g) * cast<int64_t>(h));
+    out("t_u64", q * u64c(6364136223846793005ull) + cast<uint64_t>(p));
+    for (ImageParam *ip : {&i8, &u8, &i16, &u16, &i32, &u32, &i64, &u64}) {
+        d.args.push_back(*ip);
+        d.order += 'i';
+    }
+    d.inputs = {{"i8", Int(8), {32, 16}, {0, 0}, -128, 127},
+                {"u8", UInt(8), {32, 16}, {0, 0}, 0, 255},
+                {"i16", Int(16), {32, 16}, {0, 0}, -32768, 32767},
+                {"u16", UInt(16), {32, 16}, {0, 0}, 0, 65535},
+                {"i32", Int(32), {32, 16}, {0, 0}, -1000000, 1000000},
+                {"u32", UInt(32), {32, 16}, {0, 0}, 0, 4294967295.0},
+                {"i64", Int(64), {32, 16}, {0, 0}, -1e15, 1e15},
+                {"u64", UInt(64), {32, 16}, {0, 0}, 0, 1.8e19}};
+    d.pipeline = Pipeline(outs);
+    return d;
+}
+
+/** float16, float32 and float64 in and out: half arithmetic, conversions, floor/ceil/round,
+ * sqrt, abs, min/max. */
+Def types_float() {
+    Def d;
+    ImageParam h(Float(16), 2, "h"), f(Float(32), 2, "f"), g(Float(64), 2, "g");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func fn(name);
+        fn(x, y) = e;
+        fn.vectorize(x, 8);
+        outs.push_back(fn);
+        add_output(d, {32, 16});
+        d.funcs.push_back(name);
+    };
+    Expr eh = h(x, y), ef = f(x, y), eg = g(x, y);
+    out("f_f16", eh * eh + cast<float16_t>(ef));
+    out("f_f32", floor(ef * 4.0f) + ceil(ef) - round(ef * 0.5f) + abs(ef) * cast<float>(eh) +
+                     min(ef, 0.25f) - max(ef, -0.75f));
+    out("f_f64", sqrt(abs(eg)) * eg + cast<double>(ef) - cast<double>(eh) * f64c(0.125));
+    out("f_i32", cast<int32_t>(eg * f64c(1000.0)) + cast<int32_t>(ef * 64.0f));
+    out("f_h2d", cast<double>(eh) * cast<double>(eh));
+    d.pipeline = Pipeline(outs);
+    add_input(d, h, {32, 16}, {0, 0}, -4, 4);
+    add_input(d, f, {32, 16}, {0, 0}, -8, 8);
+    add_input(d, g, {32, 16}, {0, 0}, -100, 100);
+    d.is_float = true;
+    d.rtol = 1e-5;
+    d.atol = 1e-6;
+    return d;
+}
+
+/** bool in and out: logic, select on bool buffers. */
+Def types_bool() {
+    Def d;
+    ImageParam a(Bool(), 2, "a"), b(Bool(), 2, "b"), v(UInt(8), 2, "v");
+    Func lg("lg"), sel("sel");
+    lg(x, y) = (a(x, y) && !b(x, y)) || (v(x, y) > 128);
+    sel(x, y) = select(a(x, y) != b(x, y), v(x, y), cast<uint8_t>(255 - v(x, y)));
+    lg.vectorize(x, 16);
+    sel.vectorize(x, 16);
+    d.pipeline = Pipeline({lg, sel});
+    add_input(d, a, {64, 48}, {0, 0}, 0, 1);
+    add_input(d, b, {64, 48}, {0, 0}, 0, 1);
+    add_input(d, v, {64, 48}, {0, 0}, 0, 255);
+    add_output(d, {64, 48});
+    add_output(d, {64, 48});
+    d.funcs = {"lg", "sel"};
+    return d;
+}
+
+/** Scalar arguments of every type. */
+Def scalar_params() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Param<int8_t> p_i8("p_i8");
+    Param<uint8_t> p_u8("p_u8");
+    Param<int16_t> p_i16("p_i16");
+    Param<uint16_t> p_u16("p_u16");
+    Param<int32_t> p_i32("p_i32");
+    Param<uint32_t> p_u32("p_u32");
+    Param<int64_t> p_i64("p_i64");
+    Param<uint64_t> p_u64("p_u64");
+    Param<float16_t> p_f16("p_f16");
+    Param<float> p_f32("p_f32");
+    Param<double> p_f64("p_f64");
+    Param<bool> p_b("p_b");
+    Func sd("sd"), si("si");
+    Expr ints = cast<double>(p_i8) + cast<double>(p_u8) * 2 + cast<double>(p_i16) * 3 +
+                cast<double>(p_u16) + cast<double>(p_i32) + cast<double>(p_u32);
+    sd(x, y) = cast<double>(in(x, y)) * p_f64 + ints + cast<double>(p_f16) +
+               select(p_b, cast<double>(p_f32), f64c(-1.0));
+    si(x, y) = cast<int64_t>(x) * p_i64 + cast<int64_t>(p_u64 >> 4) + y;
+    sd.vectorize(x, 4);
+    si.vectorize(x, 4);
+    d.pipeline = Pipeline({sd, si});
+    add_input(d, in, {32, 16}, {0, 0}, -1, 1);
+    add_scalar(d, p_i8, "-100");
+    add_scalar(d, p_u8, "200");
+    add_scalar(d, p_i16, "-30000");
+    add_scalar(d, p_u16, "60000");
+    add_scalar(d, p_i32, "-2000000000");
+    add_scalar(d, p_u32, "4000000000");
+    add_scalar(d, p_i64, "-1099511627776");
+    add_scalar(d, p_u64, "18000000000000000000");
+    add_scalar(d, p_f16, "1.5");
+    add_scalar(d, p_f32, "0.25");
+    add_scalar(d, p_f64, "-2.75");
+    add_scalar(d, p_b, "true");
+    add_output(d, {32, 16});
+    add_output(d, {32, 16});
+    d.is_float = true;
+    d.rtol = 1e-12;
+    d.atol = 1e-12;
+    d.funcs = {"sd", "si"};
+    return d;
+}
+
+/** Bilateral grid (after Halide's app, much smaller): a grid built by an update over an RDom, a
+ * separable blur of the grid, and a trilinear slice with a division. */
+Def bilateral_grid() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    const int s = 8;  // spatial cell; the range has 8 cells (in is in [0, 1))
+    Func cl = BoundaryConditions::repeat_edge(in);
+    Var z("z");
+    Func histogram("histogram");
+    RDom r(0, s, 0, s, "r");
+    Expr val = clamp(cl(x * s + r.x - s / 2, y * s + r.y - s / 2), 0.0f, 1.0f);
+    Expr zi = cast<int32_t>(val * 8.0f + 0.5f);
+    histogram(x, y, z, c) = 0.0f;
+    histogram(x, y, zi, c) += select(c == 0, val, 1.0f);
+    Func bz("bz"), bxg("bxg"), byg("byg");
+    bz(x, y, z, c) =
+        histogram(x, y, z - 1, c) + histogram(x, y, z, c) * 2.0f + histogram(x, y, z + 1, c);
+    bxg(x, y, z, c) = bz(x - 1, y, z, c) + bz(x, y, z, c) * 2.0f + bz(x + 1, y, z, c);
+    byg(x, y, z, c) = bxg(x, y - 1, z, c) + bxg(x, y, z, c) * 2.0f + bxg(x, y + 1, z, c);
+    Expr v = clamp(in(x, y), 0.0f, 1.0f) * 8.0f;
+    Expr zv = clamp(cast<int32_t>(floor(v)), 0, 7);
+    Expr zf = v - zv;
+    Expr xf = cast<float>(x % s) * 0.125f, yf = cast<float>(y % s) * 0.125f;
+    Expr xi = x / s, yi = y / s;
+    Func interp("interp"), bgrid("bgrid");
+    interp(x, y, c) =
+        lerp(lerp(lerp(byg(xi, yi, zv, c), byg(xi + 1, yi, zv, c), xf),
+                  lerp(byg(xi, yi + 1, zv, c), byg(xi + 1, yi + 1, zv, c), xf), yf),
+             lerp(lerp(byg(xi, yi, zv + 1, c), byg(xi + 1, yi, zv + 1, c), xf),
+                  lerp(byg(xi, yi + 1, zv + 1, c), byg(xi + 1, yi + 1, zv + 1, c), xf), yf),
+             zf);
+    bgrid(x, y) = interp(x, y, 0) / interp(x, y, 1);
+    histogram.compute_root().reorder(c, z, x, y).parallel(y);
+    histogram.update().reorder(c, r.x, r.y, x, y).unroll(c).parallel(y);
+    bz.compute_root().reorder(c, z, x, y).parallel(y);
+    bxg.compute_root().reorder(c, z, x, y).parallel(y);
+    byg.compute_root().reorder(c, z, x, y).parallel(y);
+    Var xo("xo"), yo("yo"), xii("xii"), yii("yii");
+    bgrid.tile(x, y, xo, yo, xii, yii, 16, 8).vectorize(xii, 8).parallel(yo);
+    d.pipeline = Pipeline(bgrid);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 1);
+    add_output(d, {64, 48});
+    d.is_float = true;
+    d.rtol = 1e-4;
+    d.atol = 1e-5;
+    d.funcs = {"histogram", "bz", "bxg", "byg", "bgrid"};
+    return d;
+}
+
+/** A local-Laplacian-style pyramid: Gaussian pyramid down (1 3 3 1)/8 twice, Laplacian levels,
+ * a remapping curve per level, and the collapse back up. */
+Def local_laplacian() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Func g0("g0");
+    g0(x, y) = BoundaryConditions::repeat_edge(in)(x, y);
+    auto down = [&](Func f, const std::string &name) {
+        Func dx(name + "_dx"), dd(name);
+        dx(x, y) =
+            (f(2 * x - 1, y) + 3.0f * (f(2 * x, y) + f(2 * x + 1, y)) + f(2 * x + 2, y)) * 0.125f;
+        dd(x, y) =
+            (dx(x, 2 * y - 1) + 3.0f * (dx(x, 2 * y) + dx(x, 2 * y + 1)) + dx(x, 2 * y + 2)) *
+            0.125f;
+        dx.compute_root().vectorize(x, 8);
+        dd.compute_root().vectorize(x, 8).parallel(y);
+        return dd;
+    };
+    auto up = [&](Func f, const std::string &name) {
+        Func ux(name + "_ux"), uu(name);
+        ux(x, y) = lerp(f((x + 1) / 2 - 1, y), f((x + 1) / 2, y), 0.25f + (x % 2) * 0.5f);
+        uu(x, y) = lerp(ux(x, (y + 1) / 2 - 1), ux(x, (y + 1) / 2), 0.25f + (y % 2) * 0.5f);
+        return uu;
+    };
+    g0.compute_root();
+    Func g1 = down(g0, "g1");
+    Func g2 = down(g1, "g2");
+    Func l0("l0"), l1("l1");
+    l0(x, y) = g0(x, y) - up(g1, "u1")(x, y);
+    l1(x, y) = g1(x, y) - up(g2, "u2")(x, y);
+    auto remap = [](Expr v) { return v * 1.5f - v * v * v * 0.5f; };
+    Func r1("r1"), llap("llap");
+    r1(x, y) = up(g2, "v2")(x, y) + remap(l1(x, y));
+    r1.compute_root().vectorize(x, 8);
+    llap(x, y) = up(r1, "v1")(x, y) + remap(l0(x, y));
+    llap.vectorize(x, 8).parallel(y);
+    d.pipeline = Pipeline(llap);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 1);
+    add_output(d, {64, 48});
+    d.is_float = true;
+    d.rtol = 1e-5;
+    d.atol = 1e-6;
+    d.funcs = {g0.name(), g1.name(), g2.name(), r1.name(), llap.name()};
+    return d;
+}
+
+/** Tiled matrix multiply: tiles of the output, the reduction split and unrolled, vectorized. */
+Def matmul_tiled() {
+    Def d;
+    ImageParam ma(Float(32), 2, "ma"), mb(Float(32), 2, "mb");
+    Func mm("mm"), prod("prod");
+    RDom r(0, 40, "r");
+    prod(x, y) = 0.0f;
+    prod(x, y) += ma(r, y) * mb(x, r);
+    mm(x, y) = prod(x, y);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    mm.tile(x, y, xo, yo, xi, yi, 16, 8).vectorize(xi, 8).parallel(yo);
+    prod.compute_at(mm, xo).vectorize(x, 8);
+    RVar ro("ro"), ri("ri");
+    prod.update().split(r, ro, ri, 4).reorder(x, y, ri, ro).unroll(ri).vectorize(x, 8);
+    d.pipeline = Pipeline(mm);
+    add_input(d, ma, {40, 32}, {0, 0}, -1, 1);
+    add_input(d, mb, {48, 40}, {0, 0}, -1, 1);
+    add_output(d, {48, 32});
+    d.is_float = true;
+    d.rtol = 1e-5;
+    d.atol = 1e-5;
+    d.funcs = {"prod", "mm"};
+    return d;
+}
+
+/** Camera-pipe-ish demosaic: an RGGB Bayer mosaic (uint16) to a 3-D uint8 image, with the
+ * deinterleave, bilinear green/red/blue, a colour matrix and a gamma-like curve; c unrolled. */
+Def demosaic() {
+    Def d;
+    ImageParam raw(UInt(16), 2, "raw");
+    Func cl = BoundaryConditions::mirror_interior(raw);
+    Func val("val");
+    val(x, y) = cast<int32_t>(cl(x, y));
+    Expr px = x % 2, py = y % 2;
+    Expr g_here = px != py;  // G at (1,0) and (0,1) of each 2x2 cell
+    Expr g_interp = (val(x - 1, y) + val(x + 1, y) + val(x, y - 1) + val(x, y + 1) + 2) / 4;
+    Func green("green"), red("red"), blue("blue");
+    green(x, y) = select(g_here, val(x, y), g_interp);
+    Expr diag =
+        (val(x - 1, y - 1) + val(x + 1, y - 1) + val(x - 1, y + 1) + val(x + 1, y + 1) + 2) / 4;
+    Expr horiz = (val(x - 1, y) + val(x + 1, y) + 1) / 2;
+    Expr vert = (val(x, y - 1) + val(x, y + 1) + 1) / 2;
+    red(x, y) =
+        select(px == 0 && py == 0, val(x, y), px == 1 && py == 1, diag, py == 0, horiz, vert);
+    blue(x, y) =
+        select(px == 1 && py == 1, val(x, y), px == 0 && py == 0, diag, py == 1, horiz, vert);
+    Func rgb("rgb"), cam("cam");
+    rgb(x, y, c) = select(c == 0, red(x, y) * 3 - green(x, y), c == 1, green(x, y) * 2,
+                          blue(x, y) * 3 - green(x, y)) /
+                   2;
+    Expr lin = clamp(rgb(x, y, c), 0, 4095);
+    cam(x, y, c) = cast<uint8_t>(select(lin < 512, lin / 4, 128 + (lin - 512) / 28));
+    cam.bound(c, 0, 3).reorder(c, x, y).unroll(c).vectorize(x, 8).parallel(y);
+    green.compute_at(cam, y).vectorize(x, 8);
+    red.compute_at(cam, y).vectorize(x, 8);
+    blue.compute_at(cam, y).vectorize(x, 8);
+    d.pipeline = Pipeline(cam);
+    add_input(d, raw, {64, 48}, {0, 0}, 0, 4095);
+    add_output(d, {64, 48, 3});
+    d.funcs = {"green", "red", "blue", "cam"};
+    return d;
+}
+
+/** Histogram equalization: a histogram, its cumulative sum by a scan, and the lookup. */
+Def hist_equalize() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func eh("eh"), cdf("cdf"), eq("eq");
+    RDom r(0, 64, 0, 48, "r");
+    eh(x) = 0;
+    eh(cast<int32_t>(in(r.x, r.y))) += 1;
+    RDom b(1, 255, "b");
+    cdf(x) = eh(x);
+    cdf(b) += cdf(b - 1);
+    eq(x, y) = cast<uint8_t>((cdf(cast<int32_t>(in(x, y))) * 255 + 1536) / 3072);
+    eh.compute_root();
+    cdf.compute_root();
+    eq.vectorize(x, 16).parallel(y);
+    d.pipeline = Pipeline(eq);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 200);
+    add_output(d, {64, 48});
+    d.funcs = {"eh", "cdf", "eq"};
+    return d;
+}
+
+/** A three-stage float pointwise chain s1 -> s2 -> s3, each compute_root, parallel, vectorized. */
+Def float_chain() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Func s1("s1"), s2("s2"), s3("s3");
+    s1(x, y) = in(x, y) * 0.5f + 0.25f;
+    s2(x, y) = s1(x, y) * s1(x, y) - 0.125f;
+    s3(x, y) = max(s2(x, y), 0.0f) * 4.0f + s1(x, y);
+    s1.compute_root().parallel(y).vectorize(x, 8);
+    s2.compute_root().parallel(y).vectorize(x, 8);
+    s3.compute_root().parallel(y).vectorize(x, 8);
+    d.pipeline = Pipeline(s3);
+    add_input(d, in, {128, 96}, {0, 0}, -2, 2);
+    add_output(d, {128, 96});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {s1.name(), s2.name(), s3.name()};  // "s1$0": Halide renames s1
+    return d;
+}
+
+/** Wrappers and RDoms: an input wrapper (in.in()) computed per row, a 5x5 convolution with a
+ * weights buffer over a 2-D RDom (unrolled), and a Func wrapper (conv.in(out)). */
+Def wrapper_rdom() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in"), wt(Int(16), 2, "wt");
+    Func cl = BoundaryConditions::constant_exterior(in, 0);
+    Func cv("cv"), wo("wo");
+    RDom r(0, 5, 0, 5, "r");
+    cv(x, y) = 0;
+    cv(x, y) += cast<int32_t>(wt(r.x, r.y)) * cl(x + r.x - 2, y + r.y - 2);
+    wo(x, y) = cv(x, y) >> 4;
+    Func in_w = in.in();
+    Func cv_w = cv.in(wo);
+    in_w.compute_at(wo, y);
+    cv_w.compute_at(wo, y).vectorize(x, 8);
+    cv.compute_at(wo, y).vectorize(x, 8);
+    cv.update().reorder(x, r.x, r.y).unroll(r.x).vectorize(x, 8);
+    wo.parallel(y);
+    d.pipeline = Pipeline(wo);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_input(d, wt, {5, 5}, {0, 0}, -64, 64);
+    add_output(d, {64, 48});
+    d.funcs = {"cv", "wo"};
+    return d;
+}
+
+/** A 4-D convolution layer (x, y, channel, batch) with 4-D weights, a ReLU and a bias. */
+Def conv4d() {
+    Def d;
+    ImageParam in(Float(32), 4, "in"), w(Float(32), 4, "w"), bias(Float(32), 1, "bias");
+    Func acc("acc"), relu("relu");
+    RDom r(0, 3, 0, 3, 0, 4, "r");
+    acc(x, y, k, n) = bias(k);
+    acc(x, y, k, n) += w(r.x, r.y, r.z, k) * in(x + r.x, y + r.y, r.z, n);
+    relu(x, y, k, n) = max(acc(x, y, k, n), 0.0f);
+    relu.vectorize(x, 8).parallel(n);
+    acc.compute_at(relu, k).vectorize(x, 8);
+    acc.update().reorder(x, r.x, r.y, r.z).vectorize(x, 8);
+    d.pipeline = Pipeline(relu);
+    add_input(d, in, {18, 12, 4, 2}, {0, 0, 0, 0}, -1, 1);
+    add_input(d, w, {3, 3, 4, 6}, {0, 0, 0, 0}, -1, 1);
+    add_input(d, bias, {6}, {0}, -1, 1);
+    add_output(d, {16, 10, 6, 2});
+    d.is_float = true;
+    d.rtol = 1e-5;
+    d.atol = 1e-5;
+    d.funcs = {"acc", "relu"};
+    return d;
+}
+
+/** A float64 iteration (a Mandelbrot-style escape count) in an update over an RDom, parallel. */
+Def escape_f64() {
+    Def d;
+    Param<double> scale("scale");
+    Func it("it");
+    Expr cre = cast<double>(x) * scale - f64c(2.0), cim = cast<double>(y) * scale - f64c(1.0);
+    RDom r(0, 24, "r");
+    it(x, y) = Tuple(f64c(0.0), f64c(0.0), 0);
+    Expr zr = it(x, y)[0], zi = it(x, y)[1];
+    // The bound grows with the iteration: the update must mention its RDom, or it runs once.
+    Expr esc = zr * zr + zi * zi > f64c(4.0) + cast<double>(r) * f64c(0.015625);
+    it(x, y) =
+        Tuple(select(esc, zr, zr * zr - zi * zi + cre), select(esc, zi, f64c(2.0) * zr * zi + cim),
+              select(esc, it(x, y)[2], it(x, y)[2] + 1));
+    Func cnt("cnt");
+    cnt(x, y) = it(x, y)[2];
+    it.compute_at(cnt, y);
+    cnt.parallel(y);
+    d.pipeline = Pipeline(cnt);
+    add_scalar(d, scale, "0.046875");
+    add_output(d, {64, 48});
+    d.is_float = true;
+    d.rtol = 0;
+    d.atol = 0;
+    d.funcs = {"it", "cnt"};
+    return d;
+}
+
+const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
+    static const std::vector<std::pair<std::string, std::function<Def()>>> defs = {
+        {"sep_blur", sep_blur},
+        {"blur3x3_halo", blur3x3_halo},
+        {"split_tails", split_tails},
+        {"vec_unroll", vec_unroll},
+        {"rfactor_sum", rfactor_sum},
+        {"rdom_scan", rdom_scan},
+        {"tuple_argmax", tuple_argmax},
+        {"specialize_p", specialize_p},
+        {"async_fork", async_fork},
+        {"async_store", async_store},
+        {"atomic_hist", atomic_hist},
+        {"prefetch_p", prefetch_p},
+        {"boundary_modes", boundary_modes},
+        {"fixed_point_u8", fixed_point_u8},
+        {"fixed_point_s16", fixed_point_s16},
+        {"bit_ops", bit_ops},
+        {"types_int", types_int},
+        {"types_float", types_float},
+        {"types_bool", types_bool},
+        {"scalar_params", scalar_params},
+        {"bilateral_grid", bilateral_grid},
+        {"local_laplacian", local_laplacian},
+        {"matmul_tiled", matmul_tiled},
+        {"demosaic", demosaic},
+        {"hist_equalize", hist_equalize},
+        {"float_chain", float_chain},
+        {"wrapper_rdom", wrapper_rdom},
+        {"conv4d", conv4d},
+        {"escape_f64", escape_f64},
+    };
+    return defs;
+}
+
+std::string join_ints(const std::vector<int> &v) {
+    std::string s;
+    for (int e : v) {
+        s += " " + std::to_string(e);
+    }
+    return s;
+}
+
+void write_spec(const std::string &path, const std::string &name, const Def &d) {
+    std::ofstream out(path);
+    char tol[64];
+    std::snprintf(tol, sizeof(tol), "%.3g %.3g", d.rtol, d.atol);
+    out << "pipeline " << name << "\n";
+    out << "float " << (d.is_float ? 1 : 0) << "\n";
+    out << "tolerance " << tol << "\n";
+    out << "funcs";
+    for (const std::string &f : d.funcs) {
+        out << " " << f;
+    }
+    out << "\n";
+    size_t ii = 0, si = 0;
+    for (char o : d.order) {
+        if (o == 'i') {
+            const InputSpec &in = d.inputs[ii++];
+            char range[64];
+            std::snprintf(range, sizeof(range), "%.17g %.17g", in.lo, in.hi);
+            out << "input " << in.name << " " << type_name(in.type) << " " << in.extents.size()
+                << join_ints(in.extents) << join_ints(in.mins) << " " << range << "\n";
+        } else {
+            const ScalarSpec &s = d.scalars[si++];
+            out << "scalar " << s.name << " " << type_name(s.type) << " " << s.value << "\n";
+        }
+    }
+    for (const OutputSpec &o : d.outputs) {
+        out << "output " << type_name(o.type) << " " << o.extents.size() << join_ints(o.extents)
+            << join_ints(o.mins) << "\n";
+    }
+}
+
+int generate(const std::string &name, const std::string &dir) {
+    for (const auto &kv : all_defs()) {
+        if (kv.first != name) {
+            continue;
+        }
+        Def d = kv.second();
+        // Output types come from the Funcs themselves (a Tuple gives one output per element).
+        std::vector<Type> types;
+        for (const Func &f : d.pipeline.outputs()) {
+            for (const Type &t : f.output_types()) {
+                types.push_back(t);
+            }
+        }
+        if (types.size() != d.outputs.size()) {
+            std::cerr << "corpus_generator: error: " << name << " lists " << d.outputs.size()
+                      << " output shapes for " << types.size() << " outputs\n";
+            return 1;
+        }
+        for (size_t i = 0; i < types.size(); i++) {
+            d.outputs[i].type = types[i];
+        }
+        // compile_to_module names the function (compile_to_lowered_stmt would name it after the
+        // first output Func). The objects add no_runtime, which would show in the text's target.
+        Target base(kBaseTarget);
+        std::string p = dir + "/" + name;
+        auto emit = [&](const Target &t, const std::string &fn, const std::string &stmt,
+                        const std::string &object) {
+            d.pipeline.compile_to_module(d.args, fn, t).compile({{OutputFileType::stmt, stmt}});
+            if (!object.empty()) {
+                d.pipeline.compile_to_module(d.args, fn, t.with_feature(Target::NoRuntime))
+                    .compile({{OutputFileType::object, object}});
+            }
+        };
+        emit(base, name, p + ".host.stmt", p + ".o");
+        emit(base.with_feature(Target::Profile), name, p + ".profile.stmt", "");
+        emit(base.with_feature(Target::Debug), name, p + ".debug.stmt", "");
+        if (d.is_float) {
+            emit(base.with_feature(Target::StrictFloat), name + "_strict", p + ".strict.stmt",
+                 p + "_strict.o");
+        }
+        write_spec(p + ".spec", name, d);
+        return 0;
+    }
+    std::cerr << "corpus_generator: error: no pipeline named '" << name << "'\n";
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() == 1 && args[0] == "--list") {
+        for (const auto &kv : all_defs()) {
+            std::cout << kv.first << "\n";
+        }
+        return 0;
+    }
+    if (args.size() == 2 && args[0] == "--runtime") {
+        compile_standalone_runtime(args[1], Target(kBaseTarget));
+        return 0;
+    }
+    if (args.size() == 2) {
+        return generate(args[0], args[1]);
+    }
+    std::cerr << "usage: corpus_generator --list | --runtime OBJ | NAME DIR\n";
+    return 2;
+}
