@@ -107,7 +107,10 @@ private:
         auto it = buffers.find(name);
         if (it != buffers.end()) {
             const Type &elem = it->second.back();
-            if (elem.is_valid() && !types_compatible(elem, t.element_of())) {
+            // Halide keeps bools in memory as one byte each and its lowering reads and writes
+            // bool buffers as uint8 (then casts), so a bool buffer takes uint8 accesses too.
+            bool bool_storage = elem.is_bool() && t.element_of() == UInt(8);
+            if (elem.is_valid() && !bool_storage && !types_compatible(elem, t.element_of())) {
                 fail(std::string(what) + " of " + t.to_string() + " from buffer '" + name +
                      "' of element type " + elem.to_string());
             }

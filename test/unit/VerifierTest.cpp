@@ -140,6 +140,19 @@ TEST(Verifier, RejectsALoadOfTheWrongTypeFromAnAllocation) {
     expect_rejected(module_with(alloc), {"load of float32", "buffer 'tmp'", "element type uint8"});
 }
 
+// Halide keeps bools as bytes and its lowering writes `lg[i] = uint8(...)` into bool buffers.
+TEST(Verifier, BoolBuffersTakeUint8AccessesOnly) {
+    auto with_bool_tmp = [](const Expr &stored) {
+        Stmt use =
+            Store::make("out", Cast::make(Int(32), Load::make(UInt(8), "tmp", i32(0))), i32(0));
+        return module_with(Allocate::make("tmp", Bool(), MemoryType::Heap, {i32(16)}, Expr(),
+                                          Block::make(Store::make("tmp", stored, i32(0)), use)));
+    };
+    EXPECT_NO_THROW(verify(with_bool_tmp(UIntImm::make(UInt(8), uint64_t(1)))));
+    expect_rejected(with_bool_tmp(UIntImm::make(UInt(16), uint64_t(1))),
+                    {"store of uint16", "buffer 'tmp'", "element type uint1"});
+}
+
 TEST(Verifier, RejectsAFreeWithoutAnAllocation) {
     expect_rejected(module_with(Free::make("tmp")),
                     {"free of 'tmp', which is not an allocation in scope", "free tmp"});
