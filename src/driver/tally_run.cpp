@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/NpyFile.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
 #include "tally/Lower.h"
@@ -208,91 +209,6 @@ struct HostBuffer {
     halide_buffer_t buf{};
 };
 
-std::string npy_descr(const Type &t) {
-    std::string kind = t.is_float() ? "f" : t.is_uint() ? "u" : "i";
-    if (t.is_bool()) {
-        return "|b1";
-    }
-    return (t.bytes() == 1 ? "|" : "<") + kind + std::to_string(t.bytes());
-}
-
-/** Reads a .npy file (format 1.0 to 3.0, C order, little-endian) of element type `t`; returns
- * the shape (numpy order). Anything else, or a file shorter than its header says, is a
- * CompileError naming the file. */
-std::vector<int> read_npy(const std::string &path, const Type &t, std::vector<uint8_t> *data) {
-    std::ifstream in(path, std::ios::binary);
-    user_assert(in.good()) << path << ": error: cannot open file";
-    char magic[8];
-    in.read(magic, 8);
-    user_assert(in.gcount() == 8 && std::memcmp(magic, "\x93NUMPY", 6) == 0 && magic[6] >= 1 &&
-                magic[6] <= 3)
-        << path << ": error: not a .npy file (format 1.0 to 3.0)";
-    uint32_t hlen = 0;
-    if (magic[6] == 1) {
-        uint8_t h[2] = {0, 0};
-        in.read(reinterpret_cast<char *>(h), 2);
-        hlen = uint32_t(h[0]) | uint32_t(h[1]) << 8;
-    } else {
-        uint8_t h[4] = {0, 0, 0, 0};
-        in.read(reinterpret_cast<char *>(h), 4);
-        hlen = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16 | uint32_t(h[3]) << 24;
-    }
-    // numpy writes headers of a few hundred bytes; a larger claim is a damaged file.
-    user_assert(in.good() && hlen <= (1u << 20)) << path << ": error: damaged .npy header length";
-    std::string header(hlen, ' ');
-    in.read(&header[0], hlen);
-    user_assert(in.gcount() == std::streamsize(hlen)) << path << ": error: truncated header";
-    user_assert(header.find("'" + npy_descr(t) + "'") != std::string::npos)
-        << path << ": error: element type does not match the pipeline's " << t.to_string()
-        << " (header: " << header << ")";
-    user_assert(header.find("'fortran_order': False") != std::string::npos)
-        << path << ": error: only C-order arrays are supported";
-    size_t key = header.find("'shape':");
-    size_t lp = key == std::string::npos ? key : header.find('(', key);
-    size_t rp = lp == std::string::npos ? lp : header.find(')', lp);
-    user_assert(rp != std::string::npos) << path << ": error: the header has no shape";
-    std::vector<int> shape;
-    std::istringstream s(header.substr(lp + 1, rp - lp - 1));
-    std::string part;
-    uint64_t count = 1;
-    while (std::getline(s, part, ',')) {
-        size_t first = part.find_first_not_of(' '), last = part.find_last_not_of(' ');
-        if (first == std::string::npos) {
-            continue;
-        }
-        shape.push_back(int(
-            parse_integer(part.substr(first, last - first + 1), path + " (shape)", 0, INT32_MAX)));
-        count *= uint64_t(shape.back());
-        user_assert(count <= (uint64_t(1) << 40) / uint64_t(t.bytes()))
-            << path << ": error: the array is too large";
-    }
-    data->resize(count * t.bytes());
-    in.read(reinterpret_cast<char *>(data->data()), data->size());
-    user_assert(in.gcount() == std::streamsize(data->size())) << path << ": error: truncated";
-    return shape;
-}
-
-void write_npy(const std::string &path, const Type &t, const HostBuffer &b) {
-    std::ostringstream h;
-    h << "{'descr': '" << npy_descr(t) << "', 'fortran_order': False, 'shape': (";
-    for (int d = int(b.dims.size()) - 1; d >= 0; d--) {
-        h << b.dims[d].extent << (b.dims.size() == 1 || d > 0 ? "," : "") << (d ? " " : "");
-    }
-    h << "), }";
-    std::string header = h.str();
-    while ((10 + header.size() + 1) % 64) {
-        header += ' ';
-    }
-    header += '\n';
-    std::ofstream out(path, std::ios::binary);
-    user_assert(out.good()) << path << ": error: cannot write file";
-    out.write("\x93NUMPY\x01\x00", 8);
-    uint16_t len = header.size();
-    out.write(reinterpret_cast<const char *>(&len), 2);
-    out << header;
-    out.write(reinterpret_cast<const char *>(b.data.data()), b.data.size());
-}
-
 std::pair<std::string, std::string> split_eq(const std::string &s, const char *flag) {
     size_t eq = s.find('=');
     if (eq == std::string::npos) {
@@ -412,7 +328,7 @@ int main(int argc, char **argv) {
             HostBuffer &b = bufs[i];
             BufferShape shape;  // Halide order: dim 0 innermost
             if (inputs.count(a.name)) {
-                std::vector<int> np = read_npy(inputs[a.name], a.type, &b.data);
+                std::vector<int> np = npy::read(inputs[a.name], a.type, &b.data);
                 shape.extents.assign(np.rbegin(), np.rend());
                 shape.mins.assign(np.size(), 0);
                 if (sizes.count(a.name)) {
@@ -491,7 +407,13 @@ int main(int argc, char **argv) {
             if (f.args[i].is_buffer() && outputs.count(f.args[i].name)) {
                 int rc = halide_copy_to_host(nullptr, &bufs[i].buf);
                 user_assert(rc == 0) << "copy of '" << f.args[i].name << "' to the host failed";
-                write_npy(outputs[f.args[i].name], f.args[i].type, bufs[i]);
+                const HostBuffer &out = bufs[i];
+                std::vector<int> shape;  // numpy order: the last axis is dimension 0
+                for (auto d = out.dims.rbegin(); d != out.dims.rend(); ++d) {
+                    shape.push_back(d->extent);
+                }
+                npy::write(outputs[f.args[i].name], f.args[i].type, shape, out.data.data(),
+                           out.data.size());
             }
         }
     } catch (const CompileError &e) {

@@ -1,0 +1,424 @@
+// Tally's code against Halide 14's own, for the same lowered IR: every pipeline of the
+// conformance corpus (test/conformance/<name>/, made by tools/halide14/), Halide's AOT objects
+// from libhalide14_corpus.so (built by tools/halide14 where Halide 14 is installed) and Tally's
+// JIT of the `<name>.host.stmt` Halide printed in the same compilation, in one process.
+//
+// Halide's library is loaded with dlopen(RTLD_LOCAL | RTLD_DEEPBIND) and linked -Bsymbolic, so
+// its calls into its own runtime (thread pool, halide_malloc, ...) stay inside it and the two
+// runtimes never mix. Both run on the committed inputs; each pipeline's outputs are compared
+// between the two after every repetition (integers exactly, floats within the manifest's
+// tolerance), so a figure for code that computes something else is never reported.
+//
+// Per pipeline and scale, BM_VsHalide14/<name>/<scale> (one iteration per repetition) runs the
+// two alternately (T H, H T, ...) for `rounds` rounds and reports median run times and their
+// ratio. Scale 1 runs the committed inputs (tiny: per-call costs dominate); scale 8 multiplies
+// every extent of 16 or more by 8 (the inputs tiled from the committed ones), which is where the
+// generated code's speed shows. The first and second runs at a scale, right after loading (Tally:
+// a fresh compile_jit; Halide: the first calls at that size), are measured once per process and
+// reported as first_ratio and second_ratio in every repetition.
+
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "driver/NpyFile.h"
+#include "tally/Compiler.h"
+#include "tally/Error.h"
+#include "tally/Lower.h"
+#include "tally/Parser.h"
+#include "tally_runtime.h"
+
+using namespace tally;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *const conformance_dir = TALLY_CONFORMANCE_DIR;
+const char *const halide_library = TALLY_HALIDE14_CORPUS_LIBRARY;
+
+/** Scaled runs multiply every buffer extent of at least this by the scale (images, tables,
+ * histograms), and leave smaller ones (filter taps, channels, tiny LUTs) as they are. */
+constexpr int min_scaled_extent = 16;
+
+/** The prefix of Halide 14's halide_filter_argument_t and halide_filter_metadata_t
+ * (HalideRuntime.h, metadata version 1): the bench reads argument names and nothing else. */
+struct HalideFilterArgument {
+    const char *name;
+    int32_t kind;  // 0 scalar, 1 input buffer, 2 output buffer
+    int32_t dimensions;
+    halide_type_t type;
+    const void *fields[5];  // def, min, max, estimate, buffer_estimates
+};
+struct HalideFilterMetadata {
+    int32_t version;
+    int32_t num_arguments;
+    const HalideFilterArgument *arguments;
+    const char *target;
+    const char *name;
+};
+using HalideArgv = int (*)(void **);
+using HalideMetadata = const HalideFilterMetadata *(*)();
+
+double now_ms() {
+    using namespace std::chrono;
+    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/** A dense buffer of the manifest's shape, Halide order (dimension 0 innermost). */
+struct Buffer {
+    std::vector<uint8_t> data;
+    std::vector<halide_dimension_t> dims;
+    halide_buffer_t buf{};
+
+    Buffer(const Type &t, const std::vector<int> &extents, const std::vector<int> &mins) {
+        int64_t stride = 1;
+        for (size_t d = 0; d < extents.size(); d++) {
+            dims.push_back({mins[d], extents[d], int32_t(stride), 0});
+            stride *= extents[d];
+        }
+        data.assign(size_t(stride) * t.bytes(), 0);
+        buf.host = data.data();
+        buf.type = {uint8_t(t.is_float()  ? halide_type_float
+                            : t.is_uint() ? halide_type_uint
+                                          : halide_type_int),
+                    uint8_t(t.bits()), 1};
+        buf.dimensions = int32_t(dims.size());
+        buf.dim = dims.data();
+    }
+};
+
+/** A scalar argument's bytes, from the manifest's text. */
+std::vector<uint8_t> scalar_bytes(const Type &t, const std::string &text) {
+    std::vector<uint8_t> b(8, 0);
+    if (t.is_bool()) {
+        b[0] = text == "true" || text == "1";
+    } else if (t.is_float() && t.bits() == 16) {
+        _Float16 h = _Float16(std::stof(text));
+        std::memcpy(b.data(), &h, 2);
+    } else if (t.is_float() && t.bits() == 32) {
+        float f = std::stof(text);
+        std::memcpy(b.data(), &f, 4);
+    } else if (t.is_float()) {
+        double d = std::stod(text);
+        std::memcpy(b.data(), &d, 8);
+    } else if (t.is_uint()) {
+        uint64_t u = std::stoull(text);
+        std::memcpy(b.data(), &u, 8);  // little-endian: the low bytes are the narrow value
+    } else {
+        int64_t i = std::stoll(text);
+        std::memcpy(b.data(), &i, 8);
+    }
+    return b;
+}
+
+/** One pipeline of the corpus, loaded on both sides, with its inputs and two sets of
+ * outputs (one per side). */
+class Pipeline {
+public:
+    std::string name;
+    std::string error;  // non-empty when the pipeline cannot be benchmarked
+    double rtol = 0, atol = 0;
+    double tally_first_ms = 0, tally_second_ms = 0, halide_first_ms = 0, halide_second_ms = 0;
+    double jit_ms = 0;
+
+    Pipeline(const fs::path &dir, void *lib, int scale, bool tally_first)
+        : name(dir.filename().string()) {
+        try {
+            load(dir, lib, scale);
+        } catch (const CompileError &e) {
+            error = std::string("Tally: ") + e.what();
+            return;
+        } catch (const std::exception &e) {
+            error = e.what();
+            return;
+        }
+        // The first and second runs after loading, in alternating order across pipelines.
+        for (int run = 0; run < 2 && error.empty(); run++) {
+            double t = 0, h = 0;
+            if (tally_first) {
+                t = run_tally();
+                h = run_halide();
+            } else {
+                h = run_halide();
+                t = run_tally();
+            }
+            (run == 0 ? tally_first_ms : tally_second_ms) = t;
+            (run == 0 ? halide_first_ms : halide_second_ms) = h;
+        }
+        check_outputs();
+    }
+
+    /** One run of Tally's code; ms, or -1 (and `error`) when it fails. */
+    double run_tally() {
+        double t0 = now_ms();
+        int rc = jit->run(tally_args.data());
+        double t = now_ms() - t0;
+        if (rc != 0 && error.empty()) {
+            error = "Tally's run failed with " + std::to_string(rc);
+        }
+        return t;
+    }
+    double run_halide() {
+        double t0 = now_ms();
+        int rc = halide_argv(halide_args.data());
+        double t = now_ms() - t0;
+        if (rc != 0 && error.empty()) {
+            error = "Halide's run failed with " + std::to_string(rc);
+        }
+        return t;
+    }
+
+    /** Compares the two sides' outputs; sets `error` on the first difference. */
+    void check_outputs() {
+        for (const auto &[arg, pair] : outputs) {
+            const Type &t = pair.type;
+            const std::vector<uint8_t> &a = pair.tally->data, &b = pair.halide->data;
+            if (!t.is_float()) {
+                if (a != b) {
+                    error = "output " + arg + " differs between Tally and Halide";
+                }
+                continue;
+            }
+            size_t n = a.size() / t.bytes();
+            for (size_t i = 0; i < n && error.empty(); i++) {
+                double x = element(t, a.data(), i), y = element(t, b.data(), i);
+                bool same = (std::isnan(x) && std::isnan(y)) || x == y ||
+                            std::fabs(x - y) <= atol + rtol * std::fabs(y);
+                if (!same) {
+                    error = "output " + arg + " differs between Tally and Halide at element " +
+                            std::to_string(i) + ": " + std::to_string(x) + " vs " +
+                            std::to_string(y);
+                }
+            }
+        }
+    }
+
+private:
+    struct OutputPair {
+        Type type;
+        Buffer *tally, *halide;
+    };
+
+    std::unique_ptr<JITModule> jit;
+    HalideArgv halide_argv = nullptr;
+    std::vector<std::unique_ptr<Buffer>> buffers;
+    std::vector<std::vector<uint8_t>> scalars;
+    std::vector<void *> tally_args, halide_args;
+    std::map<std::string, OutputPair> outputs;
+
+    /** Fills `out` (of extents `to`) with copies of `in` (of extents `from`), repeated along
+     * every dimension, so a scaled input holds only values the committed one holds. */
+    static void tile(const std::vector<uint8_t> &in, const std::vector<int> &from, int bytes,
+                     std::vector<uint8_t> *out, const std::vector<int> &to) {
+        size_t n = out->size() / bytes;
+        std::vector<int> at(to.size(), 0);
+        for (size_t i = 0; i < n; i++) {
+            size_t src = 0, stride = 1;
+            for (size_t d = 0; d < to.size(); d++) {
+                src += size_t(at[d] % from[d]) * stride;
+                stride *= from[d];
+            }
+            std::memcpy(out->data() + i * bytes, in.data() + src * bytes, bytes);
+            for (size_t d = 0; d < to.size() && ++at[d] == to[d]; d++) {
+                at[d] = 0;
+            }
+        }
+    }
+
+    static double element(const Type &t, const uint8_t *p, size_t i) {
+        if (t.bits() == 16) {
+            _Float16 h;
+            std::memcpy(&h, p + 2 * i, 2);
+            return double(h);
+        }
+        if (t.bits() == 32) {
+            float f;
+            std::memcpy(&f, p + 4 * i, 4);
+            return f;
+        }
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        return d;
+    }
+
+    void load(const fs::path &dir, void *lib, int scale) {
+        std::ifstream mf(dir / "manifest.json");
+        nlohmann::json manifest = nlohmann::json::parse(mf);
+        rtol = manifest["tolerance"].value("rtol", 0.0);
+        atol = manifest["tolerance"].value("atol", 0.0);
+
+        auto start = now_ms();
+        Module m = parse_module_file((dir / (name + ".host.stmt")).string());
+        jit = compile_jit(lower(m, m.target));
+        jit_ms = now_ms() - start;
+
+        halide_argv = reinterpret_cast<HalideArgv>(dlsym(lib, (name + "_argv").c_str()));
+        auto meta = reinterpret_cast<HalideMetadata>(dlsym(lib, (name + "_metadata").c_str()));
+        if (!halide_argv || !meta) {
+            throw std::runtime_error("the Halide library has no " + name + "_argv");
+        }
+
+        // Arguments in the order of Tally's entry function; Halide's metadata must agree.
+        const LoweredFunc &entry = jit->entry();
+        const HalideFilterMetadata *md = meta();
+        if (md->num_arguments != int(entry.args.size())) {
+            throw std::runtime_error("Halide's and Tally's argument counts differ");
+        }
+        scalars.reserve(entry.args.size());
+        for (size_t i = 0; i < entry.args.size(); i++) {
+            const Argument &a = entry.args[i];
+            if (a.name != md->arguments[i].name) {
+                throw std::runtime_error("argument " + std::to_string(i) + " is " + a.name +
+                                         " for Tally and " + md->arguments[i].name + " for Halide");
+            }
+            const nlohmann::json *spec = nullptr;
+            for (const nlohmann::json &s : manifest["args"]) {
+                if (s["name"] == a.name) {
+                    spec = &s;
+                }
+            }
+            if (!spec) {
+                throw std::runtime_error("the manifest has no argument " + a.name);
+            }
+            std::string kind = (*spec)["kind"];
+            Type t = parse_type_name((*spec)["type"]);
+            if (kind == "scalar") {
+                scalars.push_back(scalar_bytes(t, (*spec)["value"]));
+                tally_args.push_back(scalars.back().data());
+                halide_args.push_back(scalars.back().data());
+                continue;
+            }
+            std::vector<int> extents = (*spec)["extents"], mins = (*spec)["mins"];
+            std::vector<int> scaled = extents;
+            for (int &e : scaled) {
+                e = e >= min_scaled_extent ? e * scale : e;
+            }
+            auto mine = std::make_unique<Buffer>(t, scaled, mins);
+            auto theirs = std::make_unique<Buffer>(t, scaled, mins);
+            if (kind == "input") {
+                std::vector<uint8_t> data;
+                npy::read((dir / std::string((*spec)["file"])).string(), t, &data);
+                if (data.size() != Buffer(t, extents, mins).data.size()) {
+                    throw std::runtime_error("input " + a.name + " has the wrong size");
+                }
+                tile(data, extents, t.bytes(), &mine->data, scaled);
+                theirs->data = mine->data;
+                mine->buf.host = mine->data.data();
+                theirs->buf.host = theirs->data.data();
+            } else {
+                outputs[a.name] = {t, mine.get(), theirs.get()};
+            }
+            // Both _argv conventions take a buffer as the halide_buffer_t * itself.
+            tally_args.push_back(&mine->buf);
+            halide_args.push_back(&theirs->buf);
+            buffers.push_back(std::move(mine));
+            buffers.push_back(std::move(theirs));
+        }
+    }
+};
+
+void *halide_handle() {
+    static void *lib = [] {
+        void *h = dlopen(halide_library, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+        if (!h) {
+            std::fprintf(stderr, "halide14_bench: dlopen %s: %s\n", halide_library, dlerror());
+        }
+        return h;
+    }();
+    return lib;
+}
+
+/** The pipeline at a scale, loaded (and its first two runs measured) on its first benchmark. */
+Pipeline &pipeline(const fs::path &dir, int scale, size_t index) {
+    static std::map<std::pair<std::string, int>, std::unique_ptr<Pipeline>> loaded;
+    auto &p = loaded[{dir.string(), scale}];
+    if (!p) {
+        p = std::make_unique<Pipeline>(dir, halide_handle(), scale, index % 2 == 0);
+    }
+    return *p;
+}
+
+void BM_VsHalide14(benchmark::State &state, fs::path dir, size_t index) {
+    if (!halide_handle()) {
+        state.SkipWithError("cannot load the Halide 14 corpus library");
+        return;
+    }
+    Pipeline &p = pipeline(dir, int(state.range(0)), index);
+    for (auto _ : state) {
+        if (!p.error.empty()) {
+            state.SkipWithError(p.error.c_str());
+            return;
+        }
+        // As many rounds as take about 0.3 s for both sides, 5 to 401.
+        double per_round = std::max(1e-3, p.tally_second_ms + p.halide_second_ms);
+        int rounds = std::clamp(int(300 / per_round), 5, 401);
+        std::vector<double> t(rounds), h(rounds), ratio(rounds);
+        for (int r = 0; r < rounds; r++) {
+            if (r % 2 == 0) {
+                t[r] = p.run_tally();
+                h[r] = p.run_halide();
+            } else {
+                h[r] = p.run_halide();
+                t[r] = p.run_tally();
+            }
+            ratio[r] = t[r] / h[r];
+        }
+        p.check_outputs();
+        if (!p.error.empty()) {
+            state.SkipWithError(p.error.c_str());
+            return;
+        }
+        double tm = median(t), hm = median(h);
+        state.SetIterationTime(tm / 1e3);
+        state.counters["tally_ms"] = tm;
+        state.counters["halide_ms"] = hm;
+        state.counters["ratio"] = tm / hm;
+        state.counters["pair_ratio"] = median(ratio);
+        state.counters["first_ratio"] = p.tally_first_ms / p.halide_first_ms;
+        state.counters["second_ratio"] = p.tally_second_ms / p.halide_second_ms;
+        state.counters["rounds"] = rounds;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::vector<fs::path> dirs;
+    for (const auto &e : fs::directory_iterator(conformance_dir)) {
+        if (fs::exists(e.path() / "manifest.json") &&
+            fs::exists(e.path() / (e.path().filename().string() + ".host.stmt"))) {
+            dirs.push_back(e.path());
+        }
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (size_t i = 0; i < dirs.size(); i++) {
+        benchmark::RegisterBenchmark(("BM_VsHalide14/" + dirs[i].filename().string()).c_str(),
+                                     BM_VsHalide14, dirs[i], i)
+            ->Arg(1)
+            ->Arg(8)
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
