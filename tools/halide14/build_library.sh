@@ -4,7 +4,8 @@
 #   build_library.sh GENERATOR OUTDIR CXX
 # OUTDIR/gen/ receives the generator's .stmt, .o and .spec files (one generator process per
 # pipeline, so each pipeline's text is independent of the others), OUTDIR/libhalide14_corpus.so
-# the library.
+# the library. -Bsymbolic binds the library's calls into Halide's runtime to its own copy, so a
+# process that also holds Tally's runtime (bench/halide14_bench) never mixes the two.
 set -euo pipefail
 gen="$1" out="$2" cxx="$3"
 rm -rf "$out/gen"
@@ -13,5 +14,5 @@ mkdir -p "$out/gen"
 for p in $("$gen" --list); do
     "$gen" "$p" "$out/gen"
 done
-"$cxx" -shared -o "$out/libhalide14_corpus.so.tmp" "$out"/gen/*.o -lpthread -ldl -lm
+"$cxx" -shared -Wl,-Bsymbolic -o "$out/libhalide14_corpus.so.tmp" "$out"/gen/*.o -lpthread -ldl -lm
 mv "$out/libhalide14_corpus.so.tmp" "$out/libhalide14_corpus.so"
