@@ -188,6 +188,14 @@ halide_buffer_t *_halide_buffer_init(halide_buffer_t *dst, halide_dimension_t *d
                                      int32_t type_code, int32_t type_bits, int32_t dimensions,
                                      halide_dimension_t *shape, uint64_t flags);
 
+/** Writes `buf` as Halide 14's runtime prints a buffer (what `stringify` of a
+ * `halide_buffer_t *` shows in -debug output) into [dst, end), NUL-terminated and truncated to
+ * fit: `buffer(device, device_interface, host, flags, type, {min, extent, stride}...)`, e.g.
+ * `buffer(0, 0x0, 0x55d0c2a0, 0, float32, {0, 123, 1}, {0, 200, 123})`, or `nullptr`. Returns
+ * the position of the terminating NUL (end - 1 when truncated); nothing is written when
+ * dst >= end. */
+char *halide_buffer_to_string(char *dst, char *end, const halide_buffer_t *buf);
+
 /* ---------------------------------------------------------------------------------------------
  * Hooks: errors and printing
  * ------------------------------------------------------------------------------------------- */

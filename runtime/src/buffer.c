@@ -6,6 +6,9 @@
 
 #include "internal.h"
 
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 uint32_t tally_type_bytes(halide_type_t t) {
@@ -166,4 +169,38 @@ halide_buffer_t *_halide_buffer_init(halide_buffer_t *dst, halide_dimension_t *d
     dst->flags = flags;
     dst->padding = NULL;
     return dst;
+}
+
+// Appends printf-formatted text at dst, within [dst, end); returns the new end of the text.
+static char *append(char *dst, char *end, const char *fmt, ...) {
+    if (dst >= end) {
+        return dst;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(dst, (size_t)(end - dst), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return dst;
+    }
+    return (size_t)n < (size_t)(end - dst) ? dst + n : end - 1;
+}
+
+char *halide_buffer_to_string(char *dst, char *end, const halide_buffer_t *buf) {
+    if (buf == NULL) {
+        return append(dst, end, "nullptr");
+    }
+    static const char *const codes[] = {"int", "uint", "float", "handle", "bfloat"};
+    const char *code = buf->type.code < 5 ? codes[buf->type.code] : "bad_type_code";
+    dst = append(dst, end, "buffer(%" PRIu64 ", 0x%" PRIxPTR ", 0x%" PRIxPTR ", %" PRIu64 ", %s%d",
+                 buf->device, (uintptr_t)buf->device_interface, (uintptr_t)buf->host, buf->flags,
+                 code, (int)buf->type.bits);
+    if (buf->type.lanes > 1) {
+        dst = append(dst, end, "x%d", (int)buf->type.lanes);
+    }
+    for (int i = 0; i < buf->dimensions; i++) {
+        dst = append(dst, end, ", {%d, %d, %d}", buf->dim[i].min, buf->dim[i].extent,
+                     buf->dim[i].stride);
+    }
+    return append(dst, end, ")");
 }

@@ -466,8 +466,19 @@ private:
             const Type &t = a.type();
             if (a.as<StringImm>() || (t.is_handle() && t.handle_name() == "char")) {
                 fmt += "%s";
+            } else if (t.is_handle() && t.handle_name() == "halide_buffer_t") {
+                // As Halide's runtime prints a buffer: its fields and shape.
+                const int text = 512;
+                llvm::Value *dst = entry_alloca(llvm::ArrayType::get(i8, text), "buffer_text");
+                llvm::Value *end = builder.CreateConstInBoundsGEP1_64(i8, dst, text);
+                builder.CreateCall(
+                    declare_extern(runtime::halide_buffer_to_string, ptr, {ptr, ptr, ptr}),
+                    {dst, end, v});
+                fmt += "%s";
+                v = dst;
             } else if (t.is_handle()) {
-                fmt += "%p";
+                fmt += "0x%llx";  // Halide prints pointers so, null included (glibc's %p: "(nil)")
+                v = builder.CreatePtrToInt(v, i64);
             } else if (t.is_float()) {
                 fmt += "%f";
                 v = builder.CreateFPExt(v, builder.getDoubleTy());

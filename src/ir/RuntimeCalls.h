@@ -55,6 +55,7 @@ struct RuntimeSymbol {
     X(halide_device_sync,               "i:UB")                                   \
     X(halide_device_sync_global,        "i:UD")                                   \
     X(halide_device_release,            "v:UD")                                   \
+    X(halide_buffer_to_string,          "p:ppB")                                  \
     X(halide_host_device_interface,     "D:")                                     \
     X(halide_cuda_device_interface,     "D:")                                     \
     X(halide_vulkan_device_interface,   "D:")                                     \

@@ -36,6 +36,34 @@ TEST(Buffer, LayoutMatchesHalide) {
     EXPECT_EQ(TALLY_RUNTIME_ABI_VERSION, 1);
 }
 
+TEST(Buffer, ToStringPrintsWhatHalidePrints) {
+    TestBuffer b(123, 200);
+    b.buf.host = reinterpret_cast<uint8_t *>(uintptr_t(0x1234a0));
+    b.buf.flags = 1;
+    char text[128];
+    char *end = halide_buffer_to_string(text, text + sizeof(text), &b.buf);
+    EXPECT_STREQ(text, "buffer(0, 0x0, 0x1234a0, 1, float32, {0, 123, 1}, {0, 200, 123})");
+    EXPECT_EQ(end, text + std::strlen(text));
+
+    b.buf.type = {halide_type_uint, 8, 4};
+    b.buf.dimensions = 1;
+    halide_buffer_to_string(text, text + sizeof(text), &b.buf);
+    EXPECT_STREQ(text, "buffer(0, 0x0, 0x1234a0, 1, uint8x4, {0, 123, 1})");
+
+    halide_buffer_to_string(text, text + sizeof(text), nullptr);
+    EXPECT_STREQ(text, "nullptr");
+
+    // Truncated to fit, NUL-terminated; nothing written into an empty range.
+    char small[10];
+    std::memset(small, 'z', sizeof(small));
+    end = halide_buffer_to_string(small, small + 8, &b.buf);
+    EXPECT_STREQ(small, "buffer(");
+    EXPECT_EQ(end, small + 7);
+    EXPECT_EQ(small[8], 'z');
+    EXPECT_EQ(halide_buffer_to_string(small, small, &b.buf), small);
+    EXPECT_EQ(small[0], 'b');
+}
+
 TEST(Buffer, SizeInBytes) {
     TestBuffer b(16, 8);
     EXPECT_EQ(tally_buffer_size_in_bytes(&b.buf), 16u * 8u * 4u);
