@@ -298,32 +298,93 @@ private:
         return r;
     }
 
-    /** Halide's math functions (sqrt_f32, floor_f64, ...) and their libm names. */
+    /** Halide's math functions (sqrt_f32, atan2_f64, is_nan_f32, ...), as Halide 14's x86
+     * runtime defines them: rounding, sqrt and fabs are LLVM intrinsics (instructions), the
+     * transcendental functions are libm's (sinf for float32, sin for float64), called per lane
+     * for vectors; float16 computes in float32. Classification ignores the fast-math flags, which
+     * would let LLVM assume the answer. Returns false for any other extern call. */
     bool call_math(const Call *op) {
-        static const std::map<std::string, llvm::Intrinsic::ID> unary = {
-            {"sqrt", llvm::Intrinsic::sqrt},   {"sin", llvm::Intrinsic::sin},
-            {"cos", llvm::Intrinsic::cos},     {"exp", llvm::Intrinsic::exp},
-            {"log", llvm::Intrinsic::log},     {"floor", llvm::Intrinsic::floor},
+        static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
+            {"sqrt", llvm::Intrinsic::sqrt},   {"floor", llvm::Intrinsic::floor},
             {"ceil", llvm::Intrinsic::ceil},   {"round", llvm::Intrinsic::roundeven},
             {"trunc", llvm::Intrinsic::trunc}, {"fabs", llvm::Intrinsic::fabs},
+            {"abs", llvm::Intrinsic::fabs},
         };
+        static const std::set<std::string> unary_libm = {
+            "sin",  "cos",  "tan",   "asin",  "acos",  "atan",  "sinh",
+            "cosh", "tanh", "asinh", "acosh", "atanh", "exp",   "log"};
+        static const std::set<std::string> binary_libm = {"atan2", "pow", "hypot", "fmod"};
         std::string n = math_base_name(op->name, [&](const std::string &base) {
-            return unary.count(base) && op->type.bits() == 32;
+            return (intrinsics.count(base) || unary_libm.count(base) || binary_libm.count(base)) &&
+                   op->type.is_float() && op->type.bits() == 32;
         });
-        if (!op->type.is_float()) {
+        if (op->args.empty() || !op->args[0].type().is_float()) {
             return false;
         }
-        auto it = unary.find(n);
-        if (it != unary.end() && op->args.size() == 1) {
-            value = builder.CreateUnaryIntrinsic(it->second, codegen(op->args[0]));
+        if (n == "is_nan" || n == "is_inf" || n == "is_finite") {
+            if (op->args.size() != 1) {
+                return false;
+            }
+            llvm::IRBuilderBase::FastMathFlagGuard exact(builder);
+            builder.clearFastMathFlags();
+            llvm::Value *x = codegen(op->args[0]);
+            llvm::Value *ax = builder.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+            llvm::Value *inf = llvm::ConstantFP::getInfinity(x->getType());
+            value = n == "is_nan"   ? builder.CreateFCmpUNO(x, x)
+                    : n == "is_inf" ? builder.CreateFCmpOEQ(ax, inf)
+                                    : builder.CreateFCmpOLT(ax, inf);
             return true;
         }
-        if (n == "pow" && op->args.size() == 2) {
-            llvm::Value *a = codegen(op->args[0]), *b = codegen(op->args[1]);
-            value = builder.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, b);
-            return true;
+        size_t arity = intrinsics.count(n) || unary_libm.count(n) ? 1 : binary_libm.count(n) ? 2 : 0;
+        if (!op->type.is_float() || arity == 0 || op->args.size() != arity) {
+            return false;
         }
-        return false;
+        // float16 computes in float32, as Halide does.
+        const bool half = op->type.bits() == 16;
+        std::vector<llvm::Value *> args;
+        for (const Expr &a : op->args) {
+            llvm::Value *v = codegen(a);
+            if (half) {
+                v = builder.CreateFPExt(v, llvm_type(Float(32, a.type().lanes())));
+            }
+            args.push_back(v);
+        }
+        auto it = intrinsics.find(n);
+        if (it != intrinsics.end()) {
+            value = builder.CreateUnaryIntrinsic(it->second, args[0]);
+        } else {
+            value = call_libm(n, args);
+        }
+        if (half) {
+            value = builder.CreateFPTrunc(value, llvm_type(op->type));
+        }
+        return true;
+    }
+
+    /** libm's `base` (float suffix `f` for float32) on each lane of `args`. */
+    llvm::Value *call_libm(const std::string &base, const std::vector<llvm::Value *> &args) {
+        llvm::Type *t = args[0]->getType();
+        llvm::Type *elem = t->getScalarType();
+        std::string name = base + (elem->isFloatTy() ? "f" : "");
+        std::vector<llvm::Type *> params(args.size(), elem);
+        llvm::FunctionCallee fn = declare_extern(name, elem, params);
+        if (auto *f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+            f->setDoesNotAccessMemory();  // as Halide declares them: errno is not observed
+            f->setDoesNotThrow();
+        }
+        auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(t);
+        if (!vt) {
+            return builder.CreateCall(fn, args);
+        }
+        llvm::Value *result = llvm::PoisonValue::get(t);
+        for (unsigned lane = 0; lane < vt->getNumElements(); lane++) {
+            std::vector<llvm::Value *> lane_args;
+            for (llvm::Value *a : args) {
+                lane_args.push_back(builder.CreateExtractElement(a, lane));
+            }
+            result = builder.CreateInsertElement(result, builder.CreateCall(fn, lane_args), lane);
+        }
+        return result;
     }
 
     void visit(const Call *op) override {

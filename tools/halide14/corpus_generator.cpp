@@ -564,6 +564,44 @@ Def types_float() {
     return d;
 }
 
+/** Halide's math functions on float32 and float64 (the transcendental ones go to libm, the
+ * rest to LLVM intrinsics), and float classification of arbitrary bit patterns: NaNs, infinities
+ * and denormals come from reinterpreting a uint32 input. Vectorized, so the calls are made per
+ * lane. */
+Def math_funcs() {
+    Def d;
+    ImageParam f(Float(32), 1, "f"), g(Float(64), 1, "g"), bits(UInt(32), 1, "bits");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func fn(name);
+        fn(x) = e;
+        fn.vectorize(x, 8);
+        outs.push_back(fn);
+        add_output(d, {256});
+        d.funcs.push_back(name);
+    };
+    Expr ef = f(x), eg = g(x);
+    // Inputs lie in (-0.9, 0.9): in range for asin, acos and atanh.
+    out("m_trig", sin(ef) + cos(ef) * 0.5f + tan(ef) * 0.25f + asin(ef) + acos(ef) * 0.5f +
+                      atan(ef) + atan2(ef, ef + 2.0f));
+    out("m_hyp", sinh(ef) + cosh(ef) + tanh(ef) + asinh(ef) + acosh(ef * ef + 1.0f) + atanh(ef));
+    out("m_exp", exp(ef) + log(ef * ef + 0.5f) + pow(ef + 1.0f, ef) + sqrt(ef + 1.0f));
+    out("m_f64", sin(eg) + cos(eg) + tan(eg) + asin(eg) + acos(eg) + atan(eg) + atan2(eg, eg + 2) +
+                     sinh(eg) + tanh(eg) + exp(eg) + log(eg + 2) + pow(eg + 2, eg) +
+                     sqrt(eg + 1) + floor(eg * 8) + ceil(eg * 8) + round(eg * 8) + trunc(eg * 8));
+    Expr r = reinterpret<float>(bits(x));
+    out("m_class", select(is_nan(r), 1, 0) + select(is_inf(r), 2, 0) + select(is_finite(r), 4, 0));
+    d.pipeline = Pipeline(outs);
+    add_input(d, f, {256}, {0}, -0.875, 0.875);
+    add_input(d, g, {256}, {0}, -0.875, 0.875);
+    // Every exponent field occurs: the high bits of the draws are uniform.
+    add_input(d, bits, {256}, {0}, 0, 4294967295.0);
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    return d;
+}
+
 /** bool in and out: logic, select on bool buffers. */
 Def types_bool() {
     Def d;
@@ -929,6 +967,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"bit_ops", bit_ops},
         {"types_int", types_int},
         {"types_float", types_float},
+        {"math_funcs", math_funcs},
         {"types_bool", types_bool},
         {"scalar_params", scalar_params},
         {"bilateral_grid", bilateral_grid},
