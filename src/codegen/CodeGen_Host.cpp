@@ -310,9 +310,9 @@ private:
             {"trunc", llvm::Intrinsic::trunc}, {"fabs", llvm::Intrinsic::fabs},
             {"abs", llvm::Intrinsic::fabs},
         };
-        static const std::set<std::string> unary_libm = {
-            "sin",  "cos",  "tan",   "asin",  "acos",  "atan",  "sinh",
-            "cosh", "tanh", "asinh", "acosh", "atanh", "exp",   "log"};
+        static const std::set<std::string> unary_libm = {"sin",   "cos",   "tan",  "asin", "acos",
+                                                         "atan",  "sinh",  "cosh", "tanh", "asinh",
+                                                         "acosh", "atanh", "exp",  "log"};
         static const std::set<std::string> binary_libm = {"atan2", "pow", "hypot", "fmod"};
         std::string n = math_base_name(op->name, [&](const std::string &base) {
             return (intrinsics.count(base) || unary_libm.count(base) || binary_libm.count(base)) &&
@@ -335,7 +335,9 @@ private:
                                     : builder.CreateFCmpOLT(ax, inf);
             return true;
         }
-        size_t arity = intrinsics.count(n) || unary_libm.count(n) ? 1 : binary_libm.count(n) ? 2 : 0;
+        size_t arity = intrinsics.count(n) || unary_libm.count(n) ? 1
+                       : binary_libm.count(n)                     ? 2
+                                                                  : 0;
         if (!op->type.is_float() || arity == 0 || op->args.size() != arity) {
             return false;
         }

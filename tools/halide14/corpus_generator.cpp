@@ -587,8 +587,8 @@ Def math_funcs() {
     out("m_hyp", sinh(ef) + cosh(ef) + tanh(ef) + asinh(ef) + acosh(ef * ef + 1.0f) + atanh(ef));
     out("m_exp", exp(ef) + log(ef * ef + 0.5f) + pow(ef + 1.0f, ef) + sqrt(ef + 1.0f));
     out("m_f64", sin(eg) + cos(eg) + tan(eg) + asin(eg) + acos(eg) + atan(eg) + atan2(eg, eg + 2) +
-                     sinh(eg) + tanh(eg) + exp(eg) + log(eg + 2) + pow(eg + 2, eg) +
-                     sqrt(eg + 1) + floor(eg * 8) + ceil(eg * 8) + round(eg * 8) + trunc(eg * 8));
+                     sinh(eg) + tanh(eg) + exp(eg) + log(eg + 2) + pow(eg + 2, eg) + sqrt(eg + 1) +
+                     floor(eg * 8) + ceil(eg * 8) + round(eg * 8) + trunc(eg * 8));
     Expr r = reinterpret<float>(bits(x));
     out("m_class", select(is_nan(r), 1, 0) + select(is_inf(r), 2, 0) + select(is_finite(r), 4, 0));
     d.pipeline = Pipeline(outs);
