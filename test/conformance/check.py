@@ -9,7 +9,10 @@ Checks (each a ctest):
   host     tally-run on the host variant, with the committed inputs, matches Halide's output
   strict   (float pipelines) tally-run on the strict_float variant is bit-exact with Halide's
            strict_float output
-  aot      tallyc compiles every variant to an object and a header
+  aot      tallyc compiles every variant to an object and a header; the host (and strict)
+           object, linked into a shared object and called through its `_argv` entry point
+           with Halide-style buffers over the committed inputs (Tally's runtime from
+           libtally.so), matches Halide's output as `host` (and `strict`) do
   profile  tally-run on the profile variant matches Halide's output and its report names the
            pipeline and each of the manifest's funcs
   debug    tally-run on the debug variant matches Halide's output
@@ -23,6 +26,7 @@ only shrinks when the failure is really fixed.
 """
 
 import argparse
+import ctypes
 import json
 import os
 import subprocess
@@ -84,6 +88,81 @@ def run_variant(args, manifest, pdir, variant, outdir, env=None):
     return run(cmd, env=env), outputs
 
 
+# halide_buffer_t and its parts, as runtime/include/tally_runtime.h (and Halide 14) lay them out.
+class HalideDimension(ctypes.Structure):
+    _fields_ = [("min", ctypes.c_int32), ("extent", ctypes.c_int32),
+                ("stride", ctypes.c_int32), ("flags", ctypes.c_uint32)]
+
+
+class HalideType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class HalideBuffer(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_uint64), ("device_interface", ctypes.c_void_p),
+                ("host", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("type", HalideType),
+                ("dimensions", ctypes.c_int32), ("dim", ctypes.POINTER(HalideDimension)),
+                ("padding", ctypes.c_void_p)]
+
+
+def numpy_dtype(type_name):
+    return np.dtype(np.bool_) if type_name == "bool" else np.dtype(type_name)
+
+
+def halide_type(type_name):
+    if type_name == "bool":
+        return HalideType(1, 1, 1)
+    dt = np.dtype(type_name)
+    return HalideType({"i": 0, "u": 1, "f": 2}[dt.kind], dt.itemsize * 8, 1)
+
+
+def run_object(args, manifest, pdir, obj, function, outdir):
+    """Links the AOT object `obj` into a shared object, calls `<function>_argv` on the committed
+    inputs with Tally's runtime loaded from libtally.so, and returns {output name: .npy file}."""
+    lib = os.path.join(outdir, "lib%s.so" % function)
+    run([os.environ.get("CXX", "c++"), "-shared", "-o", lib, obj])
+    runtime = os.path.join(os.path.dirname(os.path.abspath(args.bin)), "libtally.so")
+    ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
+    entry = getattr(ctypes.CDLL(lib), function + "_argv")
+    entry.restype = ctypes.c_int
+    entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    keep, argv, outputs = [], [], {}
+    for a in manifest["args"]:
+        dt = numpy_dtype(a["type"])
+        if a["kind"] == "scalar":
+            text = a["value"]
+            if a["type"] == "bool":
+                value = np.array(text == "true", dtype=np.bool_)
+            elif dt.kind == "f":
+                value = np.array(float(text), dtype=dt)
+            else:
+                value = np.array(int(text), dtype=dt)
+            keep.append(value)
+            argv.append(value.ctypes.data)
+            continue
+        if a["kind"] == "input":
+            data = np.ascontiguousarray(np.load(os.path.join(pdir, a["file"])))
+        else:
+            data = np.zeros(tuple(reversed(a["extents"])), dtype=dt)
+            outputs[a["name"]] = (data, os.path.join(outdir, a["ref"]))
+        rank = len(a["extents"])
+        dims = (HalideDimension * max(rank, 1))()
+        for d in range(rank):  # dimension 0 is numpy's last axis
+            axis = rank - 1 - d
+            dims[d] = HalideDimension(a["mins"][d], data.shape[axis],
+                                      data.strides[axis] // data.itemsize, 0)
+        buf = HalideBuffer(0, None, data.ctypes.data, 0, halide_type(a["type"]), rank,
+                           ctypes.cast(dims, ctypes.POINTER(HalideDimension)), None)
+        keep += [data, dims, buf]
+        argv.append(ctypes.addressof(buf))
+    rc = entry((ctypes.c_void_p * len(argv))(*argv))
+    if rc != 0:
+        raise CheckFailed("%s_argv returned %d" % (function, rc))
+    for name, (data, path) in outputs.items():
+        np.save(path, data)
+    return {name: path for name, (_, path) in outputs.items()}
+
+
 def compare(manifest, pdir, outputs, strict):
     tol = manifest["tolerance"]
     problems = []
@@ -136,8 +215,14 @@ def check(args, manifest, pdir):
             os.makedirs(d, exist_ok=True)
             run([os.path.join(args.bin, "tallyc"), os.path.join(pdir, "%s.%s.stmt" % (name, v)),
                  "-target", VARIANT_TARGETS[v], "-o", d])
-            if not any(f.endswith(".o") for f in os.listdir(d)):
-                raise CheckFailed("tallyc wrote no object for the %s variant" % v)
+            objects = [f for f in os.listdir(d) if f.endswith(".o")]
+            if len(objects) != 1:
+                raise CheckFailed("tallyc wrote %d objects for the %s variant" % (len(objects), v))
+            if v in ("host", "strict"):
+                function = objects[0][:-2]
+                outputs = run_object(args, manifest, pdir, os.path.join(d, objects[0]), function,
+                                     d)
+                compare(manifest, pdir, outputs, strict=(v == "strict"))
     elif c == "profile":
         report = os.path.join(args.work, "profile", "report.txt")
         os.makedirs(os.path.dirname(report), exist_ok=True)
