@@ -17,6 +17,7 @@ writing what it has.
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -62,6 +63,19 @@ PROGRAM_NOTES = {
         "`host-vulkan-profile` lowered with `inject_device_sync = false` (nosync); 15 runs each. "
         "`ratio` = profile/plain (profiling with its syncs), `sync_ratio` = profile/nosync (the "
         "syncs alone). blur_gpu 1024x768; gpu_gpu_cpu 128x128, reps = 1000."),
+    "halide14_bench": (
+        "Tally against Halide 14 on the same lowered IR (`bench/halide14_bench.cpp`): every "
+        "pipeline of `test/conformance/`, Halide's own AOT objects (`libhalide14_corpus.so`, "
+        "built by `tools/halide14/` and loaded with `dlopen`, its runtime kept apart) and "
+        "Tally's JIT of the `.host.stmt` Halide printed for them, in one process on the "
+        "committed inputs (`/1`) and on inputs tiled 8x per dimension (`/8`). Each repetition "
+        "runs the two alternately (T H, H T, ...) for `rounds` rounds; `tally_ms` and "
+        "`halide_ms` are median runs, `ratio` their quotient (below 1: Tally is faster), "
+        "`pair_ratio` the median of per-round quotients; `first_ratio` and `second_ratio` are "
+        "the first and second runs after loading, once per process. Outputs are compared "
+        "between the two after every repetition (a pipeline whose outputs differ is reported "
+        "as an error, not timed). Built only on request: `cmake --build build --target "
+        "halide14_bench`."),
     "parser_bench": (
         "Parsing and printing Tally's IR text: the `conv_chain` corpus module and a generated "
         "module of 10^6 nodes; `nodes_per_second` and `bytes_per_second` are of the input."),
@@ -256,6 +270,40 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
+def halide14_rows(results, scale, goal):
+    """The Tally-vs-Halide 14 targets at one scale: geometric mean <= 1.00 and no pipeline above
+    1.10, in steady state and on the first and second runs."""
+    rows_at = []
+    for prog, info in results:
+        if prog != "halide14_bench":
+            continue
+        for r in info["rows"]:
+            m = re.match(r"BM_VsHalide14/([^/]+)/%d(/|$)" % scale, r["name"])
+            if m and "ratio" in r["counters"]:
+                rows_at.append((m.group(1), r["counters"]))
+    by = "halide14_bench `BM_VsHalide14/<pipeline>/%d`" % scale
+    what = "scale %d (%s)" % (scale, "inputs tiled 8x per dimension" if scale == 8 else
+                              "the committed inputs: per-call costs dominate")
+    if not rows_at:
+        return [("Tally / Halide 14, %s" % what, by, "n/a (halide14_bench not built or run)",
+                 verdict(None))]
+    out = []
+    for key, label in (("ratio", "steady state"), ("first_ratio", "first run"),
+                       ("second_ratio", "second run")):
+        values = [(c[key], name) for name, c in rows_at]
+        geo = math.exp(sum(math.log(v) for v, _ in values) / len(values))
+        worst = sorted(values, reverse=True)
+        above = [n for v, n in worst if v > 1.10]
+        measured = "geomean %.3fx over %d pipelines; worst %s; %d above 1.10x%s" % (
+            geo, len(values), ", ".join("%s %.2fx" % (n, v) for v, n in worst[:3]), len(above),
+            (" (%s)" % ", ".join(above)) if above else "")
+        ok = geo <= 1.0 and not above
+        out.append(("Tally / Halide 14 run time, %s, %s: geomean <= 1.00x, none above 1.10x" %
+                    (what, label), "%s `%s`" % (by, key), measured,
+                    verdict(ok) if goal else "for reference"))
+    return out
+
+
 def targets(results):
     """Rows (target, measured by, measured, verdict) for the project's performance targets, then
     the figures that have no numeric target but belong next to them."""
@@ -333,6 +381,10 @@ def targets(results):
             ok = ns[2] <= 1.5 * ns[0]
         rows.append(("Linear pass cost: ns/node at 10^6 nodes <= 1.5x that at 10^4 (%s)" % bench,
                      "passes_bench `%s` `ns_per_node`" % bench, measured, verdict(ok)))
+
+    # 5. Tally's code against Halide 14's for the same lowered IR (the conformance corpus).
+    for scale, goal in ((8, True), (1, False)):
+        rows += halide14_rows(results, scale, goal)
 
     # No numeric target: for reference.
     for app in ("blur_gpu", "gpu_gpu_cpu"):
