@@ -299,8 +299,10 @@ void *halide_malloc(void *user_context, size_t size);
  * paged in; the cache is emptied at process exit and by tally_malloc_cache_release. */
 void halide_free(void *user_context, void *ptr);
 
-/** Smallest allocation the free-block cache keeps (smaller ones go back to malloc at once). */
-#define TALLY_MALLOC_CACHE_MIN_BYTES (1u << 20)
+/** Smallest allocation the free-block cache keeps (smaller ones go back to malloc at once). A
+ * power of two. Blocks of a few hundred KiB must be kept too: the C library unmaps them or trims
+ * them off the top of its heap when they are freed, so every run would page them in again. */
+#define TALLY_MALLOC_CACHE_MIN_BYTES (1u << 16)
 
 /** Numbers of the free-block cache since the process started (or the last release). */
 typedef struct tally_malloc_cache_stats {

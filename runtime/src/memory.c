@@ -6,15 +6,18 @@
 // returns NULL exactly as an exhausted heap does, so generated code takes its out-of-memory path.
 // The cache changes none of that: the fault check comes first, and a hit is an allocation too.
 //
-// Why a cache: the C library hands large blocks straight back to the kernel (munmap) when they
-// are freed, so a pipeline run again page-faults its big intermediates afresh on every run, and
-// the kernel zeroes each page again. Freed blocks of at least TALLY_MALLOC_CACHE_MIN_BYTES are
-// kept instead, per size class, up to a bound on the bytes held; halide_malloc of the same class
-// takes one back. Size classes are four per power of two (1, 1.25, 1.5 and 1.75 times 2^k): a
-// cacheable request is rounded up to its class, so any block of a class serves any request of
-// it, at most a quarter more address space, whose untouched pages cost nothing. A free that
-// would exceed the bound goes back to the system. Everything cached is released by
-// tally_malloc_cache_release, a lower bound, and at process exit (lifetime.c).
+// Why a cache: the C library hands large blocks straight back to the kernel when they are freed
+// (munmap, or a trim of the top of its heap once more than its trim threshold is free there, which
+// catches blocks of a few hundred KiB too), so a pipeline run again page-faults its big
+// intermediates afresh on every run, and the kernel zeroes each page again (async_fork of the
+// conformance corpus at 512x384: two 384 KiB intermediates, ~180 faults and ~1.8 ms a run). Freed
+// blocks of at least TALLY_MALLOC_CACHE_MIN_BYTES are kept instead, per size class, up to a bound
+// on the bytes held; halide_malloc of the same class takes one back. Size classes are four per
+// power of two (1, 1.25, 1.5 and 1.75 times 2^k): a cacheable request is rounded up to its class,
+// so any block of a class serves any request of it, at most a quarter more address space, whose
+// untouched pages cost nothing. A free that would exceed the bound goes back to the system.
+// Everything cached is released by tally_malloc_cache_release, a lower bound, and at process exit
+// (lifetime.c).
 //
 // Layout: each block starts with a header of TALLY_MALLOC_ALIGNMENT bytes (the block size, a
 // magic word, the cache link) in front of the pointer handed out. halide_free checks the magic;
@@ -40,7 +43,12 @@ _Static_assert(sizeof(block_header) <= TALLY_MALLOC_ALIGNMENT, "the header must 
 
 #define BLOCK_MAGIC 0x7461336c6c794d41ull  // in use
 #define BLOCK_FREED 0x7461336c6c794646ull  // in the cache
-#define NUM_CLASSES (4 * 44)
+// log2 of TALLY_MALLOC_CACHE_MIN_BYTES: the first size class starts there.
+#define MIN_CLASS_LOG2 __builtin_ctz(TALLY_MALLOC_CACHE_MIN_BYTES)
+#define NUM_CLASSES (4 * 48)
+
+_Static_assert((TALLY_MALLOC_CACHE_MIN_BYTES & (TALLY_MALLOC_CACHE_MIN_BYTES - 1)) == 0,
+               "TALLY_MALLOC_CACHE_MIN_BYTES must be a power of two");
 
 static struct {
     pthread_mutex_t lock;
@@ -88,7 +96,7 @@ static int32_t size_class(uint64_t bytes, uint64_t *class_bytes) {
     int32_t k = 63 - __builtin_clzll(bytes);  // 2^k <= bytes < 2^(k+1)
     uint64_t base = 1ull << k, step = base / 4;
     uint64_t j = (bytes - base + step - 1) / step;  // 0..4
-    int32_t c = (k - 20) * 4 + (int32_t)j;
+    int32_t c = (k - MIN_CLASS_LOG2) * 4 + (int32_t)j;
     if (c < 0 || c >= NUM_CLASSES) {
         return -1;
     }

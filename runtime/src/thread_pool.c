@@ -14,8 +14,9 @@
 // that are skipped, and the call returns that result.
 //
 // Async tasks (halide_do_parallel_tasks). A call is a *group* of tasks on its caller's stack;
-// each call of a task's fn (a *unit*: one iteration when the task has semaphores or may run in
-// parallel, else its whole range) first takes every semaphore of the task. The progress argument:
+// each call of a task's fn (a *unit*: one iteration when the task may run in parallel; for a
+// serial task its whole range, or with semaphores as many iterations as their semaphores can be
+// taken for at once) first takes every semaphore of each of its iterations. The progress argument:
 //  - a task with min_threads > 0 may block inside (it runs nested groups whose tasks wait on each
 //    other through semaphores), so when the group has other tasks too it is handed to a *task
 //    thread* of its own: an idle one, or a new one (beyond TALLY_NUM_THREADS: Halide's min_threads
@@ -24,9 +25,8 @@
 //  - the other tasks never block once started; the caller runs their units, and pool workers
 //    with nothing else to do help (the group is listed for them). A thread only ever takes a
 //    unit whose semaphores it could take, so nobody holds a thread while waiting for one;
-//  - whoever waits (a caller for its group, a task thread for a semaphore) waits on the pool's
-//    condition variables; a release wakes them when anyone sleeps (a Dekker handshake on
-//    `sleepers`: the sleeper counts itself, then re-checks; the releaser adds, then reads it);
+//  - whoever waits (a caller for its group, a task thread for a semaphore) waits as below; a
+//    release wakes the sleepers that wait for semaphores;
 //  - a unit runs with the thread's par_for state reset, so a halide_do_par_for inside it is a
 //    top-level loop (parallel), and nested halide_do_parallel_tasks calls are groups of their own.
 // With one pool thread (TALLY_NUM_THREADS=1) the caller alone runs the non-blocking tasks in an
@@ -34,6 +34,20 @@
 // a group, or in a group it nests in (task_parent), stops its waits: waiters give up with it.
 // If a task thread cannot be started, its task runs on the caller (warned once), which is only
 // safe when the task does not in fact wait for a sibling.
+//
+// Waiting. A thread that finds nothing to do (an idle worker or task thread, a caller whose
+// iterations others are running, a task waiting for a semaphore) spins for up to TALLY_SPIN_NS
+// with the lock released, watching pool_epoch, a count of the events that can let it proceed;
+// then it sleeps on a condition variable of its own until one of the events it waits for signals
+// it: a job or group listed (idle workers, as many as there are iterations for them), a
+// semaphore released (those waiting for one), a unit or the last iteration of its own group or
+// job finished (its caller only), a failure or shutdown (everyone). Sleeping costs a system call
+// to wake and tens of microseconds to run again, and work usually comes back within microseconds
+// (the next loop of a pipeline, the next row of a producer); Halide's pool spins before it sleeps
+// too. The spin yields the core now and then, since blocking async tasks leave more threads than
+// cores, and it runs once per stretch without work: a thread woken without finding any sleeps
+// again at once. A spinning thread holds no profiler context (workers) or the one it would hold
+// while asleep (a caller), so a profiled run's report does not change.
 //
 // Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin). The
 // pool resets it after every task (workers to NULL, callers to what it was before the task), so a
@@ -47,14 +61,31 @@
 
 #include "internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TALLY_MAX_THREADS 256
 // Task threads (one per blocking task running at once) are bounded separately.
 #define TALLY_MAX_TASK_THREADS 256
+
+// A thread that found nothing to do: it spins a while, then sleeps on its own condition variable
+// (one per thread), listed in pool.sleeping so that the events it waits for can signal it and
+// nobody else.
+typedef struct waiter {
+    pthread_cond_t cond;
+    int wakes;      // WAKE_* events it sleeps for, besides a direct signal (pool lock)
+    int signalled;  // a signal is on its way (pool lock)
+    struct waiter *next;
+} waiter;
+
+enum {
+    WAKE_WORK = 1,       // a job or a group was listed for workers, or shutdown
+    WAKE_SEMAPHORE = 2,  // a semaphore was released
+};
 
 typedef struct par_job {
     halide_task_t f;
@@ -70,6 +101,7 @@ typedef struct par_job {
     // into closures can find the run (tally_profiler_current_instance) and device calls made
     // by tasks are counted against it.
     tally_context *caller_ctx;
+    waiter *owner;  // the caller, while it sleeps until the last iteration finishes (pool lock)
 } par_job;
 
 // One task of a group (pool lock for the counters).
@@ -91,23 +123,24 @@ typedef struct task_group {
     tally_context *caller_ctx;
     struct task_group *next_group;  // in pool.groups while listed for workers
     int32_t listed;
+    waiter *owner;  // the caller, while it sleeps (pool lock)
 } task_group;
 
 // A parked thread that runs one blocking task at a time.
 typedef struct task_thread {
     pthread_t thread;
-    pthread_cond_t cond;  // an assignment arrived, or shutdown
-    task_group *group;    // the assignment (pool lock), NULL while idle
+    waiter *sleeper;    // its waiter while it sleeps (pool lock)
+    uint32_t seen;      // pool_epoch when it last found no assignment (pool lock)
+    task_group *group;  // the assignment (pool lock), NULL while idle
     group_task *task;
     struct task_thread *next_idle;
 } task_thread;
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t work_cond;  // workers: a job arrived, a semaphore was released, or shutdown
-    pthread_cond_t done_cond;  // callers and task threads: a unit finished, a semaphore released
-    par_job *head, *tail;      // jobs with unclaimed iterations
-    task_group *groups;        // groups with units workers may take
+    waiter *sleeping;      // threads asleep in wait_locked
+    par_job *head, *tail;  // jobs with unclaimed iterations
+    task_group *groups;    // groups with units workers may take
     pthread_t threads[TALLY_MAX_THREADS];
     int32_t num_workers;
     int32_t desired_threads;  // 0 = default
@@ -118,12 +151,19 @@ static struct {
     int shutting_down;
     int warned_thread_failure;
     int warned_task_thread_failure;
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
-          .work_cond = PTHREAD_COND_INITIALIZER,
-          .done_cond = PTHREAD_COND_INITIALIZER};
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-// Threads waiting on work_cond or done_cond while something may wake them through a semaphore.
-static _Atomic int32_t sleepers;
+// Counts events that may let a waiting thread proceed (units and jobs finished, work listed,
+// semaphores released, failures). A waiter reads it before it looks for something to do and
+// spins or sleeps only while it is unchanged, so no event between its look and its sleep is lost.
+static _Atomic uint32_t pool_epoch;
+// Waiters asleep for WAKE_SEMAPHORE: a release, which does not take the pool lock, takes it only
+// when there are some (a Dekker handshake with pool_epoch: the sleeper counts itself, then
+// re-reads the epoch; the releaser bumps the epoch, then reads the count).
+static _Atomic int32_t semaphore_sleepers;
+
+// The calling thread's waiter.
+static _Thread_local waiter tls_waiter = {.cond = PTHREAD_COND_INITIALIZER};
 
 // Serializes shutdown and resizing (both join workers).
 static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -147,17 +187,17 @@ void tally_thread_pool_fork_parent(void) {
 
 void tally_thread_pool_fork_child(void) {
     // Only the forking thread exists in the child: no workers, no task threads, and no other
-    // callers whose jobs could still be listed. Condition variables may hold state of vanished
-    // waiters: re-create. (Task thread records are leaked: their threads do not exist here.)
+    // callers whose jobs could still be listed. (Task thread records are leaked: their threads do
+    // not exist here.)
     pool.num_workers = 0;
     pool.head = pool.tail = NULL;
     pool.groups = NULL;
     pool.num_task_threads = 0;
     pool.idle_task_threads = NULL;
     pool.shutting_down = 0;
-    atomic_store(&sleepers, 0);
-    pthread_cond_init(&pool.work_cond, NULL);
-    pthread_cond_init(&pool.done_cond, NULL);
+    // The forking thread was not asleep; the other threads' waiters are gone with them.
+    pool.sleeping = NULL;
+    atomic_store(&semaphore_sleepers, 0);
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&resize_lock);
 }
@@ -176,10 +216,120 @@ static semaphore_impl *sem_impl(halide_semaphore_t *s) {
     return (semaphore_impl *)(void *)s;
 }
 
-// Wakes every thread that may wait for a semaphore (pool lock held).
-static void wake_sleepers_locked(void) {
-    pthread_cond_broadcast(&pool.done_cond);
-    pthread_cond_broadcast(&pool.work_cond);
+// ---- waiting (declared here: semaphore releases wake waiters) -----------------------------
+
+// How long a thread that found nothing to do spins before it sleeps, in nanoseconds. Work often
+// follows within microseconds (the next parallel loop of a pipeline, the next row a producer
+// releases), and a sleeping thread costs a system call to wake and tens of microseconds to run
+// again. The spin is bounded: once it has run out the thread sleeps, and it spins again only
+// after it has found work.
+#define TALLY_SPIN_NS 40000
+
+static uint64_t spin_clock_ns(void) {
+    // Not tally_now_ns: a test may freeze that clock, and a spin must always end.
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+// Signals the sleeping waiters that wait for any of `wakes`, at most `max` of them, and counts an
+// event (pool lock held).
+static void wake_locked(int wakes, int32_t max) {
+    atomic_fetch_add(&pool_epoch, 1);
+    for (waiter *w = pool.sleeping; w && max > 0; w = w->next) {
+        if ((w->wakes & wakes) && !w->signalled) {
+            w->signalled = 1;
+            pthread_cond_signal(&w->cond);
+            max--;
+        }
+    }
+}
+
+// Signals `w` if it sleeps, and counts an event (pool lock held).
+static void wake_waiter_locked(waiter *w) {
+    atomic_fetch_add(&pool_epoch, 1);
+    if (w && !w->signalled) {
+        w->signalled = 1;
+        pthread_cond_signal(&w->cond);
+    }
+}
+
+// Signals every sleeping waiter (pool lock held): a failure or shutdown, which any of them may
+// be waiting for.
+static void wake_all_locked(void) {
+    atomic_fetch_add(&pool_epoch, 1);
+    for (waiter *w = pool.sleeping; w; w = w->next) {
+        if (!w->signalled) {
+            w->signalled = 1;
+            pthread_cond_signal(&w->cond);
+        }
+    }
+}
+
+// The calling thread looked for something to do and found nothing, having read pool_epoch as
+// `seen` (under the pool lock) before it looked. While `*spin_until` (0: not started) allows, it
+// spins with the lock released until the epoch moves; otherwise it sleeps until an event of
+// `wakes` or a direct signal, through `*slot` when not NULL (cleared again on waking). Returns with
+// the lock held, for the caller to look again (pool lock held).
+static void wait_locked(uint32_t seen, int wakes, waiter **slot, uint64_t *spin_until) {
+    uint64_t now = spin_clock_ns();
+    if (*spin_until == 0) {
+        *spin_until = now + TALLY_SPIN_NS;
+    }
+    if (now < *spin_until) {
+        pthread_mutex_unlock(&pool.lock);
+        for (uint32_t i = 1; atomic_load_explicit(&pool_epoch, memory_order_relaxed) == seen; i++) {
+            cpu_relax();
+            if ((i & 7) == 0) {
+                if (spin_clock_ns() >= *spin_until) {
+                    break;
+                }
+                // Other threads may be runnable on this core (there are more threads than
+                // cores whenever async tasks block): let them run. Every 8 checks: async_store
+                // of the conformance corpus (a producer and a consumer task handing rows over)
+                // ran 1.1 ms a run so, 1.55 ms yielding every 64 and 1.4-1.6 ms every 2.
+                sched_yield();
+            }
+        }
+        pthread_mutex_lock(&pool.lock);
+        return;
+    }
+    waiter *w = &tls_waiter;
+    w->wakes = wakes;
+    w->signalled = 0;
+    w->next = pool.sleeping;
+    pool.sleeping = w;
+    if (slot) {
+        *slot = w;
+    }
+    if (wakes & WAKE_SEMAPHORE) {
+        atomic_fetch_add(&semaphore_sleepers, 1);
+    }
+    if (atomic_load(&pool_epoch) == seen) {
+        pthread_cond_wait(&w->cond, &pool.lock);  // a spurious wake-up only looks again
+    }
+    if (wakes & WAKE_SEMAPHORE) {
+        atomic_fetch_sub(&semaphore_sleepers, 1);
+    }
+    for (waiter **link = &pool.sleeping; *link; link = &(*link)->next) {
+        if (*link == w) {
+            *link = w->next;
+            break;
+        }
+    }
+    if (slot) {
+        *slot = NULL;
+    }
+    w->signalled = 1;  // off the list: nobody signals it any more
+    *spin_until = 1;   // spent: no spinning before the thread has found something to do
 }
 
 int32_t halide_semaphore_init(halide_semaphore_t *sem, int32_t n) {
@@ -202,9 +352,10 @@ int32_t halide_semaphore_release(halide_semaphore_t *sem, int32_t n) {
                                   "halide_semaphore_release: semaphore is NULL");
     }
     int32_t v = sem_add(sem, n);
-    if (atomic_load(&sleepers) > 0) {
+    atomic_fetch_add(&pool_epoch, 1);
+    if (atomic_load(&semaphore_sleepers) > 0) {
         pthread_mutex_lock(&pool.lock);
-        wake_sleepers_locked();
+        wake_locked(WAKE_SEMAPHORE, INT32_MAX);
         pthread_mutex_unlock(&pool.lock);
     }
     return v;
@@ -225,6 +376,14 @@ bool halide_semaphore_try_acquire(halide_semaphore_t *sem, int32_t n) {
 
 // Takes every semaphore of `t` or none (pool lock held: a give-back wakes sleepers directly).
 static int acquire_all_locked(const halide_parallel_task_t *t) {
+    // Look first: a give-back wakes every thread waiting for a semaphore, and two threads that
+    // took and gave back the same first semaphore in turn would keep waking each other.
+    for (int32_t i = 0; i < t->num_semaphores; i++) {
+        const halide_semaphore_acquire_t *a = &t->semaphores[i];
+        if (atomic_load(&sem_impl(a->semaphore)->value) < a->count) {
+            return 0;
+        }
+    }
     for (int32_t i = 0; i < t->num_semaphores; i++) {
         const halide_semaphore_acquire_t *a = &t->semaphores[i];
         if (!halide_semaphore_try_acquire(a->semaphore, a->count)) {
@@ -232,7 +391,7 @@ static int acquire_all_locked(const halide_parallel_task_t *t) {
                 sem_add(t->semaphores[j].semaphore, t->semaphores[j].count);
             }
             if (i > 0) {
-                wake_sleepers_locked();
+                wake_locked(WAKE_SEMAPHORE, INT32_MAX);
             }
             return 0;
         }
@@ -292,12 +451,30 @@ static int32_t group_failure(const task_group *g) {
     return 0;
 }
 
-// Iterations one unit of `gt` covers: one when each call must take the semaphores again or
-// when others may run the next iteration alongside; the whole rest for a plain serial task.
-static int32_t unit_extent(const group_task *gt) {
+static int acquire_all_locked(const halide_parallel_task_t *t);
+
+// Iterations one unit of `gt` covers, the semaphores of its first already taken (pool lock
+// held): the whole rest for a plain serial task; for a serial task with semaphores, as many
+// iterations as their semaphores can be taken for now (each iteration's taken before it starts,
+// as one call per iteration would), which saves a lock round trip per iteration of a consumer
+// that trails its producer; one when others may run the next iteration alongside.
+static int32_t unit_extent_locked(const group_task *gt) {
     const halide_parallel_task_t *t = gt->task;
-    return (t->serial && t->num_semaphores == 0) ? t->extent - gt->next : 1;
+    int32_t rest = t->extent - gt->next;
+    if (!t->serial) {
+        return 1;
+    }
+    if (t->num_semaphores == 0) {
+        return rest;
+    }
+    int32_t n = 1;
+    while (n < rest && acquire_all_locked(t)) {
+        n++;
+    }
+    return n;
 }
+
+static void wake_waiter_locked(waiter *w);
 
 // Skips every unclaimed iteration of the non-dedicated tasks of a failed group (pool lock held).
 static void skip_unclaimed_locked(task_group *g) {
@@ -306,6 +483,7 @@ static void skip_unclaimed_locked(task_group *g) {
         if (!gt->dedicated && gt->next < gt->task->extent) {
             g->remaining -= gt->task->extent - gt->next;
             gt->next = gt->task->extent;
+            wake_waiter_locked(g->owner);
         }
     }
 }
@@ -327,12 +505,25 @@ static group_task *claim_unit_locked(task_group *g, int32_t *min, int32_t *exten
             continue;
         }
         *min = t->min + gt->next;
-        *extent = unit_extent(gt);
+        *extent = unit_extent_locked(gt);
         gt->next += *extent;
         gt->running++;
         return gt;
     }
     return NULL;
+}
+
+// Units the non-dedicated tasks of `g` have left to claim, counting a serial task as one (pool
+// lock held).
+static int32_t group_units_locked(const task_group *g) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->num_tasks; i++) {
+        const group_task *gt = &g->tasks[i];
+        if (!gt->dedicated && gt->next < gt->task->extent) {
+            n += gt->task->serial ? 1 : gt->task->extent - gt->next;
+        }
+    }
+    return n;
 }
 
 static int group_has_claimable_locked(const task_group *g) {
@@ -380,41 +571,38 @@ static void run_unit(task_group *g, group_task *gt, int32_t min, int32_t extent)
     }
 }
 
-// Books a finished unit (pool lock held) and wakes the group's caller.
+// Books a finished unit (pool lock held) and wakes the group's caller; after a failure, every
+// waiter (waits in nested groups and for semaphores end with it).
 static void finish_unit_locked(task_group *g, group_task *gt, int32_t extent) {
     gt->running--;
     g->remaining -= extent;
     if (atomic_load(&g->result) != 0) {
         skip_unclaimed_locked(g);
+        wake_all_locked();
+    } else {
+        wake_waiter_locked(g->owner);
     }
-    pthread_cond_broadcast(&pool.done_cond);
-}
-
-// Waits on `cond` as a thread a semaphore release may wake (pool lock held). The caller has
-// counted itself in `sleepers` before its last check.
-static void sleep_locked(pthread_cond_t *cond) {
-    pthread_cond_wait(cond, &pool.lock);
-    atomic_fetch_sub(&sleepers, 1);
 }
 
 // A task thread's assignment: every iteration of one task, in order, each after taking its
 // semaphores (waiting for them), until done or the group fails (pool lock held on entry and exit).
 static void run_dedicated_locked(task_group *g, group_task *gt) {
     const halide_parallel_task_t *t = gt->task;
+    uint64_t spin_until = 0;
     while (gt->next < t->extent) {
         if (group_failure(g) != 0) {
             g->remaining -= t->extent - gt->next;
             gt->next = t->extent;
             break;
         }
-        atomic_fetch_add(&sleepers, 1);
+        uint32_t seen = atomic_load(&pool_epoch);
         if (!acquire_all_locked(t)) {
-            sleep_locked(&pool.done_cond);
+            wait_locked(seen, WAKE_SEMAPHORE, NULL, &spin_until);
             continue;
         }
-        atomic_fetch_sub(&sleepers, 1);
+        spin_until = 0;
         int32_t min = t->min + gt->next;
-        int32_t extent = unit_extent(gt);
+        int32_t extent = unit_extent_locked(gt);
         gt->next += extent;
         gt->running++;
         pthread_mutex_unlock(&pool.lock);
@@ -422,18 +610,22 @@ static void run_dedicated_locked(task_group *g, group_task *gt) {
         pthread_mutex_lock(&pool.lock);
         finish_unit_locked(g, gt, extent);
     }
-    pthread_cond_broadcast(&pool.done_cond);
+    wake_waiter_locked(g->owner);
 }
 
 static void *task_thread_main(void *arg) {
     task_thread *tt = (task_thread *)arg;
+    uint64_t spin_until = 0;
     pthread_mutex_lock(&pool.lock);
     while (!pool.shutting_down) {
         if (!tt->group) {
-            pthread_cond_wait(&tt->cond, &pool.lock);
+            wait_locked(tt->seen, 0, &tt->sleeper, &spin_until);
+            tt->seen = atomic_load(&pool_epoch);
             continue;
         }
+        spin_until = 0;
         run_dedicated_locked(tt->group, tt->task);
+        tt->seen = atomic_load(&pool_epoch);
         tt->group = NULL;
         tt->task = NULL;
         tt->next_idle = pool.idle_task_threads;
@@ -451,10 +643,8 @@ static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
         pool.idle_task_threads = tt->next_idle;
     } else if (!pool.shutting_down && pool.num_task_threads < TALLY_MAX_TASK_THREADS &&
                (tt = (task_thread *)calloc(1, sizeof(task_thread))) != NULL) {
-        pthread_cond_init(&tt->cond, NULL);
         int err = tally_thread_create(&tt->thread, task_thread_main, tt);
         if (err != 0) {
-            pthread_cond_destroy(&tt->cond);
             free(tt);
             tt = NULL;
         } else {
@@ -472,7 +662,7 @@ static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
     tt->next_idle = NULL;
     tt->group = g;
     tt->task = gt;
-    pthread_cond_signal(&tt->cond);
+    wake_waiter_locked(tt->sleeper);
     return 1;
 }
 
@@ -533,6 +723,7 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
     g.caller_ctx = tally_get_current_context();
     g.next_group = NULL;
     g.listed = 0;
+    g.owner = NULL;
     for (int32_t i = 0; i < num_tasks; i++) {
         gts[i].task = &tasks[i];
         gts[i].next = 0;
@@ -551,19 +742,22 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
             }
         }
     }
-    // 2. The rest: the caller, helped by idle workers.
-    if (pool.num_workers > 0 && group_has_claimable_locked(&g)) {
+    // 2. The rest: the caller, helped by idle workers (as many as there are units beyond the one
+    // the caller takes).
+    int32_t helpers = group_units_locked(&g) - 1;
+    if (pool.num_workers > 0 && helpers > 0) {
         g.next_group = pool.groups;
         pool.groups = &g;
         g.listed = 1;
-        pthread_cond_broadcast(&pool.work_cond);
+        wake_locked(WAKE_WORK, helpers);
     }
+    uint64_t spin_until = 0;
     while (g.remaining > 0) {
         int32_t min = 0, extent = 0;
-        atomic_fetch_add(&sleepers, 1);
+        uint32_t seen = atomic_load(&pool_epoch);
         group_task *gt = claim_unit_locked(&g, &min, &extent);
         if (gt) {
-            atomic_fetch_sub(&sleepers, 1);
+            spin_until = 0;
             pthread_mutex_unlock(&pool.lock);
             run_unit(&g, gt, min, extent);
             pthread_mutex_lock(&pool.lock);
@@ -571,17 +765,19 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
             continue;
         }
         if (g.remaining == 0) {
-            atomic_fetch_sub(&sleepers, 1);
             break;
         }
-        sleep_locked(&pool.done_cond);
+        // Units left to claim wait for semaphores (or for a serial task's running unit, whose
+        // end signals g.owner); otherwise only finishing units, which signal g.owner.
+        int wakes = group_has_claimable_locked(&g) ? WAKE_SEMAPHORE : 0;
+        wait_locked(seen, wakes, &g.owner, &spin_until);
     }
     unlist_group_locked(&g);
     // Dedicated tasks book their last unit before their thread goes idle; nothing of the group
     // is referenced once remaining is 0 and no unit is running.
     for (int32_t i = 0; i < num_tasks; i++) {
         while (gts[i].running > 0) {
-            pthread_cond_wait(&pool.done_cond, &pool.lock);
+            wait_locked(atomic_load(&pool_epoch), 0, &g.owner, &spin_until);
         }
     }
     pthread_mutex_unlock(&pool.lock);
@@ -614,29 +810,28 @@ static int help_groups_locked(void) {
 static void *worker_main(void *arg) {
     (void)arg;
     tls_is_worker = 1;
+    uint64_t spin_until = 0;
     pthread_mutex_lock(&pool.lock);
     while (!pool.shutting_down) {
+        uint32_t seen = atomic_load(&pool_epoch);
         par_job *job = pool.head;
         if (!job) {
-            if (pool.groups) {
-                atomic_fetch_add(&sleepers, 1);
-                if (help_groups_locked()) {
-                    atomic_fetch_sub(&sleepers, 1);
-                    continue;
-                }
-                sleep_locked(&pool.work_cond);
-            } else {
-                pthread_cond_wait(&pool.work_cond, &pool.lock);
+            if (pool.groups && help_groups_locked()) {
+                spin_until = 0;
+                continue;
             }
+            // Listed groups' units may wait for semaphores.
+            wait_locked(seen, WAKE_WORK | (pool.groups ? WAKE_SEMAPHORE : 0), NULL, &spin_until);
             continue;
         }
+        spin_until = 0;
         int32_t idx = claim_locked(job);
         pthread_mutex_unlock(&pool.lock);
         run_task(job, idx);
         tally_set_current_context(NULL);
         pthread_mutex_lock(&pool.lock);
         if (++job->finished == job->extent) {
-            pthread_cond_broadcast(&pool.done_cond);
+            wake_waiter_locked(job->owner);
         }
     }
     pthread_mutex_unlock(&pool.lock);
@@ -738,6 +933,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
     atomic_init(&job.result, 0);
     job.next_job = NULL;
     job.caller_ctx = saved_ctx;
+    job.owner = NULL;
 
     pthread_mutex_lock(&pool.lock);
     ensure_workers_locked();
@@ -748,7 +944,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
             pool.head = &job;
         }
         pool.tail = &job;
-        pthread_cond_broadcast(&pool.work_cond);
+        wake_locked(WAKE_WORK, extent - 1);
     }
     while (job.next < job.extent) {
         int32_t idx = claim_locked(&job);
@@ -758,8 +954,9 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         pthread_mutex_lock(&pool.lock);
         job.finished++;
     }
+    uint64_t spin_until = 0;
     while (job.finished < job.extent) {
-        pthread_cond_wait(&pool.done_cond, &pool.lock);
+        wait_locked(atomic_load(&pool_epoch), 0, &job.owner, &spin_until);
     }
     pthread_mutex_unlock(&pool.lock);
     return atomic_load(&job.result);
@@ -775,10 +972,7 @@ int32_t tally_thread_pool_shutdown(void) {
     int32_t n = pool.num_workers;
     int32_t num_tt = pool.num_task_threads;
     pool.shutting_down = 1;
-    pthread_cond_broadcast(&pool.work_cond);
-    for (int32_t i = 0; i < num_tt; i++) {
-        pthread_cond_signal(&pool.task_threads[i]->cond);
-    }
+    wake_all_locked();
     pthread_mutex_unlock(&pool.lock);
     for (int32_t i = 0; i < n; i++) {
         pthread_join(pool.threads[i], NULL);
@@ -786,7 +980,6 @@ int32_t tally_thread_pool_shutdown(void) {
     // A task thread still running a task finishes it first.
     for (int32_t i = 0; i < num_tt; i++) {
         pthread_join(pool.task_threads[i]->thread, NULL);
-        pthread_cond_destroy(&pool.task_threads[i]->cond);
         free(pool.task_threads[i]);
         pool.task_threads[i] = NULL;
     }

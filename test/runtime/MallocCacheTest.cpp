@@ -62,6 +62,20 @@ TEST_F(MallocCache, SmallBlocksAreNotCached) {
     EXPECT_EQ(stats().misses, 0u);
 }
 
+TEST_F(MallocCache, IntermediatesOfAFewHundredKiBAreCached) {
+    // The C library trims blocks of this size off its heap when they are freed, so a pipeline
+    // run again would page them in afresh.
+    constexpr size_t kMedium = 384u << 10;
+    void *a = halide_malloc(nullptr, kMedium);
+    ASSERT_NE(a, nullptr);
+    halide_free(nullptr, a);
+    EXPECT_EQ(stats().cached_blocks, 1u);
+    void *b = halide_malloc(nullptr, kMedium);
+    EXPECT_EQ(b, a);
+    EXPECT_EQ(stats().hits, 1u);
+    halide_free(nullptr, b);
+}
+
 TEST_F(MallocCache, TheBoundIsRespected) {
     tally_malloc_cache_set_limit(kBig + kBig / 2);
     void *a = halide_malloc(nullptr, kBig);
