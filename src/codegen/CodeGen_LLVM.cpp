@@ -1,6 +1,8 @@
 // The shared part of the LLVM back ends (see CodeGen_LLVM.h).
 //
-// Semantics, as IR.h states them: integer arithmetic wraps; integer Div/Mod are Euclidean (the
+// Semantics, as IR.h states them: unsigned and narrow signed integer arithmetic wraps, and signed
+// arithmetic of 32 bits or more does not overflow (its adds, subtracts and multiplies are nsw, as
+// in Halide 14, which lets LLVM widen loop indices); integer Div/Mod are Euclidean (the
 // remainder is never negative) and x / 0 == x % 0 == 0, implemented with selects so that no
 // input is undefined behaviour (sdiv's INT_MIN / -1 included); float Mod is x - y * floor(x / y);
 // bools are i1 in registers and a byte in memory.
@@ -177,17 +179,48 @@ void CodeGen_LLVM::div_mod(const Type &t, llvm::Value *x, llvm::Value *y, llvm::
     llvm::Type *lt = x->getType();
     llvm::Value *zero = llvm::Constant::getNullValue(lt), *one = llvm::ConstantInt::get(lt, 1);
     llvm::Value *y_zero = b.CreateICmpEQ(y, zero);
+    // A vector of at most 16-bit integers divided by a vector that is not constant: x86 has no
+    // vector integer division, so LLVM would divide lane by lane with idiv (one of the slowest
+    // instructions, and the 16-bit form carries a false dependency from one lane to the next).
+    // Single-precision division is exact enough: |x|, |y| < 2^16 and the correctly rounded
+    // quotient of two such integers never crosses an integer (the distance from x / y to the
+    // nearest other integer is at least 1 / |y|, far above the rounding error), so it truncates
+    // to the integer quotient. A constant divisor stays an integer division, which LLVM turns
+    // into a multiplication.
+    const bool float_quotient = t.is_vector() && t.bits() <= 16 && !llvm::isa<llvm::Constant>(y);
+    auto truncating_div = [&](llvm::Value *n, llvm::Value *d, bool is_signed) {
+        if (!float_quotient) {
+            return is_signed ? b.CreateSDiv(n, d) : b.CreateUDiv(n, d);
+        }
+        llvm::IRBuilderBase::FastMathFlagGuard exact(b);
+        b.clearFastMathFlags();
+        llvm::Type *ft = llvm::VectorType::get(b.getFloatTy(),
+                                               llvm::cast<llvm::VectorType>(lt)->getElementCount());
+        llvm::Value *fn = is_signed ? b.CreateSIToFP(n, ft) : b.CreateUIToFP(n, ft);
+        llvm::Value *fd = is_signed ? b.CreateSIToFP(d, ft) : b.CreateUIToFP(d, ft);
+        llvm::Value *fq = b.CreateFDiv(fn, fd);
+        // Converting back truncates; the quotient fits the type: |q| <= |n| (d is never 0 or -1).
+        return is_signed ? b.CreateFPToSI(fq, lt) : b.CreateFPToUI(fq, lt);
+    };
+    auto remainder_of = [&](llvm::Value *n, llvm::Value *d, llvm::Value *quot, bool is_signed) {
+        if (!float_quotient) {
+            return is_signed ? b.CreateSRem(n, d) : b.CreateURem(n, d);
+        }
+        return b.CreateSub(n, b.CreateMul(quot, d));
+    };
     if (t.is_uint()) {
         llvm::Value *safe_y = b.CreateSelect(y_zero, one, y);
-        *q = b.CreateSelect(y_zero, zero, b.CreateUDiv(x, safe_y));
-        *r = b.CreateSelect(y_zero, zero, b.CreateURem(x, safe_y));
+        llvm::Value *uq = truncating_div(x, safe_y, false);
+        *q = b.CreateSelect(y_zero, zero, uq);
+        *r = b.CreateSelect(y_zero, zero, remainder_of(x, safe_y, uq, false));
         return;
     }
     // Avoid the two undefined cases of sdiv: y == 0 and INT_MIN / -1.
     llvm::Value *minus_one = llvm::Constant::getAllOnesValue(lt);
     llvm::Value *y_m1 = b.CreateICmpEQ(y, minus_one);
     llvm::Value *safe_y = b.CreateSelect(b.CreateOr(y_zero, y_m1), one, y);
-    llvm::Value *tq = b.CreateSDiv(x, safe_y), *tr = b.CreateSRem(x, safe_y);
+    llvm::Value *tq = truncating_div(x, safe_y, true);
+    llvm::Value *tr = remainder_of(x, safe_y, tq, true);
     // y == -1: q = -x (wrapping), r = 0.
     tq = b.CreateSelect(y_m1, b.CreateNeg(x), tq);
     tr = b.CreateSelect(y_m1, zero, tr);
@@ -374,7 +407,9 @@ void CodeGen_LLVM::coerce_to_call_type(const Call *op) {
 
 void CodeGen_LLVM::serial_loop(const For *op) {
     llvm::Value *min = codegen(op->min), *extent = codegen(op->extent);
-    llvm::Value *end = builder.CreateAdd(min, extent);
+    // The loop variable is a signed 32-bit integer of the IR: neither the end nor the next
+    // value overflows, which lets LLVM widen the variable to 64 bits for the addresses.
+    llvm::Value *end = builder.CreateNSWAdd(min, extent);
     llvm::BasicBlock *pre = builder.GetInsertBlock();
     llvm::BasicBlock *loop = llvm::BasicBlock::Create(ctx, op->name + "_loop", fn);
     llvm::BasicBlock *after = llvm::BasicBlock::Create(ctx, op->name + "_end", fn);
@@ -385,7 +420,7 @@ void CodeGen_LLVM::serial_loop(const For *op) {
     push_var(op->name, i);
     codegen(op->body);
     pop_var(op->name);
-    llvm::Value *next = builder.CreateAdd(i, llvm::ConstantInt::get(min->getType(), 1));
+    llvm::Value *next = builder.CreateNSWAdd(i, llvm::ConstantInt::get(min->getType(), 1));
     i->addIncoming(next, builder.GetInsertBlock());
     builder.CreateCondBr(builder.CreateICmpSLT(next, end), loop, after);
     builder.SetInsertPoint(after);
@@ -429,17 +464,30 @@ void CodeGen_LLVM::visit(const Variable *op) {
         << "variable " << op->name << " used with another type";
 }
 
+namespace {
+
+/** Signed integers of 32 bits or more do not overflow (IR.h): LLVM may then widen loop indices
+ * and fold the sign extension of an index into the address arithmetic, as Halide 14 lets it. */
+bool no_signed_wrap(const Type &t) {
+    return t.is_int() && t.bits() >= 32;
+}
+
+}  // namespace
+
 void CodeGen_LLVM::visit(const Add *op) {
     llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-    value = op->type.is_float() ? builder.CreateFAdd(a, b) : builder.CreateAdd(a, b);
+    value = op->type.is_float() ? builder.CreateFAdd(a, b)
+                                : builder.CreateAdd(a, b, "", false, no_signed_wrap(op->type));
 }
 void CodeGen_LLVM::visit(const Sub *op) {
     llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-    value = op->type.is_float() ? builder.CreateFSub(a, b) : builder.CreateSub(a, b);
+    value = op->type.is_float() ? builder.CreateFSub(a, b)
+                                : builder.CreateSub(a, b, "", false, no_signed_wrap(op->type));
 }
 void CodeGen_LLVM::visit(const Mul *op) {
     llvm::Value *a = codegen(op->a), *b = codegen(op->b);
-    value = op->type.is_float() ? builder.CreateFMul(a, b) : builder.CreateMul(a, b);
+    value = op->type.is_float() ? builder.CreateFMul(a, b)
+                                : builder.CreateMul(a, b, "", false, no_signed_wrap(op->type));
 }
 
 void CodeGen_LLVM::divide(const Type &t, const Expr &x, const Expr &y, bool remainder) {
@@ -671,8 +719,10 @@ void CodeGen_LLVM::visit(const Ramp *op) {
                                       : llvm::ConstantInt::get(scalar_type(et), i));
     }
     llvm::Value *k = llvm::ConstantVector::get(steps);
-    value = et.is_float() ? builder.CreateFAdd(b, builder.CreateFMul(s, k))
-                          : builder.CreateAdd(b, builder.CreateMul(s, k));
+    const bool nsw = no_signed_wrap(et);
+    value = et.is_float()
+                ? builder.CreateFAdd(b, builder.CreateFMul(s, k))
+                : builder.CreateAdd(b, builder.CreateMul(s, k, "", false, nsw), "", false, nsw);
 }
 
 void CodeGen_LLVM::visit(const Broadcast *op) {

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -64,9 +65,13 @@ std::string runtime_library_path() {
 }  // namespace
 
 struct JITModule::Impl {
+    using Argv = int (*)(void **);
     Module module;
     const LoweredFunc *entry = nullptr;
     std::unique_ptr<llvm::orc::LLJIT> jit;
+    /** Each pipeline function's `<name>_argv` entry, resolved once when compiled: a lookup in the
+     * JIT takes microseconds, as long as a small pipeline runs. */
+    std::map<std::string, Argv> argv;
 };
 
 JITModule::JITModule(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
@@ -89,8 +94,11 @@ void *JITModule::symbol(const std::string &name) const {
 }
 
 int JITModule::run(const std::string &function, void **args) const {
-    using Argv = int (*)(void **);
-    auto fn = reinterpret_cast<Argv>(symbol(function + "_argv"));
+    auto it = impl->argv.find(function);
+    if (it != impl->argv.end()) {
+        return it->second(args);
+    }
+    auto fn = reinterpret_cast<Impl::Argv>(symbol(function + "_argv"));
     user_assert(fn) << "the module has no pipeline function '" << function << "'";
     return fn(args);
 }
@@ -153,6 +161,7 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
             user_error << "JIT compilation of '" << f->name
                        << "' failed: " << llvm_error(sym.takeError());
         }
+        impl->argv[f->name] = sym->toPtr<JITModule::Impl::Argv>();
     }
     return std::make_unique<JITModule>(std::move(impl));
 }

@@ -123,7 +123,8 @@ std::vector<int64_t> edge_values(const IntType &t) {
     return v;
 }
 
-/** One intrinsic: its IR call for operand expressions, the types, and the reference. */
+/** One intrinsic: its IR call for operand expressions (or the operator `/` or `%`), the types,
+ * and the reference. */
 struct Case {
     std::string name;
     IntType a, b, out;
@@ -150,6 +151,9 @@ void check(const Case &c) {
         put(b.bytes, c.b, i, bv[i % bv.size()]);
     }
     auto call = [&](const std::string &x, const std::string &y, const std::string &type) {
+        if (c.name == "/" || c.name == "%") {
+            return "(" + x + " " + c.name + " " + y + ")";
+        }
         bool vec = type.find('x') != std::string::npos;
         std::string third = c.third.empty() ? "" : vec ? ", x8(" + c.third + ")" : ", " + c.third;
         return "(" + type + ")" + c.name + "(" + x + ", " + y + third + ")";
@@ -203,6 +207,28 @@ std::vector<int64_t> range(int64_t lo, int64_t hi) {
         v.push_back(i);
     }
     return v;
+}
+
+/** Halide's integer division: rounds so that the remainder is never negative; x / 0 == 0 (and
+ * x % 0 == 0). */
+i128 euclid_div(i128 a, i128 b) {
+    if (b == 0) {
+        return 0;
+    }
+    i128 q = floor_div(a, b < 0 ? -b : b);
+    return b < 0 ? -q : q;
+}
+
+TEST(Intrinsics, EuclideanDivisionByAVariableIsExact) {
+    // Vectors of 8- and 16-bit integers are divided in single precision (the lane-by-lane
+    // integer division is far slower); every pair of 8-bit values and the edge pairs of the
+    // wider types, the most negative value over -1 included, give the integer quotient.
+    for (IntType t : int_types()) {
+        check({"/", t, t, t, {}, "", euclid_div});
+        check({"%", t, t, t, {}, "", [](i128 a, i128 b) {
+                   return b == 0 ? 0 : a - b * euclid_div(a, b);
+               }});
+    }
 }
 
 TEST(Intrinsics, WideningArithmeticIsExact) {

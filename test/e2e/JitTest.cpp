@@ -210,6 +210,46 @@ TEST_P(Jit, NullBufferIsAnError) {
     EXPECT_EQ(rc, TALLY_ERROR_BUFFER_ARGUMENT_IS_NULL);
 }
 
+// Every pipeline of a module runs by its name (their entries are resolved once, at compile
+// time), the first one without a name; a name that is no pipeline is an error.
+TEST(JitModule, RunsEachPipelineByName) {
+    const char *ir = "module name=two, target=host\n"
+                     "external func twice (in: buffer<int32, 1>, out: buffer<int32, 1>) {\n"
+                     " for (x, 0, 4) {\n"
+                     "  out[x] = in[x]*2\n"
+                     " }\n"
+                     "}\n"
+                     "external func plus_one (in: buffer<int32, 1>, out: buffer<int32, 1>) {\n"
+                     " for (x, 0, 4) {\n"
+                     "  out[x] = in[x] + 1\n"
+                     " }\n"
+                     "}\n";
+    auto jit =
+        tally::compile_jit(tally::lower(tally::parse_module(ir), tally::Target::parse("host")));
+    Image<int32_t> in({4}), out({4});
+    for (int i = 0; i < 4; i++) {
+        in[i] = 10 * i - 7;
+    }
+    void *args[] = {in.raw(), out.raw()};
+    for (int rep = 0; rep < 2; rep++) {
+        ASSERT_EQ(jit->run("plus_one", args), 0);
+        for (int i = 0; i < 4; i++) {
+            EXPECT_EQ(out[i], in[i] + 1);
+        }
+        ASSERT_EQ(jit->run("twice", args), 0);
+        for (int i = 0; i < 4; i++) {
+            EXPECT_EQ(out[i], in[i] * 2);
+        }
+        fill_sentinel(out, 0);
+        ASSERT_EQ(jit->run(args), 0);
+        EXPECT_EQ(jit->entry().name, "twice");
+        for (int i = 0; i < 4; i++) {
+            EXPECT_EQ(out[i], in[i] * 2);
+        }
+    }
+    EXPECT_THROW(jit->run("thrice", args), tally::CompileError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, Jit, ::testing::Values("host", "host-profile"),
                          [](const ::testing::TestParamInfo<std::string> &info) {
                              return info.param == "host" ? std::string("host")
