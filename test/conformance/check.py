@@ -29,6 +29,7 @@ import argparse
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -276,7 +277,9 @@ def main():
     with open(os.path.join(pdir, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     xfail = read_xfail(os.path.join(args.corpus, "xfail.txt")).get((args.pipeline, args.check))
-    os.makedirs(args.work, exist_ok=True)
+    # A fresh scratch folder: nothing a previous run left there can pass or fail this one.
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
     try:
         check(args, manifest, pdir)
     except CheckFailed as e:
