@@ -59,6 +59,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "SharedHeap.h"
 #include "blur/reference.h"
 #include "blur_gpu/reference.h"
 #include "gpu_gpu_cpu/reference.h"
@@ -577,6 +578,7 @@ void register_dynamic_benchmarks() {
 }  // namespace
 
 int main(int argc, char **argv) {
+    keep_freed_memory_in_process();  // the references and Halide's JIT share the heap
     // The profiled runs would print a report at exit; nobody reads it here.
     setenv("TALLY_PROFILE_OUTPUT", "/dev/null", /*overwrite=*/0);
     register_dynamic_benchmarks();

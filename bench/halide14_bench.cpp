@@ -19,7 +19,6 @@
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "SharedHeap.h"
 #include "driver/NpyFile.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
@@ -401,14 +401,7 @@ void BM_VsHalide14(benchmark::State &state, fs::path dir, size_t index) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    // Halide's runtime allocates with glibc's malloc. In a process that also runs Tally, glibc's
-    // adaptive thresholds hand Halide's freed intermediates back to the kernel after most runs
-    // (Tally's allocations in between move the top of the heap), so every Halide run would
-    // page-fault them afresh, which a Halide-only process does not do (measured: 20-40 ms
-    // against 0.4 ms per run for float_chain/8). Fixed thresholds keep freed memory in the
-    // process for both; Tally's own cache of big blocks is unaffected.
-    mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    keep_freed_memory_in_process();
     std::vector<fs::path> dirs;
     for (const auto &e : fs::directory_iterator(conformance_dir)) {
         if (fs::exists(e.path() / "manifest.json") &&
