@@ -18,6 +18,9 @@
 //    host is not (it blocks already);
 //  - each kernel launch gets exactly one buffer-free `halide_device_sync_global` with its own
 //    assert, placed after the launch's assert so that a failed launch reports as a launch;
+//  - except under `profile_timestamps`: no sync after launches or copies at all (the device is
+//    never serialised; its time comes from device timestamps the runtime reads where the
+//    pipeline blocks anyway), everything else as above;
 //  - heap allocations and device allocations are reported to the profiler per Func;
 //  - parallel loop bodies (and Halide's outlined closures, async task functions included)
 //    announce a worker context and set the slot on it.
@@ -516,10 +519,13 @@ Stmt closure_prologue(int slot, const Stmt &body) {
 
 }  // namespace
 
-static Module inject_profiling_impl(const Module &m, const ProfilingOptions &opts) {
+static Module inject_profiling_impl(const Module &m, const ProfilingOptions &requested) {
     if (!m.target.profiling()) {
         return m;
     }
+    // Timestamp mode never injects a sync, whatever the options ask for.
+    ProfilingOptions opts = requested;
+    opts.inject_device_sync = opts.inject_device_sync && !m.target.profile_timestamps();
     // 1. Pipelines are the entry points: neither Internal nor run as a parallel closure.
     std::set<std::string> closures = par_for_closures(m);
     // Functions Halide instrumented itself (-profile) are left as they are: the runtime serves

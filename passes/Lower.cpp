@@ -33,7 +33,7 @@ static Module lower_impl(const Module &input, const Target &target, const LowerO
     // 2. GPU loop nests become kernels and launches.
     m = offload_gpu_loops(m);
     after_pass("offload-gpu-loops", m, opts);
-    // 3. Profiling probes (a no-op unless the target says profile or profile_by_timer).
+    // 3. Profiling probes (a no-op unless the target asks for profiling: Target::profiling).
     m = inject_profiling(m, opts.profiling);
     after_pass("inject-profiling", m, opts);
     return m;

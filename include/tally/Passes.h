@@ -41,7 +41,9 @@ struct ProfilingOptions {
 };
 
 /** Instruments every pipeline function of `m` for the Tally profiler when the module's target
- * has `profile` or `profile_by_timer`; otherwise returns `m` unchanged (same nodes).
+ * has `profile`, `profile_by_timer` or `profile_timestamps`; otherwise returns `m` unchanged
+ * (same nodes). Under `profile_timestamps` no device sync is injected (as if
+ * inject_device_sync were false); everything else is the same.
  *
  * Inserts (see ARCHITECTURE.md, "Profiling semantics", which the golden tests pin rule by rule):
  * the slot table and `tally_profiler_start` / `tally_profiler_end` bracketing the body (the end

@@ -1,7 +1,8 @@
 /** \file
  * Halide-style target strings: `arch-bits-os` (or `host`) followed by features, e.g.
  * `host-cuda-profile` or `x86-64-linux-avx-avx2-cuda-profile-sse41`. Every feature name that
- * Halide 14 prints is known, so corpus headers round-trip; Tally adds `vulkan`. Printing puts
+ * Halide 14 prints is known, so corpus headers round-trip; Tally adds `vulkan` and
+ * `profile_timestamps` (profiling without injected device syncs). Printing puts
  * the features in alphabetical order, as Halide does.
  */
 #ifndef TALLY_TARGET_H
@@ -35,8 +36,14 @@ struct Target {
     Target with_feature(const std::string &f) const;
     Target without_feature(const std::string &f) const;
 
-    /** Profiling requested (`profile` or `profile_by_timer`). */
-    bool profiling() const { return has_feature("profile") || has_feature("profile_by_timer"); }
+    /** Profiling requested (`profile`, `profile_by_timer` or `profile_timestamps`). */
+    bool profiling() const {
+        return has_feature("profile") || has_feature("profile_by_timer") || profile_timestamps();
+    }
+    /** Profiling that must not serialise the device: no device sync is injected after launches
+     * or copies; device time comes from device timestamps read where the pipeline blocks anyway.
+     * `profile` (sync mode) stays the reference and the default. */
+    bool profile_timestamps() const { return has_feature("profile_timestamps"); }
     /** The GPU API the target asks for (CUDA, OpenCL, Vulkan, Metal, ...), or DeviceAPI::None. */
     DeviceAPI gpu_api() const;
     /** Throws CompileError naming the API when the target asks for a device API that Tally has

@@ -1,5 +1,6 @@
 // Target strings. The feature list is Halide 14's (so that every target Halide prints parses and
-// prints back the same), plus `vulkan` and the newer CUDA capabilities that Tally adds.
+// prints back the same), plus `vulkan`, the newer CUDA capabilities and `profile_timestamps`
+// that Tally adds.
 
 #include "tally/Target.h"
 
@@ -81,6 +82,7 @@ const std::vector<std::string> &Target::known_features() {
                                                    "matlab",
                                                    "profile",
                                                    "profile_by_timer",
+                                                   "profile_timestamps",
                                                    "no_runtime",
                                                    "metal",
                                                    "c_plus_plus_name_mangling",

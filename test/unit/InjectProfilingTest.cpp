@@ -239,6 +239,41 @@ TEST(InjectProfiling, CorpusMatchesHalideInstrumentationAndSyncsEveryLaunch) {
     EXPECT_EQ(gpu, 2);        // gpu_gpu_cpu for cuda and opencl
 }
 
+// `profile_timestamps` on the corpus GPU pipelines: the same probes and slots as `profile`, and
+// not one injected sync, even when the options ask for them (the target decides).
+TEST(InjectProfiling, ProfileTimestampsInjectsNoSyncButTheSameProbes) {
+    int gpu = 0;
+    for (const std::string &path : corpus_files(corpus)) {
+        Module m = parse_module_file(path);
+        if (m.target.profiling()) {
+            continue;
+        }
+        SCOPED_TRACE(path);
+        Module ts = m;
+        ts.target = ts.target.with_feature("profile_timestamps");
+        ProfilingOptions with_syncs;
+        with_syncs.inject_device_sync = true;
+        Module out = inject_profiling(ts, with_syncs);
+        ASSERT_NO_THROW(verify(out));
+        Probes timestamps = probe(out);
+        Probes sync = probe(inject_profiling(with_profile(m)));
+        EXPECT_EQ(timestamps.starts, 1);
+        EXPECT_EQ(timestamps.slot_names, sync.slot_names);
+        EXPECT_EQ(timestamps.switched, sync.switched);
+        EXPECT_EQ(timestamps.launches, sync.launches);
+        EXPECT_EQ(timestamps.copies_to_device, sync.copies_to_device);
+        EXPECT_EQ(timestamps.launch_syncs, 0);
+        EXPECT_EQ(timestamps.to_device_syncs, 0);
+        EXPECT_EQ(timestamps.to_host_syncs, 0);
+        EXPECT_EQ(to_string(out).find("halide_device_sync_global("), std::string::npos);
+        if (sync.launches > 0) {
+            gpu++;
+            EXPECT_EQ(sync.launch_syncs, sync.launches) << "sync mode is unchanged";
+        }
+    }
+    EXPECT_EQ(gpu, 2);
+}
+
 // The bare statements of preoffload/ go through offload-gpu-loops then inject-profiling.
 TEST(InjectProfiling, PreoffloadCorpusLowersAndVerifies) {
     int n = 0;

@@ -137,6 +137,20 @@ TEST(Target, ProfilingMeansProfileOrProfileByTimer) {
     EXPECT_FALSE(Target::parse("host-trace_pipeline").profiling());
 }
 
+TEST(Target, ProfileTimestampsProfilesWithoutSyncMode) {
+    Target t = Target::parse("host-vulkan-profile_timestamps");
+    EXPECT_TRUE(t.profiling());
+    EXPECT_TRUE(t.profile_timestamps());
+    EXPECT_EQ(t.to_string(), "host-profile_timestamps-vulkan") << "features print sorted";
+    EXPECT_EQ(Target::parse(t.to_string()), t);
+    EXPECT_FALSE(Target::parse("host-profile").profile_timestamps());
+    EXPECT_FALSE(Target::parse("host-profile_by_timer").profile_timestamps());
+    EXPECT_TRUE(Target::parse("host").with_feature("profile_timestamps").profiling());
+    EXPECT_THAT(
+        [] { Target::parse("host-profile_timestamp"); },
+        ThrowsMessage<CompileError>(HasSubstr("unknown target feature 'profile_timestamp'")));
+}
+
 TEST(Target, WithAndWithoutFeatureKeepTheOrder) {
     Target t = Target::parse("host-profile");
     Target c = t.with_feature("cuda");
