@@ -778,6 +778,52 @@ int32_t tally_profiler_get_slot_stats(const char *pipeline, int32_t slot, tally_
 int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tally_slot_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
+ * Device waits: every time the runtime itself blocks the host on a device queue
+ *
+ * Process-wide (all pipelines, all device back ends), never reset. A profiler that serialises the
+ * program it measures is measuring another program: these counts show where the runtime waited
+ * (expected: only at copies to the host and at syncs the pipeline asked for), and that no
+ * halide_device_free waited for in-flight work (its release is deferred instead).
+ * ------------------------------------------------------------------------------------------- */
+
+/** Why the runtime waited for a device queue. */
+typedef enum tally_device_wait_reason {
+    /** halide_copy_to_host: the data must be complete before the host reads it. */
+    TALLY_DEVICE_WAIT_COPY_TO_HOST = 0,
+    /** halide_copy_to_device into mapped memory still in use by queued work. */
+    TALLY_DEVICE_WAIT_COPY_TO_DEVICE,
+    /** halide_device_sync (one buffer). */
+    TALLY_DEVICE_WAIT_SYNC,
+    /** halide_device_sync_global (injected by sync-mode profiling, or the pipeline's own). */
+    TALLY_DEVICE_WAIT_SYNC_GLOBAL,
+    /** halide_device_free waiting for the buffer's last use (only back ends that cannot defer). */
+    TALLY_DEVICE_WAIT_FREE,
+    /** Too much work in flight: a submission waited for the oldest one. */
+    TALLY_DEVICE_WAIT_THROTTLE,
+    /** halide_device_release / process exit waiting for the device to go idle. */
+    TALLY_DEVICE_WAIT_RELEASE,
+    TALLY_NUM_DEVICE_WAIT_REASONS
+} tally_device_wait_reason;
+
+typedef struct tally_device_wait_stats {
+    /** Waits that blocked on work not known complete, per tally_device_wait_reason. */
+    uint64_t waits[TALLY_NUM_DEVICE_WAIT_REASONS];
+    /** Host time spent in them (the profiler's clock), per reason. */
+    uint64_t wait_ns[TALLY_NUM_DEVICE_WAIT_REASONS];
+    /** halide_device_free calls whose memory was still in use by queued work: the release was
+     * deferred until the queue passed the buffer's last use. */
+    uint64_t deferred_frees;
+    /** Of those, the releases done so far. */
+    uint64_t deferred_frees_released;
+} tally_device_wait_stats;
+
+/** Fills *out with the process-wide counts. */
+void tally_device_get_wait_stats(tally_device_wait_stats *out);
+
+/** The reason's name as the report prints it ("copy_to_host", ...), or "unknown". */
+const char *tally_device_wait_reason_name(int32_t reason);
+
+/* ---------------------------------------------------------------------------------------------
  * Layout checks (the compiler side checks the same sizes with static_assert)
  * ------------------------------------------------------------------------------------------- */
 

@@ -415,7 +415,9 @@ static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device
                                cuda_stream);
         what = "cuMemcpyDtoHAsync";
         if (c == CUDA_SUCCESS) {
+            uint64_t begin = tally_device_wait_begin();
             c = cu.StreamSynchronize(cuda_stream);
+            tally_device_wait_end(TALLY_DEVICE_WAIT_COPY_TO_HOST, begin);
             what = "cuStreamSynchronize after a copy to the host";
         }
     }
@@ -437,7 +439,9 @@ static int32_t cuda_wait(void *user_context, int global) {
     if (r != 0) {
         return r;
     }
+    uint64_t begin = tally_device_wait_begin();
     CUresult c = global ? cu.CtxSynchronize() : cu.StreamSynchronize(cuda_stream);
+    tally_device_wait_end(global ? TALLY_DEVICE_WAIT_SYNC_GLOBAL : TALLY_DEVICE_WAIT_SYNC, begin);
     cuda_leave();
     return c == CUDA_SUCCESS ? 0
                              : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED,

@@ -28,8 +28,16 @@
 // submission order on the single queue is the only ordering needed. Submissions are not waited
 // for: each one's fence, command buffer, descriptor pool and staging buffer go on a pending list,
 // reclaimed once the fence signals. Each buffer remembers the serial of the last submission that
-// used it; copy_to_host, device_sync and device_free wait for that serial, device_sync_global for
-// everything. Waits happen outside the lock and mark the calling thread waiting for the profiler.
+// used it; copy_to_host and device_sync wait for that serial, device_sync_global for everything.
+// Waits happen outside the lock, mark the calling thread waiting for the profiler and are counted
+// by reason in the device-wait ledger (device_waits.c).
+//
+// No hidden syncs: halide_device_free never waits. A buffer that queued work may still use goes
+// on a retired list with its last-use serial and is destroyed once every submission up to that
+// serial has completed: checked whenever completed submissions are reclaimed (before each
+// submission, after each wait) and, at release or exit, after the device went idle. Halide's
+// lowering frees a producer's device buffer right after its consumer's launch; a free that
+// waited there would bill the producer's whole kernel to the consumer.
 
 #include "internal.h"
 
@@ -175,6 +183,15 @@ typedef struct vk_pending {
     int32_t done;     // the fence is known to have signaled
 } vk_pending;
 
+// A freed buffer whose memory queued work may still use: destroyed once every submission with
+// serial <= last_use has completed.
+typedef struct vk_retired {
+    struct vk_retired *next;
+    uint64_t last_use;
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+} vk_retired;
+
 typedef struct vk_pipeline_entry {
     int32_t threads[3];
     VkPipeline pipeline;
@@ -221,6 +238,7 @@ static struct {
     vk_pending *pending_head, *pending_tail;
     int32_t num_pending;
     vk_buffer *buffers;
+    vk_retired *retired;  // freed buffers awaiting their last use (guarded by vk_lock)
     vk_module_cache *caches;
     // Initialization failure: the reason, and whether it was reported yet.
     int32_t failed;
@@ -752,14 +770,40 @@ static void free_pending_locked(vk_pending *p) {
     free(p);
 }
 
-// Frees every submission whose fence has signaled and that no thread is waiting on.
-static void reclaim_locked(void) {
+// Destroys the retired buffers whose last use precedes `oldest_busy` (every submission with a
+// smaller serial has completed).
+static void release_retired_locked(uint64_t oldest_busy) {
+    vk_retired **link = &vk.retired;
+    while (*link) {
+        vk_retired *r = *link;
+        if (r->last_use < oldest_busy) {
+            *link = r->next;
+            vk.f.vkDestroyBuffer(vk.device, r->buffer, NULL);
+            vk.f.vkFreeMemory(vk.device, r->memory, NULL);
+            free(r);
+            tally_device_count_deferred_release();
+        } else {
+            link = &r->next;
+        }
+    }
+}
+
+// Frees every submission whose fence has signaled and that no thread is waiting on, then the
+// retired buffers no submission in flight can use. Returns the serial of the oldest submission
+// not known complete (vk.next_serial when none): everything before it has completed.
+static uint64_t reclaim_locked(void) {
     vk_pending **link = &vk.pending_head;
     vk_pending *last = NULL;
+    uint64_t oldest_busy = vk.next_serial;
     while (*link) {
         vk_pending *p = *link;
-        if (p->waiters == 0 &&
-            (p->done || vk.f.vkGetFenceStatus(vk.device, p->fence) == VK_SUCCESS)) {
+        if (!p->done && vk.f.vkGetFenceStatus(vk.device, p->fence) == VK_SUCCESS) {
+            p->done = 1;
+        }
+        if (!p->done && p->serial < oldest_busy) {
+            oldest_busy = p->serial;
+        }
+        if (p->done && p->waiters == 0) {
             *link = p->next;
             vk.num_pending--;
             free_pending_locked(p);
@@ -769,12 +813,16 @@ static void reclaim_locked(void) {
         }
     }
     vk.pending_tail = last;
+    release_retired_locked(oldest_busy);
+    return oldest_busy;
 }
 
 // Waits until every submission with serial <= target has completed. The fences are waited for
 // outside the lock (marked with `waiters` so nobody destroys them meanwhile); the calling thread
-// counts as waiting for the profiler.
-static int32_t wait_serial(void *user_context, uint64_t target, const char *routine) {
+// counts as waiting for the profiler; each blocking wait is counted under `reason` (a
+// tally_device_wait_reason).
+static int32_t wait_serial(void *user_context, uint64_t target, int32_t reason,
+                           const char *routine) {
     for (;;) {
         VkFence fences[TALLY_VK_WAIT_CHUNK];
         vk_pending *entries[TALLY_VK_WAIT_CHUNK];
@@ -804,7 +852,9 @@ static int32_t wait_serial(void *user_context, uint64_t target, const char *rout
             return 0;
         }
         tally_context *waiting = tally_profiler_wait_begin();
+        uint64_t begin = tally_device_wait_begin();
         VkResult r = wait_for_fences(device, n, fences, VK_TRUE, UINT64_MAX);
+        tally_device_wait_end(reason, begin);
         tally_profiler_wait_end(waiting);
         pthread_mutex_lock(&vk_lock);
         for (uint32_t i = 0; i < n; i++) {
@@ -834,7 +884,7 @@ static int32_t throttle(void *user_context, const char *routine) {
         oldest = vk.pending_head->serial;
     }
     pthread_mutex_unlock(&vk_lock);
-    return oldest ? wait_serial(user_context, oldest, routine) : 0;
+    return oldest ? wait_serial(user_context, oldest, TALLY_DEVICE_WAIT_THROTTLE, routine) : 0;
 }
 
 static uint64_t last_use_of(const vk_buffer *vb) {
@@ -1147,10 +1197,15 @@ static int32_t vk_device_free(void *user_context, halide_buffer_t *buf) {
                                   "%s: the buffer's device handle is not a Vulkan allocation",
                                   routine);
     }
+    // Never waits: memory that queued work may still use is retired, not destroyed.
     if (!vb->dead) {
-        int32_t r = wait_serial(user_context, last_use_of(vb), routine);
-        if (r != 0) {
-            return r;
+        vk_retired *retired = (vk_retired *)malloc(sizeof(vk_retired));
+        if (!retired) {
+            // No host memory for the record: waiting for the last use is the only safe way left.
+            int32_t r = wait_serial(user_context, last_use_of(vb), TALLY_DEVICE_WAIT_FREE, routine);
+            if (r != 0) {
+                return r;
+            }
         }
         pthread_mutex_lock(&vk_lock);
         if (!vb->dead) {
@@ -1162,10 +1217,21 @@ static int32_t vk_device_free(void *user_context, halide_buffer_t *buf) {
             if (vb->next) {
                 vb->next->prev = vb->prev;
             }
-            vk.f.vkDestroyBuffer(vk.device, vb->buffer, NULL);
-            vk.f.vkFreeMemory(vk.device, vb->memory, NULL);
+            if (vb->last_use < reclaim_locked() || !retired) {
+                vk.f.vkDestroyBuffer(vk.device, vb->buffer, NULL);
+                vk.f.vkFreeMemory(vk.device, vb->memory, NULL);
+            } else {
+                retired->last_use = vb->last_use;
+                retired->buffer = vb->buffer;
+                retired->memory = vb->memory;
+                retired->next = vk.retired;
+                vk.retired = retired;
+                retired = NULL;
+                tally_device_count_deferred_free();
+            }
         }
         pthread_mutex_unlock(&vk_lock);
+        free(retired);
     }
     vb->magic = 0;
     free(vb);
@@ -1269,8 +1335,10 @@ static int32_t vk_copy(void *user_context, halide_buffer_t *buf, int to_device) 
         return r;
     }
     uint8_t *host = tally_buffer_begin(buf);
+    const int32_t reason =
+        to_device ? TALLY_DEVICE_WAIT_COPY_TO_DEVICE : TALLY_DEVICE_WAIT_COPY_TO_HOST;
     if (vb->mapped) {
-        r = wait_serial(user_context, last_use_of(vb), routine);
+        r = wait_serial(user_context, last_use_of(vb), reason, routine);
         if (r == 0) {
             copy_mapped(host, vb->mapped, vb->memory, vb->coherent, bytes, to_device);
         }
@@ -1295,7 +1363,7 @@ static int32_t vk_copy(void *user_context, halide_buffer_t *buf, int to_device) 
         return r;
     }
     // A copy to the host kept the staging buffer: the submission may be reclaimed before we read.
-    r = wait_serial(user_context, serial, routine);
+    r = wait_serial(user_context, serial, reason, routine);
     if (r == 0) {
         copy_mapped(host, s.mapped, s.memory, s.coherent, bytes, 0);
     }
@@ -1320,19 +1388,27 @@ static int32_t vk_device_sync(void *user_context, halide_buffer_t *buf) {
     if (vb->magic != TALLY_VK_BUFFER_MAGIC || vb->dead) {
         return 0;
     }
-    return wait_serial(user_context, last_use_of(vb), routine);
+    return wait_serial(user_context, last_use_of(vb), TALLY_DEVICE_WAIT_SYNC, routine);
 }
 
 static int32_t vk_device_sync_global(void *user_context, const halide_device_interface_t *iface) {
     (void)iface;
     // Nothing can be in flight before initialization; do not initialize just to wait.
-    return wait_serial(user_context, UINT64_MAX, "halide_device_sync_global (vulkan)");
+    return wait_serial(user_context, UINT64_MAX, TALLY_DEVICE_WAIT_SYNC_GLOBAL,
+                       "halide_device_sync_global (vulkan)");
 }
 
 // Destroys every Vulkan object (waiting for the device first). vk_lock held.
 static void teardown_locked(void) {
     if (atomic_load_explicit(&vk_ready, memory_order_relaxed)) {
+        // Counted as a wait only when submissions were still in flight.
+        int busy = reclaim_locked() < vk.next_serial;
+        uint64_t begin = tally_device_wait_begin();
         vk.f.vkDeviceWaitIdle(vk.device);
+        if (busy) {
+            tally_device_wait_end(TALLY_DEVICE_WAIT_RELEASE, begin);
+        }
+        release_retired_locked(UINT64_MAX);
         for (vk_pending *p = vk.pending_head; p;) {
             vk_pending *next = p->next;
             free_pending_locked(p);

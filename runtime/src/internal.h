@@ -19,6 +19,7 @@
 //                         halide_do_parallel_tasks and their semaphores
 //   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
 //   2  sampling.c         the sampling rule (one tick billed to a run's slots)
+//      device_waits.c     the ledger of every device wait the runtime does, and deferred frees
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages
@@ -247,6 +248,17 @@ static inline int32_t tally_valid_slot(const tally_instance *inst, int32_t slot)
 // Bills the time since the last sample of `inst` (caller holds its sampling right).
 // Async-signal-safe.
 void tally_sample_instance(tally_instance *inst, uint64_t now);
+
+// ---- device_waits.c -------------------------------------------------------------------------
+
+// A back end brackets each wait on its queue that blocks on work not known complete:
+//   uint64_t t = tally_device_wait_begin(); ...wait...; tally_device_wait_end(reason, t);
+// reason: a tally_device_wait_reason.
+uint64_t tally_device_wait_begin(void);
+void tally_device_wait_end(int32_t reason, uint64_t begin_ns);
+// A halide_device_free whose release was deferred past queued work, and that release later.
+void tally_device_count_deferred_free(void);
+void tally_device_count_deferred_release(void);
 
 // ---- sampler_posix.c ------------------------------------------------------------------------
 

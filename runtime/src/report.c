@@ -263,6 +263,49 @@ static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
     sb_printf(b, "      ]\n    }");
 }
 
+// ---- device waits (issue 15) ------------------------------------------------------------------
+
+// Fills *w with the process-wide device-wait ledger; returns whether anything is in it (the
+// section is printed only then, so reports of host-only programs are unchanged).
+static int device_waits_to_report(tally_device_wait_stats *w) {
+    tally_device_get_wait_stats(w);
+    int any = w->deferred_frees != 0;
+    for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
+        any |= w->waits[r] != 0;
+    }
+    return any;
+}
+
+// Every device wait the runtime did, by reason, and the frees it deferred instead of waiting.
+static void write_text_device_waits(strbuf *b) {
+    tally_device_wait_stats w;
+    if (!device_waits_to_report(&w)) {
+        return;
+    }
+    sb_printf(b, "\ndevice waits by the runtime (all pipelines):\n");
+    sb_printf(b, "  %-18s%8s%12s\n", "reason", "count", "time ms");
+    for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
+        sb_printf(b, "    %-16s%8" PRIu64 "%12.3f\n", tally_device_wait_reason_name(r), w.waits[r],
+                  ms(w.wait_ns[r]));
+    }
+    sb_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " released)\n", "deferred frees:", w.deferred_frees,
+              w.deferred_frees_released);
+}
+
+static void write_json_device_waits(strbuf *b) {
+    tally_device_wait_stats w;
+    if (!device_waits_to_report(&w)) {
+        return;
+    }
+    sb_printf(b, ",\n  \"device_waits\": {");
+    for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
+        sb_printf(b, "\"%s\": {\"count\": %" PRIu64 ", \"ns\": %" PRIu64 "}, ",
+                  tally_device_wait_reason_name(r), w.waits[r], w.wait_ns[r]);
+    }
+    sb_printf(b, "\"deferred_frees\": %" PRIu64 ", \"deferred_frees_released\": %" PRIu64 "}",
+              w.deferred_frees, w.deferred_frees_released);
+}
+
 // Builds the whole report. Returns 0, or TALLY_ERROR_OUT_OF_MEMORY.
 static int32_t build_report(strbuf *b, int json, int *any_runs) {
     sb_reserve(b, 0);
@@ -286,7 +329,11 @@ static int32_t build_report(strbuf *b, int json, int *any_runs) {
         first = 0;
     }
     if (json) {
-        sb_printf(b, "%s]\n}\n", first ? "" : "\n  ");
+        sb_printf(b, "%s]", first ? "" : "\n  ");
+        write_json_device_waits(b);
+        sb_printf(b, "\n}\n");
+    } else if (!first) {
+        write_text_device_waits(b);
     }
     pthread_mutex_unlock(&tally_registry_lock);
     if (b->failed) {

@@ -764,6 +764,118 @@ TEST_F(VulkanTest, WaitingForAKernelCountsZeroThreads) {
     tally_profiler_reset();
 }
 
+tally_device_wait_stats wait_stats() {
+    tally_device_wait_stats w{};
+    tally_device_get_wait_stats(&w);
+    return w;
+}
+
+uint64_t total_waits(const tally_device_wait_stats &w) {
+    uint64_t n = 0;
+    for (uint64_t c : w.waits) {
+        n += c;
+    }
+    return n;
+}
+
+// No hidden syncs: freeing a buffer that a queued kernel still writes does not wait for the
+// kernel (no wait of any kind is counted, and free returns while the kernel is still running);
+// the memory is released once the queue has passed the kernel: here at the next sync, which is
+// the only wait counted.
+TEST_F(VulkanTest, FreeDuringAKernelDoesNotWaitAndReleasesAfterIt) {
+    int32_t n = calibrate_slow(200 * 1000 * 1000ull);
+    Buffer<uint32_t> b(n, 1);
+    Buffer<int32_t> other(256, 2);
+    upload(b);
+    upload(other);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    tally_device_wait_stats before = wait_stats();
+    ASSERT_EQ(slow(table, b), 0);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    EXPECT_EQ(b.buf.device, 0u);
+    tally_device_wait_stats freed = wait_stats();
+    EXPECT_EQ(total_waits(freed), total_waits(before)) << "the free waited";
+    EXPECT_EQ(freed.deferred_frees, before.deferred_frees + 1)
+        << "a 200 ms kernel cannot have finished at once: its buffer must be retired";
+    EXPECT_EQ(freed.deferred_frees_released, before.deferred_frees_released);
+    // Later work on the queue is unaffected, and the sync that follows releases the memory.
+    ASSERT_EQ(add_scalar(table, other, 1), 0);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    tally_device_wait_stats synced = wait_stats();
+    EXPECT_EQ(synced.deferred_frees_released, before.deferred_frees + 1);
+    EXPECT_EQ(synced.waits[TALLY_DEVICE_WAIT_SYNC_GLOBAL],
+              before.waits[TALLY_DEVICE_WAIT_SYNC_GLOBAL] + 1);
+    EXPECT_EQ(total_waits(synced), total_waits(before) + 1);
+    EXPECT_EQ(synced.waits[TALLY_DEVICE_WAIT_FREE], before.waits[TALLY_DEVICE_WAIT_FREE]);
+    download(other);
+    EXPECT_EQ(other.data[255], 3);
+}
+
+// A buffer that no queued work uses is destroyed at once (nothing retired), and freeing one
+// retired just before a release leaves nothing behind: the release waits for the device once
+// (counted as such) and destroys the retired memory (the validation run checks that every object
+// is destroyed exactly once).
+TEST_F(VulkanTest, IdleBuffersFreeAtOnceAndReleaseDrainsRetiredOnes) {
+    Buffer<int32_t> idle(256, 0), busy(256, 0);
+    upload(idle);
+    upload(busy);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    tally_device_wait_stats before = wait_stats();
+    ASSERT_EQ(halide_device_free(nullptr, &idle.buf), 0);
+    tally_device_wait_stats after_idle = wait_stats();
+    EXPECT_EQ(after_idle.deferred_frees, before.deferred_frees);
+    EXPECT_EQ(total_waits(after_idle), total_waits(before));
+
+    int32_t n = calibrate_slow(100 * 1000 * 1000ull);
+    Buffer<uint32_t> b(n, 1);
+    upload(b);
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    before = wait_stats();
+    ASSERT_EQ(slow(table, b), 0);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    tally_device_wait_stats released = wait_stats();
+    EXPECT_EQ(released.deferred_frees, before.deferred_frees + 1);
+    EXPECT_EQ(released.deferred_frees_released, released.deferred_frees);
+    EXPECT_EQ(released.waits[TALLY_DEVICE_WAIT_RELEASE],
+              before.waits[TALLY_DEVICE_WAIT_RELEASE] + 1);
+    EXPECT_EQ(total_waits(released), total_waits(before) + 1);
+    // `busy` lost its memory with the release; freeing it only frees the record.
+    EXPECT_EQ(halide_device_free(nullptr, &busy.buf), 0);
+    iface = vulkan();  // initializes again for TearDown's sync
+    ASSERT_NE(iface, nullptr);
+}
+
+// The report lists the ledger once a device was used: every reason, and the deferred frees.
+TEST_F(VulkanTest, ReportListsTheRuntimesDeviceWaits) {
+    tally_profiler_reset();
+    const char *names[] = {"overhead", "f"};
+    void *inst =
+        tally_profiler_start(nullptr, "vk_waits", "host-vulkan-profile", 2, names, nullptr, 0);
+    ASSERT_NE(inst, nullptr);
+    Buffer<int32_t> b(64, 0);
+    upload(b);
+    ASSERT_EQ(add_scalar(table, b, 1), 0);
+    download(b);
+    tally_profiler_end(nullptr, inst);
+    std::vector<char> text(1 << 16), json(1 << 16);
+    ASSERT_GT(tally_profiler_report_to_buffer(text.data(), text.size(), 0), 0);
+    ASSERT_GT(tally_profiler_report_to_buffer(json.data(), json.size(), 1), 0);
+    std::string t(text.data()), j(json.data());
+    EXPECT_NE(t.find("device waits by the runtime"), std::string::npos) << t;
+    for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
+        EXPECT_NE(t.find(std::string("    ") + tally_device_wait_reason_name(r)), std::string::npos)
+            << tally_device_wait_reason_name(r);
+        EXPECT_NE(j.find(std::string("\"") + tally_device_wait_reason_name(r) + "\": {\"count\": "),
+                  std::string::npos)
+            << j;
+    }
+    EXPECT_NE(t.find("deferred frees:"), std::string::npos);
+    EXPECT_NE(j.find("\"deferred_frees\": "), std::string::npos);
+    EXPECT_STREQ(tally_device_wait_reason_name(TALLY_NUM_DEVICE_WAIT_REASONS), "unknown");
+    tally_profiler_reset();
+}
+
 TEST_F(VulkanTest, ManyLaunchesWithoutSyncing) {
     Buffer<int32_t> b(128, 0);
     upload(b);

@@ -1,0 +1,57 @@
+// The device-wait ledger: every time a device back end blocks the host on its queue, it says why
+// and for how long, so the report can show that the runtime does not serialise the program it
+// measures (waits only where the pipeline itself blocks: copies to the host and its own syncs),
+// and that no halide_device_free waited for in-flight work but deferred the release instead.
+//
+// Process-wide atomics; the back ends (layer 6) write, the report and tests read. Calls nothing
+// but the profiler's clock.
+
+#include "internal.h"
+
+static _Atomic uint64_t wait_count[TALLY_NUM_DEVICE_WAIT_REASONS];
+static _Atomic uint64_t wait_ns[TALLY_NUM_DEVICE_WAIT_REASONS];
+static _Atomic uint64_t deferred_frees;
+static _Atomic uint64_t deferred_frees_released;
+
+static const char *const reason_names[TALLY_NUM_DEVICE_WAIT_REASONS] = {
+    "copy_to_host", "copy_to_device", "sync", "sync_global", "free", "throttle", "release",
+};
+
+uint64_t tally_device_wait_begin(void) {
+    return tally_now_ns();
+}
+
+void tally_device_wait_end(int32_t reason, uint64_t begin_ns) {
+    if (reason < 0 || reason >= TALLY_NUM_DEVICE_WAIT_REASONS) {
+        return;
+    }
+    uint64_t now = tally_now_ns();
+    atomic_fetch_add_explicit(&wait_count[reason], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wait_ns[reason], now > begin_ns ? now - begin_ns : 0,
+                              memory_order_relaxed);
+}
+
+void tally_device_count_deferred_free(void) {
+    atomic_fetch_add_explicit(&deferred_frees, 1, memory_order_relaxed);
+}
+
+void tally_device_count_deferred_release(void) {
+    atomic_fetch_add_explicit(&deferred_frees_released, 1, memory_order_relaxed);
+}
+
+void tally_device_get_wait_stats(tally_device_wait_stats *out) {
+    if (!out) {
+        return;
+    }
+    for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
+        out->waits[r] = atomic_load_explicit(&wait_count[r], memory_order_relaxed);
+        out->wait_ns[r] = atomic_load_explicit(&wait_ns[r], memory_order_relaxed);
+    }
+    out->deferred_frees = atomic_load_explicit(&deferred_frees, memory_order_relaxed);
+    out->deferred_frees_released =
+        atomic_load_explicit(&deferred_frees_released, memory_order_relaxed);
+}
+
+const char *tally_device_wait_reason_name(int32_t reason) {
+    return reason >= 0 && reason < TALLY_NUM_DEVICE_WAIT_REASONS ? reason_names[reason] : "unknown";
+}
