@@ -802,6 +802,8 @@ typedef enum tally_device_wait_reason {
     TALLY_DEVICE_WAIT_THROTTLE,
     /** halide_device_release / process exit waiting for the device to go idle. */
     TALLY_DEVICE_WAIT_RELEASE,
+    /** profile_timestamps on a device without timestamps: a sync after each launch instead. */
+    TALLY_DEVICE_WAIT_TIMESTAMP_FALLBACK,
     TALLY_NUM_DEVICE_WAIT_REASONS
 } tally_device_wait_reason;
 

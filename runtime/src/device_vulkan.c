@@ -91,6 +91,7 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
     X(vkGetPhysicalDeviceQueueFamilyProperties)                                                    \
     X(vkGetPhysicalDeviceMemoryProperties)                                                         \
     X(vkGetPhysicalDeviceFeatures2)                                                                \
+    X(vkEnumerateDeviceExtensionProperties)                                                        \
     X(vkCreateDevice)                                                                              \
     X(vkGetDeviceProcAddr)
 
@@ -135,7 +136,12 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
     X(vkCreateDescriptorPool)                                                                      \
     X(vkDestroyDescriptorPool)                                                                     \
     X(vkAllocateDescriptorSets)                                                                    \
-    X(vkUpdateDescriptorSets)
+    X(vkUpdateDescriptorSets)                                                                      \
+    X(vkCreateQueryPool)                                                                           \
+    X(vkDestroyQueryPool)                                                                          \
+    X(vkCmdResetQueryPool)                                                                         \
+    X(vkCmdWriteTimestamp)                                                                         \
+    X(vkGetQueryPoolResults)
 
 #define TALLY_VK_DECLARE(name) PFN_##name name;
 
@@ -144,6 +150,10 @@ typedef struct vk_funcs {
     TALLY_VK_DEVICE_FUNCS(TALLY_VK_DECLARE)
     PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
     PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+    // VK_EXT_calibrated_timestamps (optional).
+    PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT
+        vkGetPhysicalDeviceCalibrateableTimeDomainsEXT;
+    PFN_vkGetCalibratedTimestampsEXT vkGetCalibratedTimestampsEXT;
 } vk_funcs;
 
 // ---- state -----------------------------------------------------------------------------------
@@ -153,6 +163,9 @@ typedef struct vk_funcs {
 #define TALLY_VK_MAX_PENDING 256
 // Fences waited for per vkWaitForFences call.
 #define TALLY_VK_WAIT_CHUNK 64
+// Timestamp query pools: pairs (begin, end) per pool, and pools at most.
+#define TALLY_VK_PAIRS_PER_POOL 512
+#define TALLY_VK_MAX_QUERY_POOLS 16
 // Largest push-constant block a launch may build on the stack.
 #define TALLY_VK_MAX_PUSH_BYTES 1024
 
@@ -181,7 +194,18 @@ typedef struct vk_pending {
     VkDeviceMemory staging_memory;
     int32_t waiters;  // threads waiting on the fence outside the lock: do not destroy it yet
     int32_t done;     // the fence is known to have signaled
+    // profile_timestamps: the query pair bracketing the dispatch, and whom to bill.
+    int32_t timed;
+    int32_t ts_pool, ts_pair;
+    tally_timeline_owner owner;
 } vk_pending;
+
+// A timestamp query pool and its free (begin, end) pairs; reused across runs.
+typedef struct vk_query_pool {
+    VkQueryPool pool;
+    int32_t num_free;
+    uint16_t free_pairs[TALLY_VK_PAIRS_PER_POOL];
+} vk_query_pool;
 
 // A freed buffer whose memory queued work may still use: destroyed once every submission with
 // serial <= last_use has completed.
@@ -240,6 +264,14 @@ static struct {
     vk_buffer *buffers;
     vk_retired *retired;  // freed buffers awaiting their last use (guarded by vk_lock)
     vk_module_cache *caches;
+    // Device timestamps: the queue family's timestampValidBits (0: none, or
+    // TALLY_VULKAN_NO_TIMESTAMPS), host clock correlation (host ns = ticks * period + offset,
+    // valid when `calibrated`), and the query pools, grown on demand.
+    uint32_t timestamp_bits;
+    int32_t calibrated;
+    double device_to_host_offset_ns;
+    int32_t num_query_pools;
+    vk_query_pool *query_pools[TALLY_VK_MAX_QUERY_POOLS];
     // Initialization failure: the reason, and whether it was reported yet.
     int32_t failed;
     int32_t failure_reported;
@@ -458,6 +490,8 @@ static int select_device_locked(char *why, size_t why_size) {
         vk.physical = devices[i];
         vk.props = props;
         vk.queue_family = (uint32_t)family;
+        // Nonzero: the queue family supports timestamps (of that many valid bits).
+        vk.timestamp_bits = families[family].timestampValidBits;
         found = 1;
     }
     free(devices);
@@ -476,6 +510,63 @@ static int select_device_locked(char *why, size_t why_size) {
 
 // Creates the logical device with one compute queue, enabling the optional shader features a
 // kernel may use (64/16/8-bit types and storage) where the device supports them.
+// Whether the selected physical device offers the device extension `name`.
+static int has_device_extension(const char *name) {
+    uint32_t n = 0;
+    if (vk.f.vkEnumerateDeviceExtensionProperties(vk.physical, NULL, &n, NULL) != VK_SUCCESS ||
+        n == 0) {
+        return 0;
+    }
+    VkExtensionProperties *props = (VkExtensionProperties *)calloc(n, sizeof(*props));
+    int found = 0;
+    if (props &&
+        vk.f.vkEnumerateDeviceExtensionProperties(vk.physical, NULL, &n, props) == VK_SUCCESS) {
+        for (uint32_t i = 0; i < n && !found; i++) {
+            found = strcmp(props[i].extensionName, name) == 0;
+        }
+    }
+    free(props);
+    return found;
+}
+
+// Correlates the device's timestamp counter with the profiler's clock (CLOCK_MONOTONIC) through
+// VK_EXT_calibrated_timestamps, when the device offers both the device and the CLOCK_MONOTONIC
+// domain. A device whose host domain is only CLOCK_MONOTONIC_RAW (or none) stays uncalibrated:
+// its kernels are still timed, as durations.
+static void calibrate_clocks_locked(void) {
+    vk.calibrated = 0;
+    if (!vk.f.vkGetCalibratedTimestampsEXT ||
+        !vk.f.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT) {
+        return;
+    }
+    VkTimeDomainEXT domains[16];
+    uint32_t n = 16;
+    VkResult r = vk.f.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(vk.physical, &n, domains);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        return;
+    }
+    int device = 0, monotonic = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        device |= domains[i] == VK_TIME_DOMAIN_DEVICE_EXT;
+        monotonic |= domains[i] == VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+    }
+    if (!device || !monotonic) {
+        return;
+    }
+    VkCalibratedTimestampInfoEXT info[2];
+    memset(info, 0, sizeof(info));
+    info[0].sType = info[1].sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT;
+    info[0].timeDomain = VK_TIME_DOMAIN_DEVICE_EXT;
+    info[1].timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+    uint64_t stamps[2], deviation = 0;
+    if (vk.f.vkGetCalibratedTimestampsEXT(vk.device, 2, info, stamps, &deviation) != VK_SUCCESS) {
+        return;
+    }
+    vk.device_to_host_offset_ns =
+        (double)stamps[1] - (double)stamps[0] * (double)vk.props.limits.timestampPeriod;
+    vk.calibrated = 1;
+}
+
 static int create_device_locked(char *why, size_t why_size) {
     VkPhysicalDevice16BitStorageFeatures have16 = {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, NULL, 0, 0, 0, 0};
@@ -522,6 +613,12 @@ static int create_device_locked(char *why, size_t why_size) {
     device_info.pNext = &want;
     device_info.queueCreateInfoCount = 1;
     device_info.pQueueCreateInfos = &queue_info;
+    const char *calibrated_ext = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
+    if (has_device_extension(calibrated_ext) &&
+        vk.f.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT) {
+        device_info.enabledExtensionCount = 1;
+        device_info.ppEnabledExtensionNames = &calibrated_ext;
+    }
     VkResult r = vk.f.vkCreateDevice(vk.physical, &device_info, NULL, &vk.device);
     if (r != VK_SUCCESS) {
         vk.device = VK_NULL_HANDLE;
@@ -537,6 +634,11 @@ static int create_device_locked(char *why, size_t why_size) {
     }
     TALLY_VK_DEVICE_FUNCS(TALLY_VK_LOAD_DEVICE)
 #undef TALLY_VK_LOAD_DEVICE
+    vk.f.vkGetCalibratedTimestampsEXT =
+        device_info.enabledExtensionCount
+            ? (PFN_vkGetCalibratedTimestampsEXT)vk.f.vkGetDeviceProcAddr(
+                  vk.device, "vkGetCalibratedTimestampsEXT")
+            : NULL;
     vk.f.vkGetDeviceQueue(vk.device, vk.queue_family, 0, &vk.queue);
     VkCommandPoolCreateInfo pool_info;
     memset(&pool_info, 0, sizeof(pool_info));
@@ -661,6 +763,9 @@ static int create_instance_locked(int32_t *debug, char *why, size_t why_size) {
     }
     TALLY_VK_INSTANCE_FUNCS(TALLY_VK_LOAD_INSTANCE)
 #undef TALLY_VK_LOAD_INSTANCE
+    vk.f.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT =
+        (PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)gipa(
+            vk.instance, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT");
     if (*debug) {
         vk.f.vkCreateDebugUtilsMessengerEXT =
             (PFN_vkCreateDebugUtilsMessengerEXT)gipa(vk.instance, "vkCreateDebugUtilsMessengerEXT");
@@ -694,6 +799,10 @@ static int init_locked(char *why, size_t why_size) {
     vk.f.vkGetPhysicalDeviceMemoryProperties(vk.physical, &vk.memory);
     vk.force_staging = env_flag("TALLY_VULKAN_FORCE_STAGING");
     vk.next_serial = 1;
+    if (env_flag("TALLY_VULKAN_NO_TIMESTAMPS")) {
+        vk.timestamp_bits = 0;
+    }
+    calibrate_clocks_locked();
     if (debug) {
         char msg[512];
         snprintf(msg, sizeof(msg), "Tally Vulkan: using %s (Vulkan %u.%u, queue family %u)%s\n",
@@ -749,9 +858,82 @@ static int32_t ensure_ready(void *user_context, const char *routine) {
     return TALLY_ERROR_NO_DEVICE_INTERFACE;
 }
 
+// ---- device timestamps (profile_timestamps) ----------------------------------------------------
+
+// Takes a free (begin, end) query pair, adding a pool when every pool is full. Returns 0, or -1
+// when all TALLY_VK_MAX_QUERY_POOLS are in use (or a pool cannot be created).
+static int acquire_pair_locked(int32_t *pool, int32_t *pair) {
+    for (int32_t i = 0; i < vk.num_query_pools; i++) {
+        vk_query_pool *q = vk.query_pools[i];
+        if (q->num_free > 0) {
+            *pool = i;
+            *pair = q->free_pairs[--q->num_free];
+            return 0;
+        }
+    }
+    if (vk.num_query_pools == TALLY_VK_MAX_QUERY_POOLS) {
+        return -1;
+    }
+    vk_query_pool *q = (vk_query_pool *)calloc(1, sizeof(vk_query_pool));
+    if (!q) {
+        return -1;
+    }
+    VkQueryPoolCreateInfo info;
+    memset(&info, 0, sizeof(info));
+    info.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    info.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    info.queryCount = 2 * TALLY_VK_PAIRS_PER_POOL;
+    if (vk.f.vkCreateQueryPool(vk.device, &info, NULL, &q->pool) != VK_SUCCESS) {
+        free(q);
+        return -1;
+    }
+    for (int32_t k = 0; k < TALLY_VK_PAIRS_PER_POOL; k++) {
+        q->free_pairs[k] = (uint16_t)(TALLY_VK_PAIRS_PER_POOL - 1 - k);
+    }
+    q->num_free = TALLY_VK_PAIRS_PER_POOL;
+    vk.query_pools[vk.num_query_pools] = q;
+    *pool = vk.num_query_pools++;
+    *pair = q->free_pairs[--q->num_free];
+    return 0;
+}
+
+// Bills a completed submission's kernel interval to its owner. Its fence has signaled, so the
+// results are available: read without waiting. The counter has timestamp_bits valid bits and
+// wraps; the difference is taken modulo 2^bits, and an end before its begin on a full 64-bit
+// counter is unmatched.
+static void bill_timestamps_locked(const vk_pending *p) {
+    VkQueryPool pool = vk.query_pools[p->ts_pool]->pool;
+    uint64_t ticks[2] = {0, 0};
+    VkResult r =
+        vk.f.vkGetQueryPoolResults(vk.device, pool, (uint32_t)(2 * p->ts_pair), 2, sizeof(ticks),
+                                   ticks, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
+    if (r != VK_SUCCESS) {
+        tally_timeline_count_problem(TALLY_TIMELINE_LOST);
+        return;
+    }
+    uint64_t mask = vk.timestamp_bits >= 64 ? ~0ull : (1ull << vk.timestamp_bits) - 1;
+    uint64_t begin = ticks[0] & mask, end = ticks[1] & mask;
+    if (vk.timestamp_bits >= 64 && end < begin) {
+        tally_timeline_count_problem(TALLY_TIMELINE_UNMATCHED);
+        return;
+    }
+    double period = (double)vk.props.limits.timestampPeriod;
+    uint64_t ns = (uint64_t)((double)((end - begin) & mask) * period + 0.5);
+    double host_begin = (double)begin * period + vk.device_to_host_offset_ns;
+    tally_timeline_add(&p->owner, ns, vk.calibrated,
+                       vk.calibrated && host_begin > 0 ? (uint64_t)host_begin : 0);
+}
+
 // ---- submissions -----------------------------------------------------------------------------
 
 static void free_pending_locked(vk_pending *p) {
+    if (p->timed) {
+        if (p->done) {
+            bill_timestamps_locked(p);
+        }
+        vk_query_pool *q = vk.query_pools[p->ts_pool];
+        q->free_pairs[q->num_free++] = (uint16_t)p->ts_pair;
+    }
     if (p->cmd) {
         vk.f.vkFreeCommandBuffers(vk.device, vk.command_pool, 1, &p->cmd);
     }
@@ -1404,16 +1586,23 @@ static void teardown_locked(void) {
         // Counted as a wait only when submissions were still in flight.
         int busy = reclaim_locked() < vk.next_serial;
         uint64_t begin = tally_device_wait_begin();
-        vk.f.vkDeviceWaitIdle(vk.device);
+        VkResult idle = vk.f.vkDeviceWaitIdle(vk.device);
         if (busy) {
             tally_device_wait_end(TALLY_DEVICE_WAIT_RELEASE, begin);
         }
         release_retired_locked(UINT64_MAX);
         for (vk_pending *p = vk.pending_head; p;) {
             vk_pending *next = p->next;
+            p->done = p->done || idle == VK_SUCCESS;  // run end: bill what is still timed
             free_pending_locked(p);
             p = next;
         }
+        for (int32_t i = 0; i < vk.num_query_pools; i++) {
+            vk.f.vkDestroyQueryPool(vk.device, vk.query_pools[i]->pool, NULL);
+            free(vk.query_pools[i]);
+            vk.query_pools[i] = NULL;
+        }
+        vk.num_query_pools = 0;
         vk.pending_head = vk.pending_tail = NULL;
         vk.num_pending = 0;
         for (vk_module_cache *c = vk.caches; c; c = c->next) {
@@ -1854,6 +2043,10 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
     if (r == 0) {
         r = throttle(user_context, routine);
     }
+    // profile_timestamps: bracket the dispatch with device timestamps, billed to the Func
+    // launching it now; a device without timestamps gets a sync after the launch instead.
+    tally_timeline_owner owner = tally_timeline_owner_now();
+    const int want_timestamps = tally_timeline_owner_wants_timestamps(&owner);
     vk_pending *p = NULL;
     if (r == 0) {
         p = (vk_pending *)calloc(1, sizeof(vk_pending));
@@ -1930,6 +2123,24 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
         free(vbufs);
         return r;
     }
+    VkQueryPool query_pool = VK_NULL_HANDLE;
+    if (want_timestamps && vk.timestamp_bits) {
+        if (acquire_pair_locked(&p->ts_pool, &p->ts_pair) == 0) {
+            p->timed = 1;
+            p->owner = owner;
+            query_pool = vk.query_pools[p->ts_pool]->pool;
+            // After the barrier that opens the command buffer (all earlier work complete): the
+            // begin stamp cannot be taken before the previous submission finished.
+            vk.f.vkCmdResetQueryPool(p->cmd, query_pool, (uint32_t)(2 * p->ts_pair), 2);
+            vk.f.vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool,
+                                     (uint32_t)(2 * p->ts_pair));
+            tally_timeline_set_mode(TALLY_DEVICE_API_VULKAN,
+                                    vk.calibrated ? TALLY_TIMELINE_TIMESTAMPS_CALIBRATED
+                                                  : TALLY_TIMELINE_TIMESTAMPS);
+        } else {
+            tally_timeline_count_problem(TALLY_TIMELINE_OVERFLOWED);
+        }
+    }
     vk.f.vkCmdBindPipeline(p->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     if (set) {
         vk.f.vkCmdBindDescriptorSets(p->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0,
@@ -1939,16 +2150,26 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
         vk.f.vkCmdPushConstants(p->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
     }
     vk.f.vkCmdDispatch(p->cmd, (uint32_t)blocks_x, (uint32_t)blocks_y, (uint32_t)blocks_z);
+    if (query_pool) {
+        // Latched once the dispatch (every earlier command) has completed.
+        vk.f.vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool,
+                                 (uint32_t)(2 * p->ts_pair + 1));
+    }
     r = submit_locked(user_context, code, routine, p);
+    uint64_t serial = vk.next_serial - 1;
     if (r == 0) {
         for (int32_t b = 0; b < num_buffers; b++) {
-            vbufs[b]->last_use = vk.next_serial - 1;
+            vbufs[b]->last_use = serial;
         }
     }
     pthread_mutex_unlock(&vk_lock);
     free(vbufs);
     if (r == 0) {
         tally_profiler_count_launch();
+    }
+    if (r == 0 && want_timestamps && !vk.timestamp_bits) {
+        tally_timeline_set_mode(TALLY_DEVICE_API_VULKAN, TALLY_TIMELINE_SYNC_FALLBACK);
+        r = wait_serial(user_context, serial, TALLY_DEVICE_WAIT_TIMESTAMP_FALLBACK, routine);
     }
     return r;
 }

@@ -14,7 +14,8 @@ static _Atomic uint64_t deferred_frees;
 static _Atomic uint64_t deferred_frees_released;
 
 static const char *const reason_names[TALLY_NUM_DEVICE_WAIT_REASONS] = {
-    "copy_to_host", "copy_to_device", "sync", "sync_global", "free", "throttle", "release",
+    "copy_to_host", "copy_to_device", "sync",    "sync_global",
+    "free",         "throttle",       "release", "timestamp_fallback",
 };
 
 uint64_t tally_device_wait_begin(void) {

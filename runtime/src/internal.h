@@ -20,6 +20,7 @@
 //   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
 //   2  sampling.c         the sampling rule (one tick billed to a run's slots)
 //      device_waits.c     the ledger of every device wait the runtime does, and deferred frees
+//      device_timeline.c  kernel intervals from device timestamps, billed per Func
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages
@@ -259,6 +260,59 @@ void tally_device_wait_end(int32_t reason, uint64_t begin_ns);
 // A halide_device_free whose release was deferred past queued work, and that release later.
 void tally_device_count_deferred_free(void);
 void tally_device_count_deferred_release(void);
+
+// ---- device_timeline.c ----------------------------------------------------------------------
+
+// Who a launch is billed to: the calling thread's run (its pipeline record, only a key) and slot
+// when it was recorded, and the tally_timeline_reset generation. pipeline NULL: no profiled run.
+typedef struct tally_timeline_owner {
+    const void *pipeline;
+    int32_t slot;
+    uint32_t generation;
+} tally_timeline_owner;
+
+enum {
+    // Measured with device timestamps; intervals placed on the host clock.
+    TALLY_TIMELINE_TIMESTAMPS_CALIBRATED = 1,
+    // Measured with device timestamps; durations only.
+    TALLY_TIMELINE_TIMESTAMPS,
+    // The device has no timestamps: the back end synced after each launch instead.
+    TALLY_TIMELINE_SYNC_FALLBACK,
+};
+#define TALLY_TIMELINE_NUM_APIS 3  // indexed by TALLY_DEVICE_API_*
+
+// Timestamp records that could not be billed (expected 0 each).
+enum {
+    TALLY_TIMELINE_LOST = 0,    // completed, but no room to bill it, or its results unreadable
+    TALLY_TIMELINE_OVERFLOWED,  // not timed: every query pool full and none could be added
+    TALLY_TIMELINE_UNMATCHED,   // an end before its begin (beyond the counter's valid bits)
+    TALLY_NUM_TIMELINE_PROBLEMS
+};
+
+typedef struct tally_timeline_summary {
+    uint64_t kernels;
+    uint64_t busy_ns;  // sum of the kernel intervals (one queue: they do not overlap)
+    uint64_t span_ns;  // first kernel start to last kernel end, when calibrated
+    uint64_t problems[TALLY_NUM_TIMELINE_PROBLEMS];  // process-wide
+    int32_t mode[TALLY_TIMELINE_NUM_APIS];           // per device API; 0: unused
+} tally_timeline_summary;
+
+tally_timeline_owner tally_timeline_owner_now(void);
+// Whether the owner's pipeline was compiled for profile_timestamps.
+int tally_timeline_owner_wants_timestamps(const tally_timeline_owner *o);
+// Bills one completed kernel of `device_ns` to its owner; host_begin_ns is its start on the
+// profiler's clock when `calibrated`.
+void tally_timeline_add(const tally_timeline_owner *o, uint64_t device_ns, int32_t calibrated,
+                        uint64_t host_begin_ns);
+void tally_timeline_count_problem(int32_t problem);
+void tally_timeline_set_mode(int32_t api, int32_t mode);
+// Forgets everything billed so far (tally_profiler_reset); later completions of earlier launches
+// are dropped.
+void tally_timeline_reset(void);
+// Per slot of `pipeline`: device time and kernels; and the pipeline's summary.
+void tally_timeline_read(const void *pipeline, int32_t num_slots, uint64_t *slot_device_ns,
+                         uint64_t *slot_kernels, tally_timeline_summary *out);
+const char *tally_timeline_mode_name(int32_t mode);
 
 // ---- sampler_posix.c ------------------------------------------------------------------------
 

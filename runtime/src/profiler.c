@@ -160,6 +160,7 @@ static void release_pipeline_locked(tally_pipeline *p) {
 }
 
 void tally_profiler_reset(void) {
+    tally_timeline_reset();  // device time billed by timestamps (device_timeline.c)
     pthread_mutex_lock(&tally_registry_lock);
     tally_pipeline *p = registry_head;
     while (p) {

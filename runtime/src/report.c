@@ -219,6 +219,8 @@ static void write_json_memory(strbuf *b, const char *key, const tally_memory_sta
               key, m->current, m->peak, m->num_allocs, m->total_bytes);
 }
 
+static void write_json_device_timeline(strbuf *b, const tally_pipeline *p);
+
 static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
     tally_pipeline_stats ps;
     tally_fill_pipeline_stats_locked(p, &ps);
@@ -260,7 +262,122 @@ static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
         write_json_memory(b, "device", &ss.device);
         sb_printf(b, "}%s\n", s + 1 < p->num_slots ? "," : "");
     }
-    sb_printf(b, "      ]\n    }");
+    sb_printf(b, "      ]");
+    write_json_device_timeline(b, p);
+    sb_printf(b, "\n    }");
+}
+
+// ---- device time from timestamps (issue 15)
+// ------------------------------------------------------
+
+static const char *const timeline_api_names[TALLY_TIMELINE_NUM_APIS] = {"none", "cuda", "vulkan"};
+static const char *const timeline_problem_names[TALLY_NUM_TIMELINE_PROBLEMS] = {
+    "lost", "overflowed", "unmatched"};
+
+// Reads the device timeline of a profile_timestamps pipeline into per-slot arrays (freed by the
+// caller); returns 0 when the pipeline is not in that mode or out of memory (nothing to print).
+static int read_timeline(const tally_pipeline *p, uint64_t **device_ns, uint64_t **kernels,
+                         tally_timeline_summary *sum) {
+    *device_ns = *kernels = NULL;
+    if (!p->target || !strstr(p->target, "profile_timestamps") || p->num_slots <= 0) {
+        return 0;
+    }
+    *device_ns = (uint64_t *)calloc((size_t)p->num_slots, sizeof(uint64_t));
+    *kernels = (uint64_t *)calloc((size_t)p->num_slots, sizeof(uint64_t));
+    if (!*device_ns || !*kernels) {
+        free(*device_ns);
+        free(*kernels);
+        return 0;
+    }
+    tally_timeline_read(p, p->num_slots, *device_ns, *kernels, sum);
+    return 1;
+}
+
+// profile_timestamps: how device time was measured, device busy and idle time, the records that
+// could not be billed, and per Func its host time (sampled) next to its device time (kernels).
+static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
+    uint64_t *device_ns, *kernels;
+    tally_timeline_summary sum;
+    if (!read_timeline(p, &device_ns, &kernels, &sum)) {
+        return;
+    }
+    sb_printf(b, "  device time (profile_timestamps, no injected syncs):\n");
+    int any_mode = 0;
+    for (int32_t a = 0; a < TALLY_TIMELINE_NUM_APIS; a++) {
+        if (sum.mode[a]) {
+            any_mode = 1;
+            sb_printf(b, "    %-16s%s\n", timeline_api_names[a],
+                      tally_timeline_mode_name(sum.mode[a]));
+        }
+    }
+    if (!any_mode) {
+        sb_printf(b, "    %-16s%s\n", "mode:", "no kernel was timed");
+    }
+    uint64_t idle = p->total_ns > sum.busy_ns ? p->total_ns - sum.busy_ns : 0;
+    sb_printf(b, "    %-16s%.3f ms (%.1f %% of %.3f ms)\n", "device busy:", ms(sum.busy_ns),
+              p->total_ns ? 100.0 * (double)sum.busy_ns / (double)p->total_ns : 0.0,
+              ms(p->total_ns));
+    sb_printf(b, "    %-16s%.3f ms\n", "device idle:", ms(idle));
+    sb_printf(b, "    %-16s", "records:");
+    for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
+        sb_printf(b, "%s%s %" PRIu64, k ? ", " : "", timeline_problem_names[k], sum.problems[k]);
+    }
+    sb_printf(b, " (expected 0)\n");
+    sb_printf(b, "    %-24s%12s%12s%9s\n", "funcs", "host ms", "device ms", "kernels");
+    for (int32_t s = 0; s < p->num_slots; s++) {
+        if (p->slot_kinds[s] != TALLY_SLOT_FUNC) {
+            continue;
+        }
+        tally_slot_stats ss;
+        tally_fill_slot_stats_locked(p, s, &ss);
+        sb_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
+                  ms(device_ns[s]), kernels[s]);
+    }
+    free(device_ns);
+    free(kernels);
+}
+
+static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
+    uint64_t *device_ns, *kernels;
+    tally_timeline_summary sum;
+    if (!read_timeline(p, &device_ns, &kernels, &sum)) {
+        return;
+    }
+    uint64_t idle = p->total_ns > sum.busy_ns ? p->total_ns - sum.busy_ns : 0;
+    sb_printf(b, ",\n      \"device_timeline\": {\"modes\": {");
+    int first = 1;
+    for (int32_t a = 0; a < TALLY_TIMELINE_NUM_APIS; a++) {
+        if (sum.mode[a]) {
+            sb_printf(b, "%s\"%s\": ", first ? "" : ", ", timeline_api_names[a]);
+            write_json_string(b, tally_timeline_mode_name(sum.mode[a]));
+            first = 0;
+        }
+    }
+    sb_printf(b,
+              "}, \"device_busy_ns\": %" PRIu64 ", \"device_idle_ns\": %" PRIu64
+              ", \"kernels\": %" PRIu64,
+              sum.busy_ns, idle, sum.kernels);
+    for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
+        sb_printf(b, ", \"records_%s\": %" PRIu64, timeline_problem_names[k], sum.problems[k]);
+    }
+    sb_printf(b, ", \"funcs\": [");
+    first = 1;
+    for (int32_t s = 0; s < p->num_slots; s++) {
+        if (p->slot_kinds[s] != TALLY_SLOT_FUNC) {
+            continue;
+        }
+        tally_slot_stats ss;
+        tally_fill_slot_stats_locked(p, s, &ss);
+        sb_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
+        write_json_string(b, ss.name);
+        sb_printf(
+            b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"kernels\": %" PRIu64 "}",
+            ss.time_ns, device_ns[s], kernels[s]);
+        first = 0;
+    }
+    sb_printf(b, "]}");
+    free(device_ns);
+    free(kernels);
 }
 
 // ---- device waits (issue 15) ------------------------------------------------------------------
@@ -283,9 +400,9 @@ static void write_text_device_waits(strbuf *b) {
         return;
     }
     sb_printf(b, "\ndevice waits by the runtime (all pipelines):\n");
-    sb_printf(b, "  %-18s%8s%12s\n", "reason", "count", "time ms");
+    sb_printf(b, "  %-22s%8s%12s\n", "reason", "count", "time ms");
     for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
-        sb_printf(b, "    %-16s%8" PRIu64 "%12.3f\n", tally_device_wait_reason_name(r), w.waits[r],
+        sb_printf(b, "    %-20s%8" PRIu64 "%12.3f\n", tally_device_wait_reason_name(r), w.waits[r],
                   ms(w.wait_ns[r]));
     }
     sb_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " released)\n", "deferred frees:", w.deferred_frees,
@@ -325,6 +442,7 @@ static int32_t build_report(strbuf *b, int json, int *any_runs) {
                 sb_printf(b, "\n");
             }
             write_text_pipeline(b, p);
+            write_text_device_timeline(b, p);
         }
         first = 0;
     }

@@ -15,6 +15,8 @@
 //   TALLY_VULKAN_FORCE_STAGING=1   copies through staging buffers (the discrete-GPU path).
 #include "tally_runtime.h"
 
+#include "Json.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -874,6 +876,149 @@ TEST_F(VulkanTest, ReportListsTheRuntimesDeviceWaits) {
     EXPECT_NE(j.find("\"deferred_frees\": "), std::string::npos);
     EXPECT_STREQ(tally_device_wait_reason_name(TALLY_NUM_DEVICE_WAIT_REASONS), "unknown");
     tally_profiler_reset();
+}
+
+// ---- profile_timestamps ------------------------------------------------------------------------
+
+// The JSON report's "device_timeline" object of `pipeline`.
+tally_test::Json device_timeline_of(const std::string &pipeline) {
+    std::vector<char> buf(1 << 18);
+    int32_t n = tally_profiler_report_to_buffer(buf.data(), buf.size(), 1);
+    EXPECT_GT(n, 0);
+    tally_test::Json root;
+    std::string error;
+    EXPECT_TRUE(tally_test::JsonParser(std::string(buf.data())).parse(&root, &error)) << error;
+    for (const tally_test::Json &p : root["pipelines"].items) {
+        if (p["name"].str == pipeline) {
+            return p["device_timeline"];
+        }
+    }
+    ADD_FAILURE() << "no pipeline " << pipeline;
+    return tally_test::Json();
+}
+
+const tally_test::Json &func_named(const tally_test::Json &timeline, const std::string &name) {
+    for (const tally_test::Json &f : timeline["funcs"].items) {
+        if (f["name"].str == name) {
+            return f;
+        }
+    }
+    static tally_test::Json none;
+    ADD_FAILURE() << "no func " << name;
+    return none;
+}
+
+// A two-Func run under profile_timestamps, as generated code would drive it: A launches the slow
+// kernel `a_launches` times, B launches add_scalar `b_launches` times, nothing syncs, and the copy
+// of B's buffer to the host is the only blocking point (in its own slot). Returns the host time
+// from A's first launch until the copy returned.
+uint64_t run_two_funcs(tally_kernel_table *table, const halide_device_interface_t *iface,
+                       const char *pipeline, int32_t n, int a_launches, int b_launches) {
+    const char *names[] = {"overhead", "A", "B", "B (copy to host)"};
+    const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
+                             TALLY_SLOT_COPY_TO_HOST};
+    Buffer<uint32_t> a(n, 1);
+    Buffer<int32_t> b(256, 0);
+    tally_buffer_set_host_dirty(&a.buf, true);
+    EXPECT_EQ(halide_copy_to_device(nullptr, &a.buf, iface), 0);
+    tally_buffer_set_host_dirty(&b.buf, true);
+    EXPECT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+    EXPECT_EQ(halide_device_sync_global(nullptr, iface), 0);
+    void *inst = tally_profiler_start(nullptr, pipeline, "host-profile_timestamps-vulkan", 4, names,
+                                      kinds, 0);
+    EXPECT_NE(inst, nullptr);
+    uint64_t t0 = now_ns();
+    tally_profiler_set_current(inst, 1);
+    for (int i = 0; i < a_launches; i++) {
+        EXPECT_EQ(slow(table, a), 0);
+    }
+    tally_profiler_set_current(inst, 2);
+    for (int i = 0; i < b_launches; i++) {
+        EXPECT_EQ(add_scalar(table, b, 1), 0);
+    }
+    tally_profiler_set_current(inst, 3);
+    tally_buffer_set_device_dirty(&b.buf, true);
+    EXPECT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+    uint64_t elapsed = now_ns() - t0;
+    tally_profiler_set_current(inst, 0);
+    tally_profiler_end(nullptr, inst);
+    EXPECT_EQ(b.data[255], b_launches);
+    return elapsed;
+}
+
+// Each kernel is billed to the Func that launched it, not to the slot where its time surfaced:
+// the kernel counts per Func equal the launches, the copy slot gets none, and no sync was
+// injected or done (the only wait is the copy's). The device intervals lie inside the host
+// interval that contained them (a physical bound, whatever the load), A's slow kernels outweigh
+// B's tiny ones, and every record was billed (none lost, overflowed or unmatched).
+TEST_F(VulkanTest, TimestampsBillEachKernelToTheFuncThatLaunchedIt) {
+    int32_t n = calibrate_slow(50 * 1000 * 1000ull);
+    tally_profiler_reset();
+    tally_device_wait_stats before = wait_stats();
+    uint64_t host_ns = run_two_funcs(table, iface, "vk_ts", n, 2, 3);
+    tally_device_wait_stats after = wait_stats();
+    EXPECT_EQ(total_waits(after), total_waits(before) + 1);
+    EXPECT_EQ(after.waits[TALLY_DEVICE_WAIT_COPY_TO_HOST],
+              before.waits[TALLY_DEVICE_WAIT_COPY_TO_HOST] + 1);
+
+    tally_test::Json t = device_timeline_of("vk_ts");
+    const tally_test::Json &a = func_named(t, "A"), &b = func_named(t, "B");
+    EXPECT_EQ(a["kernels"].number, 2);
+    EXPECT_EQ(b["kernels"].number, 3);
+    EXPECT_EQ(func_named(t, "overhead")["kernels"].number, 0);
+    EXPECT_EQ(t["kernels"].number, 5);
+    EXPECT_GT(a["device_ns"].number, 0);
+    EXPECT_GT(b["device_ns"].number, 0);
+    EXPECT_GT(a["device_ns"].number, b["device_ns"].number);
+    EXPECT_EQ(t["device_busy_ns"].number, a["device_ns"].number + b["device_ns"].number);
+    EXPECT_LE(t["device_busy_ns"].number, double(host_ns));
+    EXPECT_EQ(t["records_lost"].number, 0);
+    EXPECT_EQ(t["records_overflowed"].number, 0);
+    EXPECT_EQ(t["records_unmatched"].number, 0);
+    EXPECT_NE(t["modes"]["vulkan"].str.find("device timestamps"), std::string::npos);
+    tally_pipeline_stats ps{};
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("vk_ts", &ps), 0);
+    EXPECT_EQ(ps.kernel_launches, 5u);
+    EXPECT_EQ(ps.injected_syncs, 0u);
+    std::vector<char> text(1 << 16);
+    ASSERT_GT(tally_profiler_report_to_buffer(text.data(), text.size(), 0), 0);
+    printf("%s", text.data());
+    EXPECT_NE(std::string(text.data()).find("device busy:"), std::string::npos);
+    tally_profiler_reset();
+}
+
+// More timed launches than one query pool holds, without a blocking point in between: pairs are
+// reused as submissions complete (the throttle bounds those in flight), and every one is billed.
+TEST_F(VulkanTest, TimestampQueryPairsAreReusedAcrossManyLaunches) {
+    tally_profiler_reset();
+    run_two_funcs(table, iface, "vk_ts_many", 64, 0, 1200);
+    tally_test::Json t = device_timeline_of("vk_ts_many");
+    EXPECT_EQ(func_named(t, "B")["kernels"].number, 1200);
+    EXPECT_EQ(t["records_lost"].number + t["records_overflowed"].number +
+                  t["records_unmatched"].number,
+              0);
+    tally_profiler_reset();
+}
+
+// A device without timestamps falls back to sync mode: one wait after each launch, counted as
+// such; the report names the fallback and times no kernel.
+TEST_F(VulkanTest, WithoutTimestampsProfileTimestampsFallsBackToSyncs) {
+    ScopedEnv no_timestamps("TALLY_VULKAN_NO_TIMESTAMPS", "1");
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    iface = vulkan();
+    ASSERT_NE(iface, nullptr);
+    tally_profiler_reset();
+    tally_device_wait_stats before = wait_stats();
+    run_two_funcs(table, iface, "vk_ts_fallback", 64, 1, 2);
+    tally_device_wait_stats after = wait_stats();
+    EXPECT_EQ(after.waits[TALLY_DEVICE_WAIT_TIMESTAMP_FALLBACK],
+              before.waits[TALLY_DEVICE_WAIT_TIMESTAMP_FALLBACK] + 3);
+    tally_test::Json t = device_timeline_of("vk_ts_fallback");
+    EXPECT_NE(t["modes"]["vulkan"].str.find("fell back to a sync"), std::string::npos)
+        << t["modes"]["vulkan"].str;
+    EXPECT_EQ(t["kernels"].number, 0);
+    tally_profiler_reset();
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // the next test initializes again
 }
 
 TEST_F(VulkanTest, ManyLaunchesWithoutSyncing) {
