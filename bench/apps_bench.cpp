@@ -52,6 +52,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -64,6 +65,7 @@
 #include "blur_gpu/reference.h"
 #include "gpu_gpu_cpu/reference.h"
 #include "tally/Compiler.h"
+#include "tally/IRMutator.h"
 #include "tally/Lower.h"
 #include "tally/Parser.h"
 #include "tally_runtime.h"
@@ -551,6 +553,188 @@ void BM_VulkanSync(benchmark::State &state, const std::string &app) {
     }
 }
 
+// --- Vulkan: profile_timestamps against fenced truth and sync mode ------------------------------
+
+// gpu_gpu_cpu as it is, and with an extra host stage P between B's launch and C (C working on the
+// previous frame, in a real pipeline): P's host work can overlap A and B on the device.
+std::string timestamps_pipeline_text(const std::string &name) {
+    std::ifstream in(app_stmt_path("gpu_gpu_cpu"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    if (name == "overlap") {
+        const std::string stage = R"(  allocate P[float32 * width * height]
+  produce P {
+    for (P.s0.y, 0, height) {
+      for (P.s0.x, 0, width) {
+        allocate P_acc[float32 * 1]
+        P_acc[0] = (float32)input[P.s0.y * width + P.s0.x]
+        for (P.s1.k, 0, reps / 2) {
+          P_acc[0] = P_acc[0] * 0.9f + 0.05f
+        }
+        P[P.s0.y * width + P.s0.x] = P_acc[0]
+        free P_acc
+      }
+    }
+  }
+  free P
+)";
+        text.insert(text.find("  produce C {"), stage);
+    }
+    return text;
+}
+
+/** Replaces every `produce` other than `keep` with a no-op ("": none kept). */
+class KeepOnlyStage : public tally::IRMutator {
+public:
+    explicit KeepOnlyStage(std::string keep) : keep(std::move(keep)) {}
+    using tally::IRMutator::visit;
+    tally::Stmt visit(const tally::ProducerConsumer *op) override {
+        if (op->is_producer && op->name != keep) {
+            return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
+        }
+        return tally::IRMutator::visit(op);
+    }
+
+private:
+    std::string keep;
+};
+
+std::unique_ptr<tally::JITModule> compile_text(const std::string &text, const std::string &target,
+                                               const std::string &keep = "*") {
+    tally::Module m = tally::parse_module(text);
+    if (keep != "*") {
+        for (tally::LoweredFunc &f : m.functions) {
+            f.body = KeepOnlyStage(keep).mutate(f.body);
+        }
+    }
+    return tally::compile_jit(tally::lower(m, tally::Target::parse(target)));
+}
+
+// The device time billed to Func `func` in the JSON report's device_timeline of `pipeline`.
+double device_ms_of(const std::string &json, const std::string &func) {
+    size_t at = json.find("\"device_timeline\"");
+    at = at == std::string::npos ? at : json.find("\"name\": \"" + func + "\", \"host_ns\"", at);
+    if (at == std::string::npos) {
+        return -1;
+    }
+    at = json.find("\"device_ns\": ", at);
+    return std::strtod(json.c_str() + at + 13, nullptr) / 1e6;
+}
+
+std::string report_json() {
+    std::vector<char> buf(1 << 20);
+    tally_profiler_report_to_buffer(buf.data(), buf.size(), 1);
+    return buf.data();
+}
+
+double slot_percent(const char *pipeline, const std::string &name) {
+    tally_pipeline_stats ps{};
+    if (tally_profiler_get_pipeline_stats(pipeline, &ps) != 0) {
+        return -1;
+    }
+    for (int32_t s = 0; s < ps.num_slots; s++) {
+        tally_slot_stats ss{};
+        if (tally_profiler_get_slot_stats(pipeline, s, &ss) == 0 && name == ss.name) {
+            return ss.percent;
+        }
+    }
+    return -1;
+}
+
+struct TimestampsSetup {
+    std::unique_ptr<tally::JITModule> plain, sync, timestamps, only_a, only_b, none;
+};
+std::map<std::string, std::unique_ptr<TimestampsSetup>> g_timestamps_setups;
+
+// A and B device shares under profile_timestamps (device ms / run wall time) and under profile
+// (sampled %) against the truth (each stage alone, fenced, over the whole pipeline fenced), all
+// in percent; wall time of profile_timestamps and profile over the unprofiled pipeline.
+void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
+    if (!halide_vulkan_device_interface()) {
+        state.SkipWithError(
+            "no Vulkan device (halide_vulkan_device_interface() returned NULL); skipped");
+        return;
+    }
+    std::unique_ptr<TimestampsSetup> &slot = g_timestamps_setups[name];
+    if (!slot) {
+        std::string text = timestamps_pipeline_text(name);
+        slot = std::make_unique<TimestampsSetup>();
+        slot->plain = compile_text(text, "host-vulkan");
+        slot->sync = compile_text(text, "host-vulkan-profile");
+        slot->timestamps = compile_text(text, "host-vulkan-profile_timestamps");
+        slot->only_a = compile_text(text, "host-vulkan", "A");
+        slot->only_b = compile_text(text, "host-vulkan", "B");
+        slot->none = compile_text(text, "host-vulkan", "");
+    }
+    TimestampsSetup &v = *slot;
+    GgcData d;
+    d.reps = 8 * kGgcReps;  // runs of about 100 ms here: long against the machine's noise
+    const halide_device_interface_t *vk = halide_vulkan_device_interface();
+    auto run = [&](const tally::JITModule &jit) {
+        d.input.mark_host_dirty();
+        void *args[] = {d.input.raw(), d.C.raw(), &d.width, &d.height, &d.reps};
+        return jit.run(args);
+    };
+    auto fenced = [&](const tally::JITModule &jit) {
+        int r = run(jit);
+        return r ? r : halide_device_sync_global(nullptr, vk);
+    };
+    for (auto _ : state) {
+        int rc;
+        auto t =
+            interleave({[&] { return fenced(*v.plain); }, [&] { return fenced(*v.sync); },
+                        [&] { return fenced(*v.timestamps); }, [&] { return fenced(*v.only_a); },
+                        [&] { return fenced(*v.only_b); }, [&] { return fenced(*v.none); }},
+                       kVulkanRuns, &rc);
+        if (rc) {
+            state.SkipWithError(error_text(name.c_str(), rc).c_str());
+            return;
+        }
+        double plain = median(t[0].wall), sync = median(t[1].wall), ts = median(t[2].wall);
+        double none = median(t[5].wall);
+        double truth_a = 100.0 * std::max(0.0, median(t[3].wall) - none) / plain;
+        double truth_b = 100.0 * std::max(0.0, median(t[4].wall) - none) / plain;
+
+        tally_profiler_reset();
+        for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
+            rc = run(*v.sync);
+        }
+        double sync_a = slot_percent("gpu_gpu_cpu", "A"), sync_b = slot_percent("gpu_gpu_cpu", "B");
+        tally_profiler_reset();
+        for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
+            rc = run(*v.timestamps);
+        }
+        tally_pipeline_stats ps{};
+        tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps);
+        std::string json = report_json();
+        double total_ms = double(ps.total_ns) / 1e6;
+        double ts_a = 100.0 * device_ms_of(json, "A") / total_ms;
+        double ts_b = 100.0 * device_ms_of(json, "B") / total_ms;
+        tally_profiler_reset();
+        if (rc) {
+            state.SkipWithError(error_text(name.c_str(), rc).c_str());
+            return;
+        }
+        state.SetIterationTime(ts / 1e3);
+        state.counters["plain_ms"] = plain;
+        state.counters["sync_ms"] = sync;
+        state.counters["timestamps_ms"] = ts;
+        state.counters["timestamps_ratio"] = ts / plain;
+        state.counters["sync_ratio"] = sync / plain;
+        state.counters["truth_a_pct"] = truth_a;
+        state.counters["truth_b_pct"] = truth_b;
+        state.counters["timestamps_a_pct"] = ts_a;
+        state.counters["timestamps_b_pct"] = ts_b;
+        state.counters["sync_a_pct"] = sync_a;
+        state.counters["sync_b_pct"] = sync_b;
+        state.counters["timestamps_a_pp"] = std::abs(ts_a - truth_a);
+        state.counters["timestamps_b_pp"] = std::abs(ts_b - truth_b);
+        state.counters["sync_a_pp"] = std::abs(sync_a - truth_a);
+        state.counters["sync_b_pp"] = std::abs(sync_b - truth_b);
+    }
+}
+
 void register_dynamic_benchmarks() {
     for (const char *app : {"blur", "conv_chain", "memory", "skewed"}) {
         benchmark::RegisterBenchmark((std::string("BM_JitCompile/") + app + "/host").c_str(),
@@ -573,6 +757,13 @@ void register_dynamic_benchmarks() {
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
     }
+    for (const char *name : {"gpu_gpu_cpu", "overlap"}) {
+        benchmark::RegisterBenchmark((std::string("BM_VulkanTimestamps/") + name).c_str(),
+                                     BM_VulkanTimestamps, std::string(name))
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
 }
 
 }  // namespace
@@ -591,6 +782,7 @@ int main(int argc, char **argv) {
     // Device buffers and JIT code go before the runtime's exit handlers run.
     g_vk_blur_gpu.reset();
     g_vk_ggc.reset();
+    g_timestamps_setups.clear();
     g_blur_gpu.reset();
     g_ggc.reset();
 #ifdef TALLY_BENCH_HALIDE

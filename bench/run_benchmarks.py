@@ -62,7 +62,16 @@ PROGRAM_NOTES = {
         "`halide_device_sync_global` per launch and per copy to the device) vs "
         "`host-vulkan-profile` lowered with `inject_device_sync = false` (nosync); 15 runs each. "
         "`ratio` = profile/plain (profiling with its syncs), `sync_ratio` = profile/nosync (the "
-        "syncs alone). blur_gpu 1024x768; gpu_gpu_cpu 128x128, reps = 1000."),
+        "syncs alone). blur_gpu 1024x768; gpu_gpu_cpu 128x128, reps = 1000.\n"
+        "- `BM_VulkanTimestamps/<pipeline>` (issue 15): `gpu_gpu_cpu` (A -> B on the device, C "
+        "on the host) and `overlap` (the same with a host stage P between B's launch and C, "
+        "which can overlap A and B), 128x128, reps = 8000; 15 interleaved fenced runs each of "
+        "the plain pipeline, `-profile`, `-profile_timestamps` and the variants keeping only A, "
+        "only B, or no stage. `truth_a_pct`, `truth_b_pct` = (stage alone - none) / plain; "
+        "`timestamps_a_pct`, `timestamps_b_pct` = the Func's device time from device timestamps "
+        "over the profiled run's wall time (15 runs); `sync_a_pct`, `sync_b_pct` = the sampled "
+        "share in sync mode; `*_pp` = distance to the truth in percentage points; "
+        "`timestamps_ratio`, `sync_ratio` = profiled / plain wall time (fenced medians)."),
     "halide14_bench": (
         "Tally against Halide 14 on the same lowered IR (`bench/halide14_bench.cpp`): every "
         "pipeline of `test/conformance/`, Halide's own AOT objects (`libhalide14_corpus.so`, "
@@ -396,6 +405,28 @@ def targets(results):
                      "apps_bench `BM_VulkanSync/%s` `ratio`, `sync_ratio`" % app,
                      "%.3fx with the injected syncs; the syncs alone (profile / profile without "
                      "syncs) %.3fx" % (ratio, counter(results, "apps_bench", pat, "sync_ratio")),
+                     "for reference"))
+    # profile_timestamps (issue 15): device shares against fenced truth, and the cost.
+    for name in ("gpu_gpu_cpu", "overlap"):
+        pat = r"BM_VulkanTimestamps/%s(/|$)" % name
+        ts_a = counter(results, "apps_bench", pat, "timestamps_a_pp")
+        if ts_a is None:
+            continue
+        ts_b = counter(results, "apps_bench", pat, "timestamps_b_pp")
+        rows.append(("profile_timestamps `%s`: A and B device shares within 2 pp of truth" % name,
+                     "apps_bench `BM_VulkanTimestamps/%s` `timestamps_a_pp`, `_b_pp`" % name,
+                     "A %.1f pp, B %.1f pp" % (ts_a, ts_b), verdict(ts_a <= 2 and ts_b <= 2)))
+        ratio = counter(results, "apps_bench", pat, "timestamps_ratio")
+        rows.append(("profile_timestamps `%s`: profiled / plain wall <= 1.02x" % name,
+                     "apps_bench `BM_VulkanTimestamps/%s` `timestamps_ratio`" % name,
+                     "%.3fx" % ratio, verdict(ratio <= 1.02)))
+        rows.append(("(no target) sync mode `%s`: shares and cost next to it" % name,
+                     "apps_bench `BM_VulkanTimestamps/%s` `sync_a_pp`, `_b_pp`, `sync_ratio`"
+                     % name,
+                     "A %.1f pp, B %.1f pp; %.3fx" % (
+                         counter(results, "apps_bench", pat, "sync_a_pp"),
+                         counter(results, "apps_bench", pat, "sync_b_pp"),
+                         counter(results, "apps_bench", pat, "sync_ratio")),
                      "for reference"))
     vs_ref = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_reference")
     if vs_ref is not None:
