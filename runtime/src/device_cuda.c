@@ -47,11 +47,14 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef int CUjit_option;
 
 enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_NOT_READY = 600,
+    CU_EVENT_DEFAULT = 0,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_JIT_ERROR_LOG_BUFFER = 5,
@@ -85,6 +88,11 @@ typedef struct cuda_api {
                              unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                              unsigned int block_z, unsigned int shared_mem_bytes, CUstream stream,
                              void **params, void **extra);
+    // Optional: events time launches under profile_timestamps (without them: a sync per launch).
+    CUresult (*EventCreate)(CUevent *event, unsigned int flags);
+    CUresult (*EventDestroy)(CUevent event);
+    CUresult (*EventRecord)(CUevent event, CUstream stream);
+    CUresult (*EventElapsedTime)(float *ms, CUevent start, CUevent end);
     // Optional: only for messages.
     CUresult (*GetErrorName)(CUresult error, const char **name);
     CUresult (*GetErrorString)(CUresult error, const char **text);
@@ -117,6 +125,10 @@ static const struct {
     {"cuModuleGetFunction", 1},
     {"cuModuleUnload", 1},
     {"cuLaunchKernel", 1},
+    {"cuEventCreate", 0},
+    {"cuEventDestroy_v2", 0},
+    {"cuEventRecord", 0},
+    {"cuEventElapsedTime", 0},
     {"cuGetErrorName", 0},
     {"cuGetErrorString", 0},
 };
@@ -353,6 +365,158 @@ static void cuda_leave(void) {
     cu.CtxPopCurrent(&popped);
 }
 
+// ---- launch timing (profile_timestamps) --------------------------------------------------------
+//
+// A launch made while a profile_timestamps run is current is bracketed by two events recorded on
+// the stream. The pairs are read at the next blocking point (a copy to the host, a sync, release),
+// where the stream is idle anyway: cuEventElapsedTime gives each kernel's duration, billed to the
+// Func that launched it. At each such point an anchor event is recorded on the idle stream and
+// the host clock read; later kernels are placed on the host clock through their elapsed time from
+// the anchor. Events are pooled. Without the event entry points, a launch is followed by a
+// stream sync instead (counted as a timestamp_fallback wait). All of it runs with the context
+// pushed; timing_lock guards the lists.
+
+typedef struct cuda_timed_launch {
+    CUevent begin, end;
+    tally_timeline_owner owner;
+} cuda_timed_launch;
+
+static pthread_mutex_t timing_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_timed_launch *timed;  // launches not read yet
+static int32_t num_timed, cap_timed;
+static CUevent *free_events;
+static int32_t num_free_events, cap_free_events;
+static CUevent anchor;  // recorded on the idle stream at anchor_host_ns; NULL: none yet
+static uint64_t anchor_host_ns;
+
+static int cuda_has_events(void) {
+    return cu.EventCreate && cu.EventDestroy && cu.EventRecord && cu.EventElapsedTime;
+}
+
+// An event from the pool, or a new one; NULL on failure. timing_lock held.
+static CUevent take_event_locked(void) {
+    if (num_free_events > 0) {
+        return free_events[--num_free_events];
+    }
+    CUevent e = NULL;
+    return cu.EventCreate(&e, CU_EVENT_DEFAULT) == CUDA_SUCCESS ? e : NULL;
+}
+
+static void give_event_locked(CUevent e) {
+    if (!e) {
+        return;
+    }
+    if (num_free_events == cap_free_events) {
+        int32_t cap = cap_free_events ? 2 * cap_free_events : 64;
+        CUevent *grown = (CUevent *)realloc(free_events, (size_t)cap * sizeof(CUevent));
+        if (!grown) {
+            cu.EventDestroy(e);
+            return;
+        }
+        free_events = grown;
+        cap_free_events = cap;
+    }
+    free_events[num_free_events++] = e;
+}
+
+// Records the begin event of a timed launch; *begin NULL when it could not (counted).
+static void begin_timed_launch(CUevent *begin) {
+    pthread_mutex_lock(&timing_lock);
+    *begin = take_event_locked();
+    if (*begin && cu.EventRecord(*begin, cuda_stream) != CUDA_SUCCESS) {
+        give_event_locked(*begin);
+        *begin = NULL;
+    }
+    if (!*begin) {
+        tally_timeline_count_problem(TALLY_TIMELINE_OVERFLOWED);
+    }
+    pthread_mutex_unlock(&timing_lock);
+}
+
+// Records the end event after a successful launch and keeps the pair for the next blocking point.
+static void end_timed_launch(CUevent begin, int launched, const tally_timeline_owner *owner) {
+    pthread_mutex_lock(&timing_lock);
+    CUevent end = launched ? take_event_locked() : NULL;
+    int ok = end && cu.EventRecord(end, cuda_stream) == CUDA_SUCCESS;
+    if (ok && num_timed == cap_timed) {
+        int32_t cap = cap_timed ? 2 * cap_timed : 64;
+        cuda_timed_launch *grown =
+            (cuda_timed_launch *)realloc(timed, (size_t)cap * sizeof(cuda_timed_launch));
+        ok = grown != NULL;
+        if (ok) {
+            timed = grown;
+            cap_timed = cap;
+        }
+    }
+    if (ok) {
+        cuda_timed_launch *t = &timed[num_timed++];
+        t->begin = begin;
+        t->end = end;
+        t->owner = *owner;
+        tally_timeline_set_mode(TALLY_DEVICE_API_CUDA, TALLY_TIMELINE_EVENTS);
+    } else {
+        if (launched) {
+            tally_timeline_count_problem(TALLY_TIMELINE_OVERFLOWED);
+        }
+        give_event_locked(begin);
+        give_event_locked(end);
+    }
+    pthread_mutex_unlock(&timing_lock);
+}
+
+// At a blocking point (the stream idle, the context pushed): bills every timed launch, then
+// anchors the host clock to a new event on the idle stream.
+static void read_timed_launches(void) {
+    if (!cuda_has_events()) {
+        return;
+    }
+    pthread_mutex_lock(&timing_lock);
+    for (int32_t i = 0; i < num_timed; i++) {
+        cuda_timed_launch *t = &timed[i];
+        float ms = 0, since_anchor = 0;
+        CUresult c = cu.EventElapsedTime(&ms, t->begin, t->end);
+        if (c == CUDA_SUCCESS && ms >= 0) {
+            int placed = anchor &&
+                         cu.EventElapsedTime(&since_anchor, anchor, t->begin) == CUDA_SUCCESS &&
+                         since_anchor >= 0;
+            tally_timeline_add(&t->owner, (uint64_t)((double)ms * 1e6 + 0.5), placed,
+                               placed ? anchor_host_ns + (uint64_t)((double)since_anchor * 1e6)
+                                      : 0);
+        } else {
+            tally_timeline_count_problem(c == CUDA_SUCCESS ? TALLY_TIMELINE_UNMATCHED
+                                                           : TALLY_TIMELINE_LOST);
+        }
+        give_event_locked(t->begin);
+        give_event_locked(t->end);
+    }
+    num_timed = 0;
+    if (!anchor) {
+        anchor = take_event_locked();
+    }
+    if (anchor && cu.EventRecord(anchor, cuda_stream) == CUDA_SUCCESS) {
+        anchor_host_ns = tally_now_ns();
+    } else {
+        give_event_locked(anchor);
+        anchor = NULL;
+    }
+    pthread_mutex_unlock(&timing_lock);
+}
+
+// Release: bills what is left (after the context synchronized) and destroys every event.
+static void release_timing(void) {
+    read_timed_launches();
+    pthread_mutex_lock(&timing_lock);
+    if (anchor) {
+        cu.EventDestroy(anchor);
+        anchor = NULL;
+    }
+    for (int32_t i = 0; i < num_free_events; i++) {
+        cu.EventDestroy(free_events[i]);
+    }
+    num_free_events = 0;
+    pthread_mutex_unlock(&timing_lock);
+}
+
 // ---- the device interface --------------------------------------------------------------------
 
 static int32_t cuda_device_malloc(void *user_context, halide_buffer_t *buf,
@@ -419,6 +583,9 @@ static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device
             c = cu.StreamSynchronize(cuda_stream);
             tally_device_wait_end(TALLY_DEVICE_WAIT_COPY_TO_HOST, begin);
             what = "cuStreamSynchronize after a copy to the host";
+            if (c == CUDA_SUCCESS) {
+                read_timed_launches();
+            }
         }
     }
     cuda_leave();
@@ -442,6 +609,9 @@ static int32_t cuda_wait(void *user_context, int global) {
     uint64_t begin = tally_device_wait_begin();
     CUresult c = global ? cu.CtxSynchronize() : cu.StreamSynchronize(cuda_stream);
     tally_device_wait_end(global ? TALLY_DEVICE_WAIT_SYNC_GLOBAL : TALLY_DEVICE_WAIT_SYNC, begin);
+    if (c == CUDA_SUCCESS) {
+        read_timed_launches();
+    }
     cuda_leave();
     return c == CUDA_SUCCESS ? 0
                              : cuda_error(user_context, TALLY_ERROR_DEVICE_SYNC_FAILED,
@@ -466,6 +636,7 @@ static void cuda_release_locked(void) {
         CUcontext popped;
         if (cu.CtxPushCurrent(cuda_context) == CUDA_SUCCESS) {
             cu.CtxSynchronize();
+            release_timing();
             for (cuda_kernels *k = cuda_all_kernels; k; k = k->next) {
                 for (int32_t i = 0; i < k->num_kernels; i++) {
                     atomic_store_explicit(&k->functions[i], NULL, memory_order_release);
@@ -691,12 +862,29 @@ int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name,
         if (r == 0) {
             CUfunction f = NULL;
             r = kernel_function(user_context, table, (int32_t)(src - table->kernels), &f);
+            tally_timeline_owner owner = tally_timeline_owner_now();
+            const int want_timestamps = r == 0 && tally_timeline_owner_wants_timestamps(&owner);
+            CUevent begin = NULL;
+            if (want_timestamps && cuda_has_events()) {
+                begin_timed_launch(&begin);
+            }
             if (r == 0) {
                 CUresult c =
                     cu.LaunchKernel(f, (unsigned)blocks_x, (unsigned)blocks_y, (unsigned)blocks_z,
                                     (unsigned)threads_x, (unsigned)threads_y, (unsigned)threads_z,
                                     (unsigned)(shared_mem_bytes > 0 ? shared_mem_bytes : 0),
                                     cuda_stream, params, NULL);
+                if (begin) {
+                    end_timed_launch(begin, c == CUDA_SUCCESS, &owner);
+                } else if (want_timestamps && !cuda_has_events() && c == CUDA_SUCCESS) {
+                    // No events: sync mode, done by the runtime itself.
+                    tally_timeline_set_mode(TALLY_DEVICE_API_CUDA, TALLY_TIMELINE_SYNC_FALLBACK);
+                    tally_context *waiting = tally_profiler_wait_begin();
+                    uint64_t t0 = tally_device_wait_begin();
+                    c = cu.StreamSynchronize(cuda_stream);
+                    tally_device_wait_end(TALLY_DEVICE_WAIT_TIMESTAMP_FALLBACK, t0);
+                    tally_profiler_wait_end(waiting);
+                }
                 if (c != CUDA_SUCCESS) {
                     char what[512];
                     snprintf(what, sizeof what,

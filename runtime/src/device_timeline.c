@@ -183,6 +183,8 @@ const char *tally_timeline_mode_name(int32_t mode) {
                "CLOCK_MONOTONIC)";
     case TALLY_TIMELINE_TIMESTAMPS:
         return "device timestamps (durations only: no host clock correlation)";
+    case TALLY_TIMELINE_EVENTS:
+        return "CUDA events (cuEventElapsedTime), anchored to the host clock at blocking points";
     case TALLY_TIMELINE_SYNC_FALLBACK:
         return "no device timestamps: fell back to a sync after each launch";
     default:

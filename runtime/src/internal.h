@@ -278,6 +278,8 @@ enum {
     TALLY_TIMELINE_TIMESTAMPS,
     // The device has no timestamps: the back end synced after each launch instead.
     TALLY_TIMELINE_SYNC_FALLBACK,
+    // CUDA events around each launch, anchored to the host clock at blocking points.
+    TALLY_TIMELINE_EVENTS,
 };
 #define TALLY_TIMELINE_NUM_APIS 3  // indexed by TALLY_DEVICE_API_*
 

@@ -9,6 +9,7 @@
 //                    syncs, release and error paths against cuda_fake_driver.c
 //   CudaThisMachine  no override: on a machine without libcuda, the same as CudaNoDriver
 
+#include "Json.h"
 #include "TestUtil.h"
 #include "cuda_fake_driver.h"
 
@@ -288,6 +289,79 @@ TEST_F(CudaFakeDriver, CountsLaunchesAndSyncsInTheProfiler) {
     EXPECT_EQ(p.kernel_launches, 3u);
     EXPECT_EQ(p.injected_syncs, 3u);
     tally_profiler_reset();
+}
+
+// profile_timestamps against the fake's exact device clock: each launch is bracketed by two
+// events and billed, at the copy to the host (the only blocking point: no other sync), to the Func
+// that launched it: A 2 x 5 ms, B 3 x 2 ms, exactly; events are pooled (a second run creates
+// none); the host wait stays in the copy slot.
+TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
+    void *lib = dlopen(TALLY_CUDA_FAKE_DRIVER, RTLD_NOW | RTLD_LOCAL);
+    auto set_kernel_ns =
+        reinterpret_cast<fake_cuda_set_kernel_ns_fn>(dlsym(lib, "fake_cuda_set_kernel_ns"));
+    ASSERT_NE(set_kernel_ns, nullptr);
+    tally_profiler_reset();
+    const char *slots[] = {"overhead", "A", "B", "B (copy to host)"};
+    const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
+                             TALLY_SLOT_COPY_TO_HOST};
+    Table t({{"fill", 3}});
+    IntBuffer b(64);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    int created_first_run = 0;
+    for (int run = 0; run < 2; run++) {
+        int stream_syncs = stats->stream_syncs, ctx_syncs = stats->ctx_syncs;
+        int created = stats->events_created, recorded = stats->events_recorded;
+        void *inst = tally_profiler_start(nullptr, "cuda_ts", "host-cuda-profile_timestamps", 4,
+                                          slots, kinds, 0);
+        ASSERT_NE(inst, nullptr);
+        tally_profiler_set_current(inst, 1);
+        set_kernel_ns(5000000);
+        for (int i = 0; i < 2; i++) {
+            ASSERT_EQ(run_fill(t, "fill", &b.buf, i, 64, 2), 0);
+        }
+        tally_profiler_set_current(inst, 2);
+        set_kernel_ns(2000000);
+        for (int i = 0; i < 3; i++) {
+            ASSERT_EQ(run_fill(t, "fill", &b.buf, i, 64, 2), 0);
+        }
+        tally_profiler_set_current(inst, 3);
+        tally_buffer_set_device_dirty(&b.buf, true);
+        ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+        tally_profiler_set_current(inst, 0);
+        tally_profiler_end(nullptr, inst);
+        EXPECT_EQ(stats->stream_syncs, stream_syncs + 1) << "only the copy to the host waits";
+        EXPECT_EQ(stats->ctx_syncs, ctx_syncs);
+        // Two events per launch, and the anchor recorded at the blocking point.
+        EXPECT_EQ(stats->events_recorded, recorded + 2 * 5 + 1);
+        if (run == 0) {
+            created_first_run = stats->events_created - created;
+            EXPECT_GE(created_first_run, 2);
+        } else {
+            EXPECT_EQ(stats->events_created, created) << "events come from the pool";
+        }
+    }
+
+    std::vector<char> buf(1 << 16);
+    ASSERT_GT(tally_profiler_report_to_buffer(buf.data(), buf.size(), 1), 0);
+    tally_test::Json root;
+    std::string error;
+    ASSERT_TRUE(tally_test::JsonParser(std::string(buf.data())).parse(&root, &error)) << error;
+    const tally_test::Json &timeline = root["pipelines"][0]["device_timeline"];
+    ASSERT_EQ(timeline["funcs"].items.size(), 3u) << buf.data();
+    const tally_test::Json &a = timeline["funcs"][1], &bf = timeline["funcs"][2];
+    EXPECT_EQ(a["name"].str, "A");
+    EXPECT_EQ(a["kernels"].number, 4);
+    EXPECT_EQ(a["device_ns"].number, 4 * 5e6);
+    EXPECT_EQ(bf["kernels"].number, 6);
+    EXPECT_EQ(bf["device_ns"].number, 6 * 2e6);
+    EXPECT_EQ(timeline["device_busy_ns"].number, 4 * 5e6 + 6 * 2e6);
+    EXPECT_EQ(timeline["records_lost"].number + timeline["records_overflowed"].number +
+                  timeline["records_unmatched"].number,
+              0);
+    EXPECT_NE(timeline["modes"]["cuda"].str.find("CUDA events"), std::string::npos);
+    tally_profiler_reset();
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    set_kernel_ns(1000000);
 }
 
 TEST_F(CudaFakeDriver, ReportsUnknownKernelsAndBuffersNotOnTheDevice) {

@@ -13,6 +13,11 @@
 //                                            tid.x < n (x dimension only)
 //   fail_launch(...):                        the launch fails (CUDA_ERROR_LAUNCH_FAILED)
 // and otherwise only records the launch. fake_cuda_get_stats() returns the counters.
+//
+// Timing: the stream has a device clock that each successful launch advances by the kernel
+// duration fake_cuda_set_kernel_ns() set last (default 1 ms), so event intervals are exact.
+// cuEventRecord stamps an event with the clock; cuEventElapsedTime returns the difference in ms;
+// cuEventQuery succeeds once an event was recorded.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +50,11 @@ struct fake_function {
 struct fake_stream {
     int unused;
 };
+struct fake_event {
+    uint64_t stamp_ns;
+    int recorded;
+};
+typedef struct fake_event *CUevent;
 
 enum {
     CUDA_SUCCESS = 0,
@@ -55,6 +65,7 @@ enum {
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_PTX = 218,
     CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_LAUNCH_FAILED = 719,
     CU_JIT_ERROR_LOG_BUFFER = 5,
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
@@ -66,6 +77,11 @@ static fake_cuda_stats stats;
 static struct fake_context context;
 static struct fake_stream stream;
 static int initialized;
+static uint64_t device_clock_ns, kernel_ns = 1000000;
+
+EXPORT void fake_cuda_set_kernel_ns(uint64_t ns) {
+    kernel_ns = ns;
+}
 
 EXPORT const fake_cuda_stats *fake_cuda_get_stats(void) {
     return &stats;
@@ -294,6 +310,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction fn, unsigned int grid_x, unsigned int 
         return CUDA_ERROR_LAUNCH_FAILED;
     }
     stats.launches++;
+    device_clock_ns += kernel_ns;
     if (strcmp(fn->name, "fill") == 0) {
         CUdeviceptr out = *(const CUdeviceptr *)params[0];
         int32_t value = *(const int32_t *)params[1];
@@ -336,5 +353,43 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     *text = "fake driver error";
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags) {
+    (void)flags;
+    if (need_context() != CUDA_SUCCESS) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *event = (CUevent)calloc(1, sizeof(struct fake_event));
+    stats.events_created++;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+    free(event);
+    stats.events_destroyed++;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(CUevent event, CUstream s) {
+    if (need_context() != CUDA_SUCCESS || s != &stream || !event) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    event->stamp_ns = device_clock_ns;
+    event->recorded = 1;
+    stats.events_recorded++;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventQuery(CUevent event) {
+    return event && event->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+    if (!start || !end || !start->recorded || !end->recorded) {
+        return CUDA_ERROR_NOT_READY;
+    }
+    *ms = (float)((double)((int64_t)(end->stamp_ns - start->stamp_ns)) / 1e6);
     return CUDA_SUCCESS;
 }

@@ -26,7 +26,12 @@ typedef struct fake_cuda_stats {
     /** The `out` pointer the last `fill` launch received. */
     uint64_t last_pointer_arg;
     char last_ptx[256];
+    int events_created, events_destroyed, events_recorded;
 } fake_cuda_stats;
+
+/** Sets the duration of every later launch on the fake device clock (exported by the fake as
+ * fake_cuda_set_kernel_ns; find it with dlsym). */
+typedef void (*fake_cuda_set_kernel_ns_fn)(uint64_t ns);
 
 typedef const fake_cuda_stats *(*fake_cuda_get_stats_fn)(void);
 
