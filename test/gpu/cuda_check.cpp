@@ -8,7 +8,8 @@
 //                memory with a barrier, libdevice math, dense vectors, bool bytes) against C++
 //                references; host-cuda.
 //   apps         the GPU apps (apps/gpu_gpu_cpu, blur_gpu, bounce, as written: their Default_GPU
-//                loops take the target's API) for host-cuda and host-cuda-profile at a few sizes,
+//                loops take the target's API) for host-cuda, host-cuda-profile and
+//                host-cuda-profile_timestamps at a few sizes,
 //                against apps/*/reference.cpp (integers exactly, floats within 1e-5 relative),
 //                with the time per run; then the profiler's report of the profiled runs.
 //   attribution  test/gpu/attribution.stmt (A and B on the GPU, C on the CPU): the truth of each
@@ -17,7 +18,10 @@
 //                profiled shares of A, B and C must each be within 10 percentage points of the
 //                truth, with one launch per GPU stage and a sync after each launch. The same
 //                pipeline without the injected syncs is run too and its (wrong) shares printed:
-//                the GPU's time lands in C's blocking copy.
+//                the GPU's time lands in C's blocking copy. Then profile_timestamps: A's and B's
+//                device time from CUDA events and C's host time as shares, within 10 points of
+//                the truth; no injected sync; every event pair billed; wall time per run of
+//                plain, profile and profile_timestamps printed side by side.
 // --quick runs small sizes only and skips the attribution (for compute-sanitizer).
 //
 // Exit status: 0 when everything passed, 1 when a check failed, 2 when CUDA is unavailable.
@@ -27,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -292,7 +297,7 @@ void check_apps(const std::string &src, bool quick) {
     std::string apps = src + "/apps";
     std::mt19937 rng(11);
     std::string why;
-    for (const char *target : {"host-cuda", "host-cuda-profile"}) {
+    for (const char *target : {"host-cuda", "host-cuda-profile", "host-cuda-profile_timestamps"}) {
         // gpu_gpu_cpu
         {
             auto jit =
@@ -410,6 +415,93 @@ struct Stages {
     double copy_back = 0;  // "B (copy to host)": not part of the shares
     double total() const { return a + b + c; }
 };
+
+// A number after `key` in `text` from `from` on (the JSON report), or -1.
+double json_number_after(const std::string &text, size_t from, const std::string &key) {
+    size_t at = from == std::string::npos ? from : text.find("\"" + key + "\": ", from);
+    return at == std::string::npos ? -1 : std::strtod(text.c_str() + at + key.size() + 4, nullptr);
+}
+
+// profile_timestamps on the attribution pipeline: no injected sync, each Func's device time from
+// CUDA events against the timed truth, the records all billed, and what the profiling costs in
+// wall time next to sync mode's.
+void check_timestamps(const tally::Module &m, Buffer<float> &in, Buffer<float> &out, int w, int h,
+                      int reps[3], const Stages &truth, double plain_ms) {
+    std::cout << "\n== profile_timestamps (CUDA events, no injected syncs)\n";
+    const int runs = 12;
+    auto wall_ms = [&](tally::JITModule &jit) {
+        std::vector<double> t;
+        for (int r = 0; r < runs; r++) {
+            void *args[] = {&in.buf, &out.buf, &w, &h, &reps[0], &reps[1], &reps[2]};
+            auto t0 = Clock::now();
+            int e = jit.run(args);
+            t.push_back(ms_since(t0));
+            if (e != 0) {
+                fail(std::string("profile_timestamps run failed: ") + tally_error_code_name(e));
+                return -1.0;
+            }
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    };
+    auto sync = compile(m, "host-cuda-profile");
+    auto ts = compile(m, "host-cuda-profile_timestamps");
+    double sync_ms = wall_ms(*sync);
+    tally_profiler_reset();
+    double ts_ms = wall_ms(*ts);
+    if (sync_ms < 0 || ts_ms < 0) {
+        return;
+    }
+    tally_pipeline_stats p{};
+    if (tally_profiler_get_pipeline_stats("attribution", &p) != 0) {
+        fail("no profiler stats for 'attribution' (profile_timestamps)");
+        return;
+    }
+    std::vector<char> buf(1 << 20), text(1 << 20);
+    tally_profiler_report_to_buffer(buf.data(), buf.size(), 1);
+    tally_profiler_report_to_buffer(text.data(), text.size(), 0);
+    std::cout << "\n-- report, profile_timestamps\n" << text.data() << "\n";
+    std::string json(buf.data());
+    size_t timeline = json.find("\"device_timeline\"");
+    auto func_at = [&](const char *name) {
+        return timeline == std::string::npos
+                   ? timeline
+                   : json.find(std::string("\"name\": \"") + name + "\", \"host_ns\"", timeline);
+    };
+    double runs_done = double(p.runs);
+    double dev_a = json_number_after(json, func_at("A"), "device_ns") / 1e6 / runs_done;
+    double dev_b = json_number_after(json, func_at("B"), "device_ns") / 1e6 / runs_done;
+    double host_c = json_number_after(json, func_at("C"), "host_ns") / 1e6 / runs_done;
+    double problems = json_number_after(json, timeline, "records_lost") +
+                      json_number_after(json, timeline, "records_overflowed") +
+                      json_number_after(json, timeline, "records_unmatched");
+    auto pct = [](double x, double total) { return total > 0 ? 100.0 * x / total : 0.0; };
+    double total = dev_a + dev_b + host_c;
+    std::printf("  per run: device A %.2f ms, device B %.2f ms, host C %.2f ms (truth %.2f, %.2f, "
+                "%.2f)\n",
+                dev_a, dev_b, host_c, truth.a, truth.b, truth.c);
+    std::printf("  wall per run: plain %.2f ms, profile %.2f ms (%.3fx), profile_timestamps %.2f "
+                "ms (%.3fx)\n",
+                plain_ms, sync_ms, sync_ms / plain_ms, ts_ms, ts_ms / plain_ms);
+    const double tolerance = 10.0;
+    const char *names[3] = {"A", "B", "C"};
+    double t[3] = {truth.a, truth.b, truth.c}, g[3] = {dev_a, dev_b, host_c};
+    for (int s = 0; s < 3; s++) {
+        double dt = pct(t[s], truth.total()), dg = pct(g[s], total);
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "profile_timestamps share of %s: %.1f%%, truth %.1f%% (%.1f points; "
+                      "tolerance %.0f)",
+                      names[s], dg, dt, std::fabs(dg - dt), tolerance);
+        std::fabs(dg - dt) <= tolerance ? pass(line) : fail(line);
+    }
+    p.injected_syncs == 0
+        ? pass("profile_timestamps injects no sync")
+        : fail("profile_timestamps injected " + std::to_string(p.injected_syncs) + " syncs");
+    problems == 0 ? pass("every event pair billed (none lost, overflowed or unmatched)")
+                  : fail("timestamp records not billed: " + std::to_string(problems));
+    tally_profiler_reset();
+}
 
 void check_attribution(const std::string &src) {
     std::cout << "\n== attribution (test/gpu/attribution.stmt: A, B on the GPU, C on the CPU)\n";
@@ -560,6 +652,7 @@ void check_attribution(const std::string &src) {
                 "the GPU's time surfaces in that blocking copy (A %.2f ms, B %.2f ms where the "
                 "truth is %.2f, %.2f)\n",
                 got.copy_back, nosync.copy_back, nosync.a, nosync.b, truth.a, truth.b);
+    check_timestamps(m, in, out, w, h, reps, truth, all);
 }
 
 }  // namespace

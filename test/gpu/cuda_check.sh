@@ -8,9 +8,11 @@
 #  2. build: cmake + ninja (Release, -DTALLY_BUILD_BENCH=OFF -DTALLY_BUILD_PYTHON=OFF, no tests),
 #     only libtally; then test/gpu/cuda_check.cpp with the apps' references against it;
 #  3. cuda_check: kernels of test/ir/cuda-ptx/kernels.stmt, the GPU apps (gpu_gpu_cpu, blur_gpu,
-#     bounce) for host-cuda and host-cuda-profile against their references with timings and the
-#     profiler's report, and the attribution check on test/gpu/attribution.stmt (profiled shares
-#     of A, B, C against timed stages, with and without injected syncs) - see cuda_check.cpp;
+#     bounce) for host-cuda, host-cuda-profile and host-cuda-profile_timestamps against their
+#     references with timings and the profiler's report, and the attribution check on
+#     test/gpu/attribution.stmt (profiled shares of A, B, C against timed stages, with and
+#     without injected syncs, and under profile_timestamps from CUDA events: shares, records
+#     billed, no injected sync, wall time against plain and sync mode) - see cuda_check.cpp;
 #  4. compute-sanitizer, where installed: memcheck over the quick run, racecheck over the kernels
 #     (shared memory and a barrier); any report fails the check;
 #  5. a summary with the time each step took.
@@ -30,7 +32,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) BUILD=$2; shift 2 ;;
     --no-build) DO_BUILD=0; shift ;;
     --no-sanitizer) DO_SANITIZER=0; shift ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "cuda_check.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done
