@@ -318,6 +318,10 @@ static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
               p->total_ns ? 100.0 * (double)sum.busy_ns / (double)p->total_ns : 0.0,
               ms(p->total_ns));
     sb_printf(b, "    %-16s%.3f ms\n", "device idle:", ms(idle));
+    if (sum.span_ns) {
+        sb_printf(b, "    %-16s%.3f ms (first kernel start to last kernel end, host clock)\n",
+                  "device span:", ms(sum.span_ns));
+    }
     sb_printf(b, "    %-16s", "records:");
     for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
         sb_printf(b, "%s%s %" PRIu64, k ? ", " : "", timeline_problem_names[k], sum.problems[k]);
@@ -355,8 +359,8 @@ static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
     }
     sb_printf(b,
               "}, \"device_busy_ns\": %" PRIu64 ", \"device_idle_ns\": %" PRIu64
-              ", \"kernels\": %" PRIu64,
-              sum.busy_ns, idle, sum.kernels);
+              ", \"device_span_ns\": %" PRIu64 ", \"kernels\": %" PRIu64,
+              sum.busy_ns, idle, sum.span_ns, sum.kernels);
     for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
         sb_printf(b, ", \"records_%s\": %" PRIu64, timeline_problem_names[k], sum.problems[k]);
     }
