@@ -29,6 +29,7 @@ typedef struct timeline_entry {
 typedef struct timeline_pipeline {
     const void *pipeline;
     uint64_t busy_ns;
+    uint64_t host_wait_ns;       // the runtime's device waits during its runs
     uint64_t first_ns, last_ns;  // host clock, calibrated intervals only
 } timeline_pipeline;
 
@@ -117,6 +118,21 @@ void tally_timeline_add(const tally_timeline_owner *o, uint64_t device_ns, int32
     pthread_mutex_unlock(&timeline_lock);
 }
 
+void tally_timeline_add_host_wait(uint64_t ns) {
+    tally_timeline_owner o = tally_timeline_owner_now();
+    if (!o.pipeline || !tally_timeline_owner_wants_timestamps(&o)) {
+        return;
+    }
+    pthread_mutex_lock(&timeline_lock);
+    if (o.generation == atomic_load_explicit(&generation, memory_order_relaxed)) {
+        timeline_pipeline *p = pipeline_locked(o.pipeline);
+        if (p) {
+            p->host_wait_ns += ns;
+        }
+    }
+    pthread_mutex_unlock(&timeline_lock);
+}
+
 void tally_timeline_count_problem(int32_t problem) {
     if (problem < 0 || problem >= TALLY_NUM_TIMELINE_PROBLEMS) {
         return;
@@ -164,6 +180,7 @@ void tally_timeline_read(const void *pipeline, int32_t num_slots, uint64_t *slot
     for (size_t i = 0; i < n; i++) {
         if (pipelines[i].pipeline == pipeline) {
             out->busy_ns = pipelines[i].busy_ns;
+            out->host_wait_ns = pipelines[i].host_wait_ns;
             out->span_ns = pipelines[i].last_ns - pipelines[i].first_ns;
         }
     }

@@ -3,8 +3,8 @@
 // measures (waits only where the pipeline itself blocks: copies to the host and its own syncs),
 // and that no halide_device_free waited for in-flight work but deferred the release instead.
 //
-// Process-wide atomics; the back ends (layer 6) write, the report and tests read. Calls nothing
-// but the profiler's clock.
+// Process-wide atomics; the back ends (layer 6) write, the report and tests read. Calls the
+// profiler's clock and device_timeline.c (which bills each wait to the calling thread's run).
 
 #include "internal.h"
 
@@ -27,9 +27,10 @@ void tally_device_wait_end(int32_t reason, uint64_t begin_ns) {
         return;
     }
     uint64_t now = tally_now_ns();
+    uint64_t ns = now > begin_ns ? now - begin_ns : 0;
     atomic_fetch_add_explicit(&wait_count[reason], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&wait_ns[reason], now > begin_ns ? now - begin_ns : 0,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&wait_ns[reason], ns, memory_order_relaxed);
+    tally_timeline_add_host_wait(ns);
 }
 
 void tally_device_count_deferred_free(void) {

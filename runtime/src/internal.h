@@ -295,6 +295,9 @@ typedef struct tally_timeline_summary {
     uint64_t kernels;
     uint64_t busy_ns;  // sum of the kernel intervals (one queue: they do not overlap)
     uint64_t span_ns;  // first kernel start to last kernel end, when calibrated
+    // Host time the runtime spent waiting for the device during the pipeline's runs; busy_ns
+    // minus it is the device time that overlapped host work.
+    uint64_t host_wait_ns;
     uint64_t problems[TALLY_NUM_TIMELINE_PROBLEMS];  // process-wide
     int32_t mode[TALLY_TIMELINE_NUM_APIS];           // per device API; 0: unused
 } tally_timeline_summary;
@@ -306,6 +309,8 @@ int tally_timeline_owner_wants_timestamps(const tally_timeline_owner *o);
 // profiler's clock when `calibrated`.
 void tally_timeline_add(const tally_timeline_owner *o, uint64_t device_ns, int32_t calibrated,
                         uint64_t host_begin_ns);
+// A device wait of `ns` by the calling thread (device_waits.c), billed to its current run.
+void tally_timeline_add_host_wait(uint64_t ns);
 void tally_timeline_count_problem(int32_t problem);
 void tally_timeline_set_mode(int32_t api, int32_t mode);
 // Forgets everything billed so far (tally_profiler_reset); later completions of earlier launches

@@ -293,6 +293,11 @@ static int read_timeline(const tally_pipeline *p, uint64_t **device_ns, uint64_t
     return 1;
 }
 
+// Host/device overlap: device time during which the host was not blocked waiting for the device.
+static uint64_t timeline_overlap_ns(const tally_timeline_summary *sum) {
+    return sum->busy_ns > sum->host_wait_ns ? sum->busy_ns - sum->host_wait_ns : 0;
+}
+
 // profile_timestamps: how device time was measured, device busy and idle time, the records that
 // could not be billed, and per Func its host time (sampled) next to its device time (kernels).
 static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
@@ -322,6 +327,8 @@ static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
         sb_printf(b, "    %-16s%.3f ms (first kernel start to last kernel end, host clock)\n",
                   "device span:", ms(sum.span_ns));
     }
+    sb_printf(b, "    %-16s%.3f ms (device busy while the host was not waiting for it)\n",
+              "overlap:", ms(timeline_overlap_ns(&sum)));
     sb_printf(b, "    %-16s", "records:");
     for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
         sb_printf(b, "%s%s %" PRIu64, k ? ", " : "", timeline_problem_names[k], sum.problems[k]);
@@ -359,8 +366,10 @@ static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
     }
     sb_printf(b,
               "}, \"device_busy_ns\": %" PRIu64 ", \"device_idle_ns\": %" PRIu64
-              ", \"device_span_ns\": %" PRIu64 ", \"kernels\": %" PRIu64,
-              sum.busy_ns, idle, sum.span_ns, sum.kernels);
+              ", \"device_span_ns\": %" PRIu64 ", \"host_wait_ns\": %" PRIu64
+              ", \"overlap_ns\": %" PRIu64 ", \"kernels\": %" PRIu64,
+              sum.busy_ns, idle, sum.span_ns, sum.host_wait_ns, timeline_overlap_ns(&sum),
+              sum.kernels);
     for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
         sb_printf(b, ", \"records_%s\": %" PRIu64, timeline_problem_names[k], sum.problems[k]);
     }

@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -355,6 +356,8 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
     EXPECT_EQ(bf["kernels"].number, 6);
     EXPECT_EQ(bf["device_ns"].number, 6 * 2e6);
     EXPECT_EQ(timeline["device_busy_ns"].number, 4 * 5e6 + 6 * 2e6);
+    EXPECT_EQ(timeline["overlap_ns"].number,
+              std::max(0.0, timeline["device_busy_ns"].number - timeline["host_wait_ns"].number));
     EXPECT_EQ(timeline["records_lost"].number + timeline["records_overflowed"].number +
                   timeline["records_unmatched"].number,
               0);

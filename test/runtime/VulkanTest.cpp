@@ -950,7 +950,8 @@ uint64_t run_two_funcs(tally_kernel_table *table, const halide_device_interface_
 // the kernel counts per Func equal the launches, the copy slot gets none, and no sync was
 // injected or done (the only wait is the copy's). The device intervals lie inside the host
 // interval that contained them (a physical bound, whatever the load), their sum is the device
-// busy time, and every record was billed (none lost, overflowed or unmatched).
+// busy time, the host-wait figure is the copy's wait and the overlap the busy time outside it,
+// and every record was billed (none lost, overflowed or unmatched).
 TEST_F(VulkanTest, TimestampsBillEachKernelToTheFuncThatLaunchedIt) {
     int32_t n = calibrate_slow(50 * 1000 * 1000ull);
     tally_profiler_reset();
@@ -970,6 +971,12 @@ TEST_F(VulkanTest, TimestampsBillEachKernelToTheFuncThatLaunchedIt) {
     EXPECT_GT(a["device_ns"].number, 0);
     EXPECT_GT(b["device_ns"].number, 0);
     EXPECT_EQ(t["device_busy_ns"].number, a["device_ns"].number + b["device_ns"].number);
+    // The run's only device wait was the copy's: the host-wait figure is that wait, and the
+    // overlap is the device time outside it.
+    EXPECT_EQ(t["host_wait_ns"].number, double(after.wait_ns[TALLY_DEVICE_WAIT_COPY_TO_HOST] -
+                                               before.wait_ns[TALLY_DEVICE_WAIT_COPY_TO_HOST]));
+    EXPECT_EQ(t["overlap_ns"].number,
+              std::max(0.0, t["device_busy_ns"].number - t["host_wait_ns"].number));
     EXPECT_LE(t["device_busy_ns"].number, double(host_ns));
     EXPECT_EQ(t["records_lost"].number, 0);
     EXPECT_EQ(t["records_overflowed"].number, 0);
