@@ -13,6 +13,8 @@
 //                         (validation messages) through halide_print; 2: also info and verbose.
 //   TALLY_VULKAN_FORCE_STAGING  non-empty and not "0": never map device memory, always copy
 //                         through staging buffers (the path of discrete GPUs; for tests).
+//   TALLY_VULKAN_NO_TIMESTAMPS  non-empty and not "0": act as if the queue had no timestamps
+//                         (profile_timestamps then falls back to a sync per launch; for tests).
 //
 // The kernel ABI the compiler side emits (one tally_kernel_source per kernel, device_api
 // TALLY_DEVICE_API_VULKAN): SPIR-V words with entry point "main"; buffer arguments are storage
@@ -38,6 +40,13 @@
 // submission, after each wait) and, at release or exit, after the device went idle. Halide's
 // lowering frees a producer's device buffer right after its consumer's launch; a free that
 // waited there would bill the producer's whole kernel to the consumer.
+//
+// profile_timestamps: a launch made while such a run is current brackets its dispatch with
+// timestamp queries (see halide_vulkan_run and bill_timestamps_locked); the pair is read when its
+// submission is reclaimed, i.e. once its fence is known signaled, and billed to the Func that
+// launched it (device_timeline.c). Clocks are correlated once per initialization through
+// VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
+// corrected). Device copies are not timed (on mapped memory they are host memcpys).
 
 #include "internal.h"
 
