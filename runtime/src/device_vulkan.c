@@ -46,7 +46,8 @@
 // submission is reclaimed, i.e. once its fence is known signaled, and billed to the Func that
 // launched it (device_timeline.c). Clocks are correlated once per initialization through
 // VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
-// corrected). Device copies are not timed (on mapped memory they are host memcpys).
+// corrected). Staged copies (vkCmdCopyBuffer) are timed the same way and billed to their copy
+// slot; copies through mapped memory are host memcpys, in the copy slot's host time.
 
 #include "internal.h"
 
@@ -933,6 +934,39 @@ static void bill_timestamps_locked(const vk_pending *p) {
                        vk.calibrated && host_begin > 0 ? (uint64_t)host_begin : 0);
 }
 
+// Opens the timestamp bracket of the command recorded next into p->cmd, for `owner` (a
+// profile_timestamps run): resets a query pair and writes the begin stamp after the barrier that
+// opens every command buffer (so it cannot be taken before earlier submissions finished).
+// Returns the pool to pass to end_timestamp_locked, or VK_NULL_HANDLE when the command is not
+// timed (no timestamps, or every pool full: counted). vk_lock held.
+static VkQueryPool begin_timestamp_locked(vk_pending *p, const tally_timeline_owner *owner) {
+    if (!vk.timestamp_bits) {
+        return VK_NULL_HANDLE;
+    }
+    if (acquire_pair_locked(&p->ts_pool, &p->ts_pair) != 0) {
+        tally_timeline_count_problem(TALLY_TIMELINE_OVERFLOWED);
+        return VK_NULL_HANDLE;
+    }
+    p->timed = 1;
+    p->owner = *owner;
+    VkQueryPool pool = vk.query_pools[p->ts_pool]->pool;
+    vk.f.vkCmdResetQueryPool(p->cmd, pool, (uint32_t)(2 * p->ts_pair), 2);
+    vk.f.vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool,
+                             (uint32_t)(2 * p->ts_pair));
+    tally_timeline_set_mode(TALLY_DEVICE_API_VULKAN, vk.calibrated
+                                                         ? TALLY_TIMELINE_TIMESTAMPS_CALIBRATED
+                                                         : TALLY_TIMELINE_TIMESTAMPS);
+    return pool;
+}
+
+// Closes the bracket: the end stamp is latched once every earlier command has completed.
+static void end_timestamp_locked(vk_pending *p, VkQueryPool pool) {
+    if (pool) {
+        vk.f.vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool,
+                                 (uint32_t)(2 * p->ts_pair + 1));
+    }
+}
+
 // ---- submissions -----------------------------------------------------------------------------
 
 static void free_pending_locked(vk_pending *p) {
@@ -1466,6 +1500,9 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
         destroy_staging(s);
         return tally_report_error(user_context, code, "%s: out of host memory", routine);
     }
+    // profile_timestamps: the device copy is timed and billed to its copy slot.
+    tally_timeline_owner owner = tally_timeline_owner_now();
+    const int want_timestamps = tally_timeline_owner_wants_timestamps(&owner);
     pthread_mutex_lock(&vk_lock);
     int32_t r = begin_commands_locked(user_context, code, routine, &p->cmd);
     if (r != 0) {
@@ -1474,6 +1511,7 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
         destroy_staging(s);
         return r;
     }
+    VkQueryPool query_pool = want_timestamps ? begin_timestamp_locked(p, &owner) : VK_NULL_HANDLE;
     VkBufferCopy region = {0, 0, bytes};
     if (to_device) {
         vk.f.vkCmdCopyBuffer(p->cmd, s->buffer, vb->buffer, 1, &region);
@@ -1483,6 +1521,7 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
     } else {
         vk.f.vkCmdCopyBuffer(p->cmd, vb->buffer, s->buffer, 1, &region);
     }
+    end_timestamp_locked(p, query_pool);
     r = submit_locked(user_context, code, routine, p);
     *serial = vk.next_serial - 1;
     if (r == 0) {
@@ -2132,24 +2171,7 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
         free(vbufs);
         return r;
     }
-    VkQueryPool query_pool = VK_NULL_HANDLE;
-    if (want_timestamps && vk.timestamp_bits) {
-        if (acquire_pair_locked(&p->ts_pool, &p->ts_pair) == 0) {
-            p->timed = 1;
-            p->owner = owner;
-            query_pool = vk.query_pools[p->ts_pool]->pool;
-            // After the barrier that opens the command buffer (all earlier work complete): the
-            // begin stamp cannot be taken before the previous submission finished.
-            vk.f.vkCmdResetQueryPool(p->cmd, query_pool, (uint32_t)(2 * p->ts_pair), 2);
-            vk.f.vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool,
-                                     (uint32_t)(2 * p->ts_pair));
-            tally_timeline_set_mode(TALLY_DEVICE_API_VULKAN,
-                                    vk.calibrated ? TALLY_TIMELINE_TIMESTAMPS_CALIBRATED
-                                                  : TALLY_TIMELINE_TIMESTAMPS);
-        } else {
-            tally_timeline_count_problem(TALLY_TIMELINE_OVERFLOWED);
-        }
-    }
+    VkQueryPool query_pool = want_timestamps ? begin_timestamp_locked(p, &owner) : VK_NULL_HANDLE;
     vk.f.vkCmdBindPipeline(p->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     if (set) {
         vk.f.vkCmdBindDescriptorSets(p->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0,
@@ -2159,11 +2181,7 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
         vk.f.vkCmdPushConstants(p->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
     }
     vk.f.vkCmdDispatch(p->cmd, (uint32_t)blocks_x, (uint32_t)blocks_y, (uint32_t)blocks_z);
-    if (query_pool) {
-        // Latched once the dispatch (every earlier command) has completed.
-        vk.f.vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool,
-                                 (uint32_t)(2 * p->ts_pair + 1));
-    }
+    end_timestamp_locked(p, query_pool);
     r = submit_locked(user_context, code, routine, p);
     uint64_t serial = vk.next_serial - 1;
     if (r == 0) {

@@ -292,7 +292,7 @@ enum {
 };
 
 typedef struct tally_timeline_summary {
-    uint64_t kernels;
+    uint64_t kernels;  // timed device commands: kernels and staged copies
     uint64_t busy_ns;  // sum of the kernel intervals (one queue: they do not overlap)
     uint64_t span_ns;  // first kernel start to last kernel end, when calibrated
     // Host time the runtime spent waiting for the device during the pipeline's runs; busy_ns

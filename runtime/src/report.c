@@ -344,6 +344,22 @@ static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
         sb_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
                   ms(device_ns[s]), kernels[s]);
     }
+    // Device copies that were timed (staged copies), in their copy slots.
+    int heading = 0;
+    for (int32_t s = 0; s < p->num_slots; s++) {
+        if (p->slot_kinds[s] == TALLY_SLOT_FUNC || kernels[s] == 0) {
+            continue;
+        }
+        if (!heading) {
+            sb_printf(b, "    %-24s%12s%12s%9s\n", "device copies", "host ms", "device ms",
+                      "copies");
+            heading = 1;
+        }
+        tally_slot_stats ss;
+        tally_fill_slot_stats_locked(p, s, &ss);
+        sb_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
+                  ms(device_ns[s]), kernels[s]);
+    }
     free(device_ns);
     free(kernels);
 }
@@ -385,6 +401,21 @@ static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
         write_json_string(b, ss.name);
         sb_printf(
             b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"kernels\": %" PRIu64 "}",
+            ss.time_ns, device_ns[s], kernels[s]);
+        first = 0;
+    }
+    sb_printf(b, "], \"device_copies\": [");
+    first = 1;
+    for (int32_t s = 0; s < p->num_slots; s++) {
+        if (p->slot_kinds[s] == TALLY_SLOT_FUNC || kernels[s] == 0) {
+            continue;
+        }
+        tally_slot_stats ss;
+        tally_fill_slot_stats_locked(p, s, &ss);
+        sb_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
+        write_json_string(b, ss.name);
+        sb_printf(
+            b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"copies\": %" PRIu64 "}",
             ss.time_ns, device_ns[s], kernels[s]);
         first = 0;
     }

@@ -1006,6 +1006,30 @@ TEST_F(VulkanTest, TimestampQueryPairsAreReusedAcrossManyLaunches) {
     tally_profiler_reset();
 }
 
+// Staged copies (device memory not mapped) are device commands: timed like kernels and billed to
+// their copy slot, listed apart from the Funcs.
+TEST_F(VulkanTest, StagedCopiesAreTimedInTheirCopySlot) {
+    ScopedEnv staging("TALLY_VULKAN_FORCE_STAGING", "1");
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    iface = vulkan();
+    ASSERT_NE(iface, nullptr);
+    tally_profiler_reset();
+    run_two_funcs(table, iface, "vk_ts_staged", 64, 1, 2);
+    tally_test::Json t = device_timeline_of("vk_ts_staged");
+    ASSERT_EQ(t["device_copies"].items.size(), 1u);
+    const tally_test::Json &copy = t["device_copies"][0];
+    EXPECT_EQ(copy["name"].str, "B (copy to host)");
+    EXPECT_EQ(copy["copies"].number, 1);
+    EXPECT_GT(copy["device_ns"].number, 0);
+    EXPECT_EQ(func_named(t, "A")["kernels"].number, 1);
+    EXPECT_EQ(func_named(t, "B")["kernels"].number, 2);
+    EXPECT_EQ(t["device_busy_ns"].number, func_named(t, "A")["device_ns"].number +
+                                              func_named(t, "B")["device_ns"].number +
+                                              copy["device_ns"].number);
+    tally_profiler_reset();
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // the next test maps memory again
+}
+
 // A device without timestamps falls back to sync mode: one wait after each launch, counted as
 // such; the report names the fallback and times no kernel.
 TEST_F(VulkanTest, WithoutTimestampsProfileTimestampsFallsBackToSyncs) {
