@@ -1,6 +1,8 @@
-// Replays every input kept in test/fuzz/regressions/ (inputs the parser fuzzer found, and hand-made
-// edge cases) through the fuzzer's property in the main build: each parses or is rejected with a
-// CompileError, and what parses prints back to the same text (test/fuzz/ParserRoundTrip.h).
+// Replays every input kept in test/fuzz/regressions/ (inputs the fuzzers found, and hand-made
+// edge cases) through both IR fuzzers' properties in the main build: each parses or is rejected
+// with a CompileError, and what parses prints back to the same text and an equal module
+// (test/fuzz/ParserRoundTrip.h); what verifies lowers for every target kind or is rejected, and
+// the lowered module verifies and reads back equal (test/fuzz/LoweringRoundTrip.h).
 // Crashes and sanitizer reports fail the unit_tests binary itself (and the ASan job).
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../fuzz/LoweringRoundTrip.h"
 #include "../fuzz/ParserRoundTrip.h"
 
 namespace tally {
@@ -49,11 +52,16 @@ TEST(FuzzRegression, TheFolderHasInputs) {
     EXPECT_FALSE(regression_files().empty());
 }
 
-// One test per kept input, named after the file (e.g. FuzzRegression/Kept.Input/deep_parens).
+// Two tests per kept input, named after the file (e.g. FuzzRegression/Kept.Input/deep_parens and
+// FuzzRegression/Kept.Lowering/deep_parens).
 class Kept : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(Kept, Input) {
     EXPECT_EQ(tally_fuzz::check_parser_round_trip(read_all(GetParam())), "");
+}
+
+TEST_P(Kept, Lowering) {
+    EXPECT_EQ(tally_fuzz::check_lowering_round_trip(read_all(GetParam())), "");
 }
 
 std::string test_name(const ::testing::TestParamInfo<fs::path> &info) {
