@@ -29,7 +29,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_TO_RUN="${1:-30}"
 shift || true
-ALL_TARGETS=(fuzz_parser fuzz_lowering)
+ALL_TARGETS=(fuzz_parser fuzz_lowering fuzz_report fuzz_npy)
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL_TARGETS[@]}")
 BUILD="${TALLY_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
@@ -55,7 +55,7 @@ stmt_seeds() {
         -name '*.stmt' -print0 | sort -z)
     while IFS= read -r -d '' f; do
         cp "$f" "$out/regression_$(basename "$f")"
-    done < <(find "$ROOT/test/fuzz/regressions" -type f ! -name '*.md' -print0 | sort -z)
+    done < <(find "$ROOT/test/fuzz/regressions" -maxdepth 1 -type f ! -name "*.md" -print0 | sort -z)
     find "$out" -type f -size +"$max"c -delete
 }
 
@@ -78,7 +78,11 @@ for target in "${TARGETS[@]}"; do
         ;;
     *)
         cp "$ROOT/test/fuzz/seeds/$target"/* "$seeds/"
-        flags+=(-max_len=4096)
+        if [[ "$target" == fuzz_npy ]]; then
+            cp "$ROOT/test/fuzz/regressions/npy"/* "$seeds/"
+        fi
+        # A 4 KiB input must never make the reader or writer allocate 16 MiB at once.
+        flags+=(-max_len=4096 -malloc_limit_mb=16)
         ;;
     esac
     if [[ -n "${TALLY_FUZZ_FORK:-}" ]]; then

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "../fuzz/LoweringRoundTrip.h"
+#include "../fuzz/NpyRoundTrip.h"
 #include "../fuzz/ParserRoundTrip.h"
 
 namespace tally {
@@ -26,12 +27,12 @@ namespace fs = std::filesystem;
 // TALLY_CORPUS_DIR is <repo>/test/corpus/halide14.
 const fs::path regressions_dir = fs::path(TALLY_CORPUS_DIR) / ".." / ".." / "fuzz" / "regressions";
 
-std::vector<fs::path> regression_files() {
+std::vector<fs::path> regression_files(const fs::path &dir = regressions_dir) {
     std::vector<fs::path> out;
-    if (!fs::is_directory(regressions_dir)) {
+    if (!fs::is_directory(dir)) {
         return out;
     }
-    for (const fs::directory_entry &e : fs::directory_iterator(regressions_dir)) {
+    for (const fs::directory_entry &e : fs::directory_iterator(dir)) {
         if (e.is_regular_file() && e.path().extension() != ".md") {
             out.push_back(e.path());
         }
@@ -75,6 +76,34 @@ std::string test_name(const ::testing::TestParamInfo<fs::path> &info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FuzzRegression, Kept, ::testing::ValuesIn(regression_files()), test_name);
+
+// The .npy reader's kept inputs (test/fuzz/regressions/npy/, first byte: the element type, see
+// NpyRoundTrip.h) are all damaged files: each holds the fuzzer's property and is rejected.
+class KeptNpy : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(KeptNpy, Input) {
+    const std::string bytes = read_all(GetParam());
+    ASSERT_FALSE(bytes.empty());
+    const auto *data = reinterpret_cast<const uint8_t *>(bytes.data());
+    EXPECT_EQ(tally_fuzz::check_npy_round_trip(data, bytes.size()), "");
+    for (const Type &t : {Int(32), UInt(8), Float(32)}) {
+        SCOPED_TRACE(t.to_string());
+        std::vector<uint8_t> values;
+        try {
+            npy::parse(bytes.substr(1), "in.npy", t, &values);
+            ADD_FAILURE() << "a damaged file was read";
+        } catch (const CompileError &e) {
+            EXPECT_EQ(std::string(e.what()).rfind("in.npy: error: ", 0), 0u) << e.what();
+        }
+    }
+}
+
+TEST(FuzzRegression, TheNpyFolderHasInputs) {
+    EXPECT_GE(regression_files(regressions_dir / "npy").size(), 8u);
+}
+
+INSTANTIATE_TEST_SUITE_P(FuzzRegression, KeptNpy,
+                         ::testing::ValuesIn(regression_files(regressions_dir / "npy")), test_name);
 
 }  // namespace
 }  // namespace tally
