@@ -91,7 +91,7 @@ asan() {
         LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
         ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' \
-        -E 'ProfileSkewed|VulkanAttribution|runtime\.ProfilerAccuracy\.|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.Input/deep_')
+        -E 'ProfileSkewed|VulkanAttribution|runtime\.ProfilerAccuracy\.|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.(Input|Lowering)/deep_')
 }
 
 # The fuzzers (test/fuzz/run_fuzz.sh: parser, lowering, profiler report, .npy reader): clang-19
