@@ -77,23 +77,28 @@ bool is_ident_char(char c) {
     return is_ident_start(c) || (c >= '0' && c <= '9');
 }
 
-/** Can `s` be printed bare where the grammar expects a name? */
+/** Can `s` be printed bare where the grammar expects a name? Only when the lexer
+ * (src/text/Lexer.cpp) reads exactly `s` as one identifier: an optional `::`, then a letter,
+ * `_`, `$` (not after `::`) or a `.` followed by a letter, `_` or `$`; then letters, digits, `_`,
+ * `.`, `$`, and `::` followed by a letter or `_`. Anything else is quoted. */
 bool is_plain_name(const std::string &s) {
-    if (s.empty()) {
-        return false;
-    }
+    auto alpha = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    };
+    auto at = [&](size_t i) { return i < s.size() ? s[i] : '\0'; };
     size_t i = 0;
-    if (s.compare(0, 2, "::") == 0) {
+    const bool colons = s.compare(0, 2, "::") == 0;
+    if (colons) {
         i = 2;
     }
-    if (i >= s.size() || !is_ident_start(s[i])) {
-        return false;
-    }
-    if (s[i] == '.' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
+    const char c = at(i);
+    const bool starts =
+        alpha(c) || (c == '$' && !colons) || (c == '.' && (alpha(at(i + 1)) || at(i + 1) == '$'));
+    if (!starts) {
         return false;
     }
     for (; i < s.size(); i++) {
-        if (s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') {
+        if (s[i] == ':' && at(i + 1) == ':' && alpha(at(i + 2))) {
             i++;
             continue;
         }
