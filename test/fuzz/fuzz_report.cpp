@@ -84,7 +84,7 @@ std::string report(int32_t json) {
 
 /** An allocation size: any up to 2^48 bytes, the most a 48-bit address space holds. (Sizes up
  * to 2^64 overflow the profiler's signed int64 "current" bytes after two allocations:
- * docs/reliability.md, finding 11, left open.) */
+ * docs/reliability.md, finding 12, left open.) */
 uint64_t allocation_size(Input &in) {
     return in.range<uint64_t>(0, uint64_t(1) << 48);
 }
