@@ -3,7 +3,7 @@
 #   ./run.sh demo   install what is missing, build everything, run the main demo
 #   ./run.sh test   install what is missing, build everything, run every test (ctest)
 # Other subcommands: deps (install only), build, format-check, tsan (runtime tests under TSan),
-# asan (unit, ir, runtime and e2e tests under ASan + UBSan), fuzz [SECONDS] (the parser fuzzer).
+# asan (unit, ir, runtime and e2e tests under ASan + UBSan), fuzz [SECONDS] (every fuzzer, SECONDS each).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -91,14 +91,15 @@ asan() {
         LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
         ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' \
-        -E 'ProfileSkewed|VulkanAttribution|runtime\.ProfilerAccuracy\.|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.Input/deep_')
+        -E 'ProfileSkewed|VulkanAttribution|runtime\.ProfilerAccuracy\.|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.(Input|Lowering)/deep_')
 }
 
-# The parser fuzzer (test/fuzz/run_fuzz.sh): clang-19 + libFuzzer, ASan, UBSan, for
-# TALLY_FUZZ_SECONDS (default 60) or the given number of seconds.
+# The fuzzers (test/fuzz/run_fuzz.sh: parser, lowering, profiler report, .npy reader): clang-19
+# + libFuzzer, ASan, UBSan, each for TALLY_FUZZ_SECONDS (default 30) or the given number of
+# seconds.
 fuzz() {
     TALLY_FUZZ_BUILD_DIR="$BUILD-fuzz" TALLY_JOBS="$JOBS" \
-        "$ROOT/test/fuzz/run_fuzz.sh" "${1:-${TALLY_FUZZ_SECONDS:-60}}"
+        "$ROOT/test/fuzz/run_fuzz.sh" "${1:-${TALLY_FUZZ_SECONDS:-30}}"
 }
 
 demo() {

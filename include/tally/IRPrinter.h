@@ -22,6 +22,17 @@ std::ostream &operator<<(std::ostream &os, const Expr &e);
 std::ostream &operator<<(std::ostream &os, const Stmt &s);
 std::ostream &operator<<(std::ostream &os, const Module &m);
 
+/** Is `word` reserved by the text syntax? Unquoted, a reserved word is read only as the start of
+ * its statement (`if`, `for`, `free`, `atomic`, `else`, `custom_new`, ...) or, for `let`, of a
+ * let; never as a name. The printer quotes a variable, load, store or call so named
+ * (`` `if` ``), and the parser rejects a reserved word that does not begin its form. */
+bool is_reserved_word(const std::string &word);
+
+/** Is `name`, unquoted and followed by `(`, read as a built-in form rather than a call: a cast
+ * (`int64(x)`), a broadcast (`x8(v)`), ramp, select, min, max, reinterpret or a shuffle form? A
+ * call so named is printed quoted (`` `select`(a, b, c) ``). */
+bool is_builtin_form(const std::string &name);
+
 }  // namespace tally
 
 #endif  // TALLY_IRPRINTER_H

@@ -119,11 +119,37 @@ static double ms(uint64_t ns) {
     return (double)ns / 1e6;
 }
 
+/** The width of `s` as the text report writes it: a control byte (or DEL) takes 4 columns,
+ * `\xNN`, so that no name can break the report's lines. */
+static int text_name_width(const char *s) {
+    int w = 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        w += *c < 0x20 || *c == 0x7f ? 4 : 1;
+    }
+    return w;
+}
+
+/** Writes `s` for the text report (control bytes as `\xNN`), padded with spaces to `width`. */
+static void write_text_name(strbuf *b, const char *s, int width) {
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f) {
+            sb_printf(b, "\\x%02x", (unsigned)*c);
+        } else {
+            sb_printf(b, "%c", (char)*c);
+        }
+    }
+    int pad = width - text_name_width(s);
+    sb_printf(b, "%*s", pad > 0 ? pad : 0, "");
+}
+
 static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
     tally_pipeline_stats ps;
     tally_fill_pipeline_stats_locked(p, &ps);
-    sb_printf(b, "pipeline: %s\n", ps.name);
-    sb_printf(b, "  %-18s%s\n", "target:", ps.target);
+    sb_printf(b, "pipeline: ");
+    write_text_name(b, ps.name, 0);
+    sb_printf(b, "\n  %-18s", "target:");
+    write_text_name(b, ps.target, 0);
+    sb_printf(b, "\n");
     sb_printf(b, "  %-18s%.3f ms\n", "total time:", ms(ps.total_ns));
     sb_printf(b, "  %-18s%" PRIu64 "\n", "runs:", ps.runs);
     sb_printf(b, "  %-18s%.3f ms\n",
@@ -143,7 +169,7 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
 
     int width = (int)strlen(section_titles[1]);
     for (int32_t s = 0; s < p->num_slots; s++) {
-        int len = (int)strlen(p->slot_names[s]);
+        int len = text_name_width(p->slot_names[s]);
         width = len > width ? len : width;
     }
     for (int32_t kind = 0; kind < 3; kind++) {
@@ -165,17 +191,19 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
             tally_slot_stats ss;
             tally_fill_slot_stats_locked(p, s, &ss);
             if (kind == TALLY_SLOT_FUNC) {
+                sb_printf(b, "    ");
+                write_text_name(b, ss.name, width);
                 sb_printf(b,
-                          "    %-*s%12.3f%8.1f%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64
+                          "%12.3f%8.1f%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64
                           "%14" PRIu64 "%12" PRIu64 "%12" PRIu64 "%14" PRIu64 "\n",
-                          width, ss.name, ms(ss.time_ns), ss.percent, ss.samples,
-                          ss.average_threads, ss.heap.current, ss.heap.peak, ss.heap.num_allocs,
-                          ss.heap.total_bytes, ss.device.peak, ss.device.num_allocs,
-                          ss.device.total_bytes);
+                          ms(ss.time_ns), ss.percent, ss.samples, ss.average_threads,
+                          ss.heap.current, ss.heap.peak, ss.heap.num_allocs, ss.heap.total_bytes,
+                          ss.device.peak, ss.device.num_allocs, ss.device.total_bytes);
             } else {
-                sb_printf(b, "    %-*s%12.3f%8.1f%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", width,
-                          ss.name, ms(ss.time_ns), ss.percent, ss.samples, ss.copies,
-                          ss.copy_bytes);
+                sb_printf(b, "    ");
+                write_text_name(b, ss.name, width);
+                sb_printf(b, "%12.3f%8.1f%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", ms(ss.time_ns),
+                          ss.percent, ss.samples, ss.copies, ss.copy_bytes);
             }
         }
         if (!any) {
@@ -186,22 +214,56 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
 
 // ---- JSON -----------------------------------------------------------------------------
 
+/** The length of the well-formed UTF-8 sequence at c (Unicode's table 3-7), or 0. */
+static int utf8_sequence_length(const unsigned char *c) {
+    int n = 0;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c[0] < 0x80) {
+        return 1;
+    } else if (c[0] >= 0xc2 && c[0] <= 0xdf) {
+        n = 1;
+    } else if (c[0] >= 0xe0 && c[0] <= 0xef) {
+        n = 2;
+        lo = c[0] == 0xe0 ? 0xa0 : 0x80;
+        hi = c[0] == 0xed ? 0x9f : 0xbf;
+    } else if (c[0] >= 0xf0 && c[0] <= 0xf4) {
+        n = 3;
+        lo = c[0] == 0xf0 ? 0x90 : 0x80;
+        hi = c[0] == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i <= n; i++) {
+        if (c[i] < (i == 1 ? lo : 0x80) || c[i] > (i == 1 ? hi : 0xbf)) {
+            return 0;  // also stops at the NUL
+        }
+    }
+    return n + 1;
+}
+
+/** A JSON string (RFC 8259, so valid UTF-8): names are any bytes, and a byte that does not
+ * begin a well-formed UTF-8 sequence is written as U+FFFD. */
 static void write_json_string(strbuf *b, const char *s) {
     sb_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
         const char *escape = *c == '"'    ? "\\\""
                              : *c == '\\' ? "\\\\"
                              : *c == '\n' ? "\\n"
                              : *c == '\t' ? "\\t"
                              : *c == '\r' ? "\\r"
                                           : NULL;
+        int n = utf8_sequence_length(c);
         if (escape) {
             sb_printf(b, "%s", escape);
         } else if (*c < 0x20) {
             sb_printf(b, "\\u%04x", (unsigned)*c);
+        } else if (n == 0) {
+            sb_printf(b, "\\ufffd");
+            n = 1;
         } else {
-            sb_printf(b, "%c", (char)*c);
+            sb_printf(b, "%.*s", n, (const char *)c);
         }
+        c += n ? n : 1;
     }
     sb_printf(b, "\"");
 }

@@ -5,7 +5,9 @@
 
 #include "driver/NpyFile.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -30,65 +32,173 @@ std::string descr(const Type &t) {
     return (t.bytes() == 1 ? "|" : "<") + kind + std::to_string(t.bytes());
 }
 
-std::vector<int> read(const std::string &path, const Type &t, std::vector<uint8_t> *data) {
-    std::ifstream in(path, std::ios::binary);
-    user_assert(in.good()) << path << ": error: cannot open file";
-    char magic[8];
-    in.read(magic, 8);
-    user_assert(in.gcount() == 8 && std::memcmp(magic, "\x93NUMPY", 6) == 0 && magic[6] >= 1 &&
-                magic[6] <= 3)
-        << path << ": error: not a .npy file (format 1.0 to 3.0)";
-    uint32_t hlen = 0;
-    if (magic[6] == 1) {
-        uint8_t h[2] = {0, 0};
-        in.read(reinterpret_cast<char *>(h), 2);
-        hlen = uint32_t(h[0]) | uint32_t(h[1]) << 8;
-    } else {
-        uint8_t h[4] = {0, 0, 0, 0};
-        in.read(reinterpret_cast<char *>(h), 4);
-        hlen = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16 | uint32_t(h[3]) << 24;
-    }
-    // numpy writes headers of a few hundred bytes; a larger claim is a damaged file.
-    user_assert(in.good() && hlen <= (1u << 20)) << path << ": error: damaged .npy header length";
-    std::string header(hlen, ' ');
-    in.read(&header[0], hlen);
-    user_assert(in.gcount() == std::streamsize(hlen)) << path << ": error: truncated header";
-    user_assert(header.find("'" + descr(t) + "'") != std::string::npos)
-        << path << ": error: element type does not match the pipeline's " << t.to_string()
-        << " (header: " << header << ")";
-    user_assert(header.find("'fortran_order': False") != std::string::npos)
-        << path << ": error: only C-order arrays are supported";
-    size_t key = header.find("'shape':");
-    size_t lp = key == std::string::npos ? key : header.find('(', key);
-    size_t rp = lp == std::string::npos ? lp : header.find(')', lp);
-    user_assert(rp != std::string::npos) << path << ": error: the header has no shape";
-    std::vector<int> shape;
-    std::istringstream s(header.substr(lp + 1, rp - lp - 1));
-    std::string part;
-    uint64_t count = 1;
-    while (std::getline(s, part, ',')) {
-        size_t first = part.find_first_not_of(' '), last = part.find_last_not_of(' ');
-        if (first == std::string::npos) {
-            continue;
+namespace {
+
+/** A reader of the header's Python dict literal, `{'descr': '<f4', 'fortran_order': False,
+ * 'shape': (3, 4), }`, then spaces and a newline: exactly the three keys, once each. */
+class HeaderReader {
+public:
+    HeaderReader(const std::string &text, const std::string &name) : s(text), name(name) {}
+
+    void read(std::string *descr, bool *fortran, std::vector<int64_t> *shape) {
+        bool seen_descr = false, seen_fortran = false, seen_shape = false;
+        expect('{', "to open the header dict");
+        while (skip_space(), peek() != '}') {
+            std::string key = read_string("as a header key");
+            expect(':', "after the key '" + key + "'");
+            if (key == "descr" && !seen_descr) {
+                seen_descr = true;
+                *descr = read_string("as the 'descr' value");
+            } else if (key == "fortran_order" && !seen_fortran) {
+                seen_fortran = true;
+                *fortran = read_bool();
+            } else if (key == "shape" && !seen_shape) {
+                seen_shape = true;
+                read_shape(shape);
+            } else {
+                fail("unexpected key '" + key + "' in the header (or a key given twice)");
+            }
+            skip_space();
+            if (peek() != ',') {
+                break;
+            }
+            pos++;
         }
-        int extent = -1;
-        const char *b = part.data() + first, *e = part.data() + last + 1;
-        auto [end, ec] = std::from_chars(b, e, extent);
-        user_assert(ec == std::errc() && end == e && extent >= 0)
-            << path << ": error: bad extent '" << std::string(b, e) << "' in the shape";
-        shape.push_back(extent);
-        count *= uint64_t(extent);
-        user_assert(count <= max_bytes / uint64_t(t.bytes()))
-            << path << ": error: the array is too large";
+        expect('}', "to close the header dict");
+        while (pos < s.size() && s[pos] == ' ') {
+            pos++;
+        }
+        if (pos + 1 != s.size() || s[pos] != '\n') {
+            fail("the header does not end in spaces and a newline");
+        }
+        if (!seen_descr || !seen_fortran || !seen_shape) {
+            fail("the header lacks one of 'descr', 'fortran_order' and 'shape'");
+        }
     }
-    data->resize(count * t.bytes());
-    in.read(reinterpret_cast<char *>(data->data()), data->size());
-    user_assert(in.gcount() == std::streamsize(data->size())) << path << ": error: truncated";
+
+private:
+    const std::string &s;
+    const std::string &name;
+    size_t pos = 0;
+
+    [[noreturn]] void fail(const std::string &msg) {
+        user_error << name << ": error: damaged .npy header: " << msg;
+        abort();  // not reached: user_error throws
+    }
+    char peek() const { return pos < s.size() ? s[pos] : '\0'; }
+    void skip_space() {
+        while (pos < s.size() && s[pos] == ' ') {
+            pos++;
+        }
+    }
+    void expect(char c, const std::string &context) {
+        skip_space();
+        if (peek() != c) {
+            fail(std::string("expected '") + c + "' " + context);
+        }
+        pos++;
+    }
+    std::string read_string(const char *context) {
+        skip_space();
+        char q = peek();
+        if (q != '\'' && q != '"') {
+            fail(std::string("expected a quoted string ") + context);
+        }
+        size_t end = s.find(q, pos + 1);
+        if (end == std::string::npos) {
+            fail("unterminated string");
+        }
+        std::string out = s.substr(pos + 1, end - pos - 1);
+        pos = end + 1;
+        return out;
+    }
+    bool read_bool() {
+        skip_space();
+        for (const char *word : {"True", "False"}) {
+            if (s.compare(pos, std::strlen(word), word) == 0) {
+                pos += std::strlen(word);
+                return word[0] == 'T';
+            }
+        }
+        fail("expected True or False as the 'fortran_order' value");
+    }
+    void read_shape(std::vector<int64_t> *shape) {
+        expect('(', "to open the shape");
+        while (skip_space(), peek() != ')') {
+            size_t start = pos;
+            while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+                pos++;
+            }
+            int64_t extent = 0;
+            auto [end, ec] = std::from_chars(s.data() + start, s.data() + pos, extent);
+            if (start == pos || ec != std::errc() || end != s.data() + pos || extent > INT32_MAX) {
+                fail("bad extent '" + s.substr(start, std::max(pos, start + 1) - start) +
+                     "' in the shape");
+            }
+            shape->push_back(extent);
+            skip_space();
+            if (peek() != ',') {
+                break;
+            }
+            pos++;
+        }
+        expect(')', "to close the shape");
+    }
+};
+
+}  // namespace
+
+std::vector<int> parse(const std::string &bytes, const std::string &name, const Type &t,
+                       std::vector<uint8_t> *data) {
+    user_assert(bytes.size() >= 10 && std::memcmp(bytes.data(), "\x93NUMPY", 6) == 0 &&
+                bytes[6] >= 1 && bytes[6] <= 3)
+        << name << ": error: not a .npy file (format 1.0 to 3.0)";
+    const auto byte = [&](size_t i) { return uint32_t(uint8_t(bytes[i])); };
+    size_t at = bytes[6] == 1 ? 10 : 12;
+    user_assert(bytes.size() >= at) << name << ": error: truncated header";
+    uint32_t hlen = byte(8) | byte(9) << 8;
+    if (bytes[6] != 1) {
+        hlen |= byte(10) << 16 | byte(11) << 24;
+    }
+    user_assert(hlen <= bytes.size() - at) << name << ": error: truncated header";
+    const std::string header = bytes.substr(at, hlen);
+    std::string type;
+    bool fortran = false;
+    std::vector<int64_t> extents;
+    HeaderReader(header, name).read(&type, &fortran, &extents);
+    user_assert(type == descr(t)) << name << ": error: element type '" << type
+                                  << "' does not match the pipeline's " << t.to_string() << " ('"
+                                  << descr(t) << "')";
+    user_assert(!fortran) << name << ": error: only C-order arrays are supported";
+    // The element count, checked against what the file holds before anything is allocated.
+    const uint64_t available = bytes.size() - at - hlen;
+    uint64_t count = 1;
+    std::vector<int> shape;
+    for (int64_t e : extents) {
+        user_assert(e == 0 || count <= max_bytes / uint64_t(t.bytes()) / uint64_t(e))
+            << name << ": error: the array is too large";
+        count *= uint64_t(e);
+        shape.push_back(int(e));
+    }
+    const uint64_t size = count * uint64_t(t.bytes());
+    user_assert(available >= size) << name << ": error: truncated: the shape needs " << size
+                                   << " bytes of data, the file has " << available;
+    user_assert(available == size)
+        << name << ": error: " << (available - size) << " bytes after the array's data";
+    data->assign(bytes.begin() + std::ptrdiff_t(at + hlen), bytes.end());
     return shape;
 }
 
-void write(const std::string &path, const Type &t, const std::vector<int> &shape, const void *data,
-           size_t bytes) {
+std::vector<int> read(const std::string &path, const Type &t, std::vector<uint8_t> *data) {
+    std::ifstream in(path, std::ios::binary);
+    user_assert(in.good()) << path << ": error: cannot open file";
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    user_assert(!in.bad()) << path << ": error: cannot read file";
+    return parse(contents.str(), path, t, data);
+}
+
+std::string encode(const Type &t, const std::vector<int> &shape, const void *data, size_t bytes) {
     std::ostringstream h;
     h << "{'descr': '" << descr(t) << "', 'fortran_order': False, 'shape': (";
     for (size_t i = 0; i < shape.size(); i++) {
@@ -101,13 +211,20 @@ void write(const std::string &path, const Type &t, const std::vector<int> &shape
         header += ' ';
     }
     header += '\n';
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out += char(header.size() & 0xff);
+    out += char(header.size() >> 8);
+    out += header;
+    out.append(static_cast<const char *>(data), bytes);
+    return out;
+}
+
+void write(const std::string &path, const Type &t, const std::vector<int> &shape, const void *data,
+           size_t bytes) {
+    const std::string contents = encode(t, shape, data, bytes);
     std::ofstream out(path, std::ios::binary);
     user_assert(out.good()) << path << ": error: cannot write file";
-    out.write("\x93NUMPY\x01\x00", 8);
-    uint16_t len = header.size();
-    out.write(reinterpret_cast<const char *>(&len), 2);
-    out << header;
-    out.write(static_cast<const char *>(data), bytes);
+    out.write(contents.data(), std::streamsize(contents.size()));
     user_assert(out.good()) << path << ": error: cannot write file";
 }
 

@@ -25,6 +25,49 @@
 
 namespace tally {
 
+bool is_reserved_word(const std::string &word) {
+    // The statements of docs/ir-syntax.md and Halide 14's statements Tally rejects by name.
+    static const char *const words[] = {
+        "let",       "assert", "produce",    "consume",       "allocate", "free", "if",      "else",
+        "predicate", "atomic", "custom_new", "custom_delete", "acquire",  "fork", "realize",
+    };
+    for (const char *w : words) {
+        if (word == w) {
+            return true;
+        }
+    }
+    for (int i = 0; i <= int(ForType::GPULane); i++) {
+        if (word == for_type_name(ForType(i))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool is_builtin_form(const std::string &name) {
+    static const char *const forms[] = {
+        "ramp",
+        "select",
+        "min",
+        "max",
+        "reinterpret",
+        "interleave_vectors",
+        "concat_vectors",
+        "slice_vectors",
+        "extract_element",
+        "shuffle",
+    };
+    for (const char *f : forms) {
+        if (name == f) {
+            return true;
+        }
+    }
+    if (name.size() > 1 && name[0] == 'x' && name.find_first_not_of("0123456789", 1) == name.npos) {
+        return true;  // xN(v), a broadcast
+    }
+    return parse_type_name(name).is_valid();  // T(v), a cast
+}
+
 namespace {
 
 bool is_ident_start(char c) {
@@ -34,23 +77,28 @@ bool is_ident_char(char c) {
     return is_ident_start(c) || (c >= '0' && c <= '9');
 }
 
-/** Can `s` be printed bare where the grammar expects a name? */
+/** Can `s` be printed bare where the grammar expects a name? Only when the lexer
+ * (src/text/Lexer.cpp) reads exactly `s` as one identifier: an optional `::`, then a letter,
+ * `_`, `$` (not after `::`) or a `.` followed by a letter, `_` or `$`; then letters, digits, `_`,
+ * `.`, `$`, and `::` followed by a letter or `_`. Anything else is quoted. */
 bool is_plain_name(const std::string &s) {
-    if (s.empty()) {
-        return false;
-    }
+    auto alpha = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    };
+    auto at = [&](size_t i) { return i < s.size() ? s[i] : '\0'; };
     size_t i = 0;
-    if (s.compare(0, 2, "::") == 0) {
+    const bool colons = s.compare(0, 2, "::") == 0;
+    if (colons) {
         i = 2;
     }
-    if (i >= s.size() || !is_ident_start(s[i])) {
-        return false;
-    }
-    if (s[i] == '.' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
+    const char c = at(i);
+    const bool starts =
+        alpha(c) || (c == '$' && !colons) || (c == '.' && (alpha(at(i + 1)) || at(i + 1) == '$'));
+    if (!starts) {
         return false;
     }
     for (; i < s.size(); i++) {
-        if (s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') {
+        if (s[i] == ':' && at(i + 1) == ':' && alpha(at(i + 2))) {
             i++;
             continue;
         }
@@ -93,12 +141,8 @@ std::string quote(const std::string &s) {
     return out + "\"";
 }
 
-/** A name as the grammar reads it anywhere: bare, or `quoted` (with the string escapes) when
- * it is not an identifier, or always quoted when `force_quotes`. */
-std::string name_str(const std::string &s, bool force_quotes = false) {
-    if (is_plain_name(s) && !force_quotes) {
-        return s;
-    }
+/** `s` as a quoted name, with the string escapes. */
+std::string quoted_name(const std::string &s) {
     std::string out = "`";
     for (unsigned char c : s) {
         if (c == '`' || c == '\\') {
@@ -117,6 +161,22 @@ std::string name_str(const std::string &s, bool force_quotes = false) {
         }
     }
     return out + "`";
+}
+
+/** A name where the grammar expects one (a header, or after `let`, `for (`, `allocate`,
+ * `produce`, ...): bare, or quoted when it is not an identifier. */
+std::string name_str(const std::string &s) {
+    return is_plain_name(s) ? s : quoted_name(s);
+}
+
+/** The name of a variable, load, store or call, which may begin a statement or follow a type
+ * prefix: also quoted when it is a reserved word, or `inf` or `nan` (after a type prefix,
+ * those are float literals). */
+std::string ref_name(const std::string &s) {
+    if (is_reserved_word(s) || s == "inf" || s == "nan") {
+        return quoted_name(s);
+    }
+    return name_str(s);
 }
 
 /** "int32" for values, "(void *)" for handles: the spelling used inside a `(T)` prefix is
@@ -269,8 +329,6 @@ public:
 
 private:
     std::ostream &os;
-    // Set while an Evaluate prints a lone variable that needs its name quoted.
-    bool quote_variable = false;
     int indent = 0;
     bool implicit_parens = false;
     // What the parser would infer for a bare name: variable and allocation scopes.
@@ -360,7 +418,7 @@ private:
         if (!bare) {
             os << type_prefix(op->type);
         }
-        os << name_str(op->name, quote_variable);
+        os << ref_name(op->name);
     }
     void visit(const Add *op) override { binary(op, " + "); }
     void visit(const Sub *op) override { binary(op, " - "); }
@@ -402,7 +460,7 @@ private:
         if (!alloc || *alloc != op->type.element_of()) {
             os << type_prefix(op->type);
         }
-        os << name_str(op->name) << "[";
+        os << ref_name(op->name) << "[";
         print_no_parens(op->index);
         if (op->alignment.modulus > 1) {
             os << " aligned(" << op->alignment.modulus << ", " << op->alignment.remainder << ")";
@@ -440,7 +498,8 @@ private:
         if (op->type != Int(32)) {
             os << type_prefix(op->type);
         }
-        os << name_str(op->name);
+        // A call named like a built-in form would read back as that form: quote its name.
+        os << (is_builtin_form(op->name) ? quoted_name(op->name) : ref_name(op->name));
         if (op->call_type != Call::default_call_type(op->name)) {
             os << "@" << call_type_name(op->call_type);
         }
@@ -541,7 +600,7 @@ private:
             indent++;
             do_indent();
         }
-        os << name_str(op->name) << "[";
+        os << ref_name(op->name) << "[";
         print_no_parens(op->index);
         if (op->alignment.modulus > 1) {
             os << " aligned(" << op->alignment.modulus << ", " << op->alignment.remainder << ")";
@@ -642,13 +701,7 @@ private:
     }
     void visit(const Evaluate *op) override {
         do_indent();
-        // A variable named like a statement keyword, alone on its line, would read back as that
-        // statement (`free` or `produce` taking the next line's name): print its name quoted.
-        const Variable *v = op->value.as<Variable>();
-        quote_variable = v && (v->name == "let" || v->name == "allocate" || v->name == "free" ||
-                               v->name == "produce" || v->name == "consume");
         print_no_parens(op->value);
-        quote_variable = false;
         os << "\n";
     }
 };

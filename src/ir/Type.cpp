@@ -84,9 +84,29 @@ uint32_t Type::halide_type_code() const {
     return uint32_t(code_) | (uint32_t(bits_) << 8) | (uint32_t(lanes_) << 16);
 }
 
+namespace {
+
+/** The widths a type of each code may have (Halide's: floats are 16, 32 or 64 bits wide). */
+bool valid_bits(Type::Code code, int bits) {
+    switch (code) {
+    case Type::Int:
+    case Type::UInt:
+        return bits >= 1 && bits <= 64;
+    case Type::Float:
+        return bits == 16 || bits == 32 || bits == 64;
+    case Type::BFloat:
+        return bits == 16;
+    case Type::Handle:
+        return bits == 64;
+    }
+    return false;
+}
+
+}  // namespace
+
 Type Type::from_halide_type_code(uint32_t c) {
     uint32_t code = c & 0xff, bits = (c >> 8) & 0xff, lanes = c >> 16;
-    if (code > BFloat || bits == 0 || bits > 64 || lanes == 0) {
+    if (code > BFloat || !valid_bits(Code(code), int(bits)) || lanes == 0) {
         return Type();
     }
     if (code == Handle) {
@@ -147,22 +167,7 @@ Type parse_type_name(const std::string &s) {
             return Type();
         }
     }
-    bool ok_bits = false;
-    switch (code) {
-    case Type::Int:
-    case Type::UInt:
-        ok_bits = bits >= 1 && bits <= 64;
-        break;
-    case Type::Float:
-        ok_bits = bits == 16 || bits == 32 || bits == 64;
-        break;
-    case Type::BFloat:
-        ok_bits = bits == 16;
-        break;
-    default:
-        break;
-    }
-    if (!ok_bits || lanes < 1 || lanes > 65535) {
+    if (!valid_bits(code, bits) || lanes < 1 || lanes > 65535) {
         return Type();
     }
     return Type(code, bits, lanes);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tally/Error.h"
+#include "tally/IRPrinter.h"
 
 namespace tally {
 
@@ -62,7 +63,7 @@ public:
     PModule parse() {
         PModule m;
         const Token &t = lex.peek();
-        if (t.kind == Token::Ident && t.text == "module") {
+        if (t.kind == Token::Ident && !t.quoted && t.text == "module") {
             parse_module_header(&m);
             while (lex.peek().kind != Token::End) {
                 parse_top_level(&m);
@@ -148,9 +149,10 @@ private:
         const Token &t = lex.peek(k);
         return t.kind == Token::Punct && t.text == p;
     }
+    /** Is token k the word `p`, unquoted? (A quoted word is always a name.) */
     bool is_ident(const char *p, int k = 0) {
         const Token &t = lex.peek(k);
-        return t.kind == Token::Ident && t.text == p;
+        return t.kind == Token::Ident && !t.quoted && t.text == p;
     }
     Token expect_punct(const char *p, const char *context) {
         if (!is_punct(p)) {
@@ -237,7 +239,7 @@ private:
 
     void parse_top_level(PModule *m) {
         const Token t = lex.peek();
-        if (t.kind != Token::Ident) {
+        if (t.kind != Token::Ident || t.quoted) {
             err(t, "expected 'buffer', 'kernel' or a function definition");
         }
         if (t.text == "buffer") {
@@ -460,6 +462,9 @@ private:
                 }
                 break;
             }
+            if (!out.empty() && !t.newline_before) {
+                err(t, "expected a line break between statements");
+            }
             out.push_back(parse_stmt());
         }
         return out;
@@ -477,7 +482,9 @@ private:
         return body;
     }
 
-    /** One statement, chosen by its first token; keywords count only when unquoted. */
+    /** One statement, chosen by its first token. A reserved word (tally::is_reserved_word)
+     * counts only unquoted, and then it must begin its statement: `if x`, `free(p)` or `atomic
+     * (1) {` are errors naming the statement, never a variable or a call of that name. */
     PStmt parse_stmt() {
         const Token t = lex.peek();
         PStmt s;
@@ -489,60 +496,81 @@ private:
             return s;
         }
         if (t.kind == Token::Ident && !t.quoted) {
-            const std::string w = t.text;
-            // Is the keyword followed by a name, as `produce f` is and `produce(x)` is not?
-            auto named_next = [&]() {
-                return lex.peek(1).kind == Token::Ident || lex.peek(1).kind == Token::String;
-            };
-            ForType ft;
-            if (w == "let") {
-                lex.next();
-                parse_let(&s);
-                return s;
+            if (is_reserved_word(t.text)) {
+                return parse_reserved_stmt(t);
             }
-            if (w == "assert" && is_punct("(", 1)) {
-                lex.next();
-                parse_assert(&s);
-                return s;
+            if (t.text == "prefetch" && lex.peek(1).kind == Token::Ident) {
+                // Halide's `prefetch f ...` statement; `prefetch(...)` is the lowered intrinsic
+                // call.
+                unlowered_statement(t.loc, "prefetch " + lex.peek(1).text);
             }
-            if ((w == "produce" || w == "consume") && named_next()) {
-                lex.next();
-                parse_producer_consumer(w == "produce", &s);
-                return s;
-            }
-            if (for_type_from_name(w, &ft) && (is_punct("(", 1) || is_punct("<", 1))) {
-                lex.next();
-                parse_for(ft, &s);
-                return s;
-            }
-            if (w == "allocate") {
-                lex.next();
-                parse_allocate(&s);
-                return s;
-            }
-            if (w == "free" && named_next()) {
-                lex.next();
-                s.kind = PStmt::FreeS;
-                s.name = expect_name("after 'free'");
-                return s;
-            }
-            if (w == "if" && is_punct("(", 1)) {
-                lex.next();
-                return parse_if(s.loc);
-            }
-            if (w == "predicate" && is_punct("(", 1)) {
-                lex.next();
-                return parse_predicated_store();
-            }
-            if (w == "atomic" &&
-                (is_punct("{", 1) || (is_punct("(", 1) && is_punct(")", 3) && is_punct("{", 4)))) {
-                lex.next();
-                parse_atomic(&s);
-                return s;
-            }
-            reject_unlowered_statement(w);
         }
         parse_store_or_eval(&s);
+        return s;
+    }
+
+    /** A statement that starts with the reserved word `t`, in the form the grammar gives it. */
+    PStmt parse_reserved_stmt(const Token &t) {
+        const std::string &w = t.text;
+        PStmt s;
+        s.loc = t.loc;
+        // The statement's form, checked from the token after the word; an error names both.
+        auto expect_form = [&](bool ok, const std::string &form) {
+            if (!ok) {
+                lex.error(t.loc, "malformed '" + w + "' statement: expected " + form +
+                                     describe(lex.peek(1)) + "; a name spelled '" + w +
+                                     "' is written quoted, `" + w + "`");
+            }
+            lex.next();
+        };
+        auto named_next = [&]() {
+            return (lex.peek(1).kind == Token::Ident || lex.peek(1).kind == Token::String) &&
+                   !lex.peek(1).newline_before;
+        };
+        ForType ft;
+        if (w == "let") {
+            expect_form(named_next(), "`let NAME = value`");
+            parse_let(&s);
+        } else if (w == "assert") {
+            expect_form(is_punct("(", 1), "`assert(condition, message)`");
+            parse_assert(&s);
+        } else if (w == "produce" || w == "consume") {
+            expect_form(named_next(), "`" + w + " NAME {`");
+            parse_producer_consumer(w == "produce", &s);
+        } else if (for_type_from_name(w, &ft)) {
+            expect_form(is_punct("(", 1) || is_punct("<", 1), "`" + w + " (NAME, min, extent) {`");
+            parse_for(ft, &s);
+        } else if (w == "allocate") {
+            expect_form(named_next(), "`allocate NAME[type * extent...]`");
+            parse_allocate(&s);
+        } else if (w == "free") {
+            expect_form(named_next(), "`free NAME`");
+            s.kind = PStmt::FreeS;
+            s.name = expect_name("after 'free'");
+        } else if (w == "if") {
+            expect_form(is_punct("(", 1), "`if (condition) {`");
+            return parse_if(s.loc);
+        } else if (w == "predicate") {
+            expect_form(is_punct("(", 1), "`predicate (condition)` and a store");
+            return parse_predicated_store();
+        } else if (w == "atomic") {
+            expect_form(is_punct("{", 1) || (is_punct("(", 1) && lex.peek(2).kind == Token::Ident &&
+                                             is_punct(")", 3) && is_punct("{", 4)),
+                        "`atomic {` or `atomic (MUTEX) {`");
+            parse_atomic(&s);
+        } else if (w == "acquire") {
+            unlowered_statement(t.loc, "acquire (semaphore, count) { ... }");
+        } else if (w == "fork") {
+            unlowered_statement(t.loc, "fork { ... } { ... }");
+        } else if (w == "realize") {
+            unlowered_statement(t.loc, "realize");
+        } else if (w == "else") {
+            lex.error(t.loc, "'else' without an 'if': it follows the '}' of an if's then-branch");
+        } else if (w == "custom_new" || w == "custom_delete") {
+            lex.error(t.loc, "'" + w + "' outside an allocate: it follows `allocate NAME[...]`");
+        } else {
+            lex.error(t.loc, "internal: reserved word '" + w + "' has no statement form");
+        }
         return s;
     }
 
@@ -551,7 +579,7 @@ private:
         s->name = expect_name("after 'let'");
         expect_punct("=", "after the let name");
         PExpr value = parse_expr();
-        if (!is_ident("in")) {
+        if (!is_ident("in") || !continues()) {
             s->kind = PStmt::LetS;
             s->exprs.push_back(std::move(value));
             return;
@@ -631,27 +659,12 @@ private:
 
     /** Statements Halide 14 prints only before its lowering is done (and so never in the IR
      * `compile_to_lowered_stmt` writes): `acquire (sem, n) {`, `fork {`, `realize f(...)`,
-     * `prefetch f, ...`. Tally's IR has no such statement; each is named in the error rather
-     * than misread as an expression. */
-    void reject_unlowered_statement(const std::string &w) {
-        const Token &t = lex.peek();
-        auto unlowered = [&](const std::string &what) {
-            lex.error(t.loc, "unsupported statement '" + what +
-                                 "': Halide prints it only before lowering ends; give Tally "
-                                 "the IR of compile_to_lowered_stmt");
-        };
-        if (w == "acquire" && is_punct("(", 1)) {
-            unlowered("acquire (semaphore, count) { ... }");
-        }
-        if (w == "fork" && is_punct("{", 1)) {
-            unlowered("fork { ... } { ... }");
-        }
-        if (w == "realize" && lex.peek(1).kind == Token::Ident && is_punct("(", 2)) {
-            unlowered("realize");
-        }
-        if (w == "prefetch" && lex.peek(1).kind == Token::Ident && is_punct(",", 2)) {
-            unlowered("prefetch " + lex.peek(1).text + ", ...");
-        }
+     * `prefetch f(...)`, a Provide `f(x) = v`. Tally's IR has no such statement; each is named
+     * in the error rather than misread. */
+    [[noreturn]] void unlowered_statement(const Loc &loc, const std::string &what) {
+        lex.error(loc, "unsupported statement '" + what +
+                           "': Halide prints it only before lowering ends; give Tally the IR "
+                           "of compile_to_lowered_stmt");
     }
 
     // predicate(PRED) followed by a store
@@ -680,6 +693,9 @@ private:
             s->kind = PStmt::EvalS;
             s->exprs.push_back(std::move(e));
             return;
+        }
+        if (e.kind == PExpr::CallE && !e.has_call_type) {
+            unlowered_statement(e.loc, e.name + "(...) = value");
         }
         if (e.kind != PExpr::LoadE || e.has_predicate) {
             lex.error(e.loc, "the left side of '=' must be a buffer element, `name[index]`");
@@ -748,7 +764,9 @@ private:
             }
             expect_punct("]", "to close the allocation size");
         }
-        if (is_ident("in")) {
+        // `in` and `if` continue the allocate's line; `custom_new` and `custom_delete` may start
+        // the next one, as Halide prints them (they are reserved words, never a statement).
+        if (is_ident("in") && continues()) {
             lex.next();
             Token mt = lex.peek();
             std::string m = expect_name("for the memory type");
@@ -763,7 +781,7 @@ private:
                 lex.error(mt.loc, "unknown memory type '" + m + "'");
             }
         }
-        if (is_ident("if")) {
+        if (is_ident("if") && continues()) {
             lex.next();
             s->has_condition = true;
             s->condition = parse_expr();
@@ -950,7 +968,7 @@ private:
                 e.negative = true;
                 return e;
             }
-            if (n.kind == Token::Ident && n.text == "inf") {
+            if (n.kind == Token::Ident && !n.quoted && n.text == "inf") {
                 lex.next();
                 PExpr e;
                 e.kind = PExpr::SpecialFloat;
@@ -961,7 +979,7 @@ private:
             }
             err(n, "expected a number after '-'");
         }
-        if (t.kind == Token::Ident && (t.text == "inf" || t.text == "nan")) {
+        if (t.kind == Token::Ident && !t.quoted && (t.text == "inf" || t.text == "nan")) {
             PExpr e;
             e.kind = PExpr::SpecialFloat;
             e.loc = loc;
@@ -1058,6 +1076,9 @@ private:
      * and returns true, or returns false for an ordinary call. */
     bool parse_builtin(const Token &t, const Type &prefix, PExpr *e) {
         const std::string &n = e->name;
+        if (!is_builtin_form(n)) {
+            return false;
+        }
         Type ct = parse_type_name(n);
         if (ct.is_valid() && !prefix.is_valid()) {
             e->kind = PExpr::CastE;

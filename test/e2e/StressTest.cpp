@@ -7,7 +7,9 @@
 //   - runs == 16,000 and no run is left live;
 //   - per-Func allocation counts and bytes are exact (iterations x runs), nothing is left current;
 //   - the slot times add up to the pipeline's total (the per-run rescaling kept them consistent).
-// Label e2e;stress; budget well under 20 s on two loaded cores.
+// Label e2e;stress. Its wall time is printed, not asserted: a real-time threshold in ctest fails
+// on a loaded machine (docs/reliability.md, "CI that cannot flake"); ctest's timeout still
+// catches a hang.
 
 #include <gtest/gtest.h>
 
@@ -121,9 +123,6 @@ TEST(Stress, SixteenThreadsRunAProfiledPipelineAThousandTimesEach) {
     // its largest slot), so the totals agree to the nanosecond.
     EXPECT_EQ(slot_time, ps.total_ns);
     EXPECT_NEAR(percent, 100.0, 0.01);
-#ifndef __SANITIZE_ADDRESS__
-    EXPECT_LT(seconds, 20.0);  // the budget; the sanitizer build only reports its time
-#endif
     tally_profiler_reset();
 }
 

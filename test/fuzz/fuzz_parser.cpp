@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "LargeStackWorker.h"
 #include "ParserRoundTrip.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const std::string problem = tally_fuzz::check_parser_round_trip(
-        std::string(reinterpret_cast<const char *>(data), size));
+    const std::string text(reinterpret_cast<const char *>(data), size);
+    const std::string problem = tally_fuzz::LargeStackWorker::check(
+        size, [&]() { return tally_fuzz::check_parser_round_trip(text); });
     if (!problem.empty()) {
         std::fprintf(stderr, "fuzz_parser: %s\n", problem.c_str());
         std::fflush(stderr);

@@ -1,63 +1,115 @@
 #!/usr/bin/env bash
-# Builds and runs the parser fuzzer (fuzz_parser.cpp) for a bounded time.
+# Builds and runs the fuzzers for a bounded time each.
 #
-#   test/fuzz/run_fuzz.sh [SECONDS]     default 60
+#   test/fuzz/run_fuzz.sh [SECONDS [TARGET...]]
+#
+# SECONDS: how long each target runs (default 30). TARGETs (default: all of them):
+#   fuzz_parser    text front end, verifier, printer (ParserRoundTrip.h)
+#   fuzz_lowering  parse, verify, lower for 8 targets, verify, print, re-parse, equal
+#                  (LoweringRoundTrip.h)
+#   fuzz_report    the profiler's text report and JSON writers (runtime/src/report.c)
+#   fuzz_npy       the .npy reader of tally-run (src/driver/NpyFile.cpp)
 #
 # Environment: TALLY_FUZZ_BUILD_DIR (default <repo>/build-fuzz), TALLY_JOBS (build parallelism),
-# TALLY_FUZZ_MAX_LEN (default 65536; a small value such as 2048 trades the big seeds' coverage
-# for many more executions per second).
-# Configures test/fuzz/CMakeLists.txt with clang-19 (libFuzzer + ASan + UBSan, only src/ir and
-# src/text), seeds a fresh working corpus from test/corpus/halide14/**/*.stmt, test/ir/**/*.stmt
-# and test/fuzz/regressions/*, runs libFuzzer for SECONDS, and fails on any crash, leak, timeout,
-# out-of-memory or round-trip mismatch (the input is kept as BUILD/artifacts/crash-* etc.: copy
-# it to test/fuzz/regressions/ once the bug is fixed). Prints executions and corpus size.
+# TALLY_FUZZ_MAX_LEN (default 4096 for the IR-text targets: seeds longer than that are left out,
+# and small inputs run about 100 times faster than the 80 KB corpus listings; 65536 takes them
+# all, for coverage of the big listings at a few executions a second), TALLY_FUZZ_KEEP_CORPUS=1 (keep each
+# target's working corpus from the last run instead of starting afresh: campaign.sh uses it),
+# TALLY_FUZZ_FORK=N (run N libFuzzer jobs in parallel, -fork=N).
+#
+# Configures test/fuzz/CMakeLists.txt with clang-19 (libFuzzer + ASan + UBSan), builds the
+# targets, seeds each one (the IR targets from every .stmt file of test/corpus/halide14,
+# test/conformance and test/ir, split at `// -----` lines, and test/fuzz/regressions/; the
+# others from test/fuzz/seeds/<target>/), runs libFuzzer for SECONDS, and fails on any crash,
+# leak, timeout, out-of-memory or violated property (the input is kept as
+# BUILD/artifacts/<target>/crash-* etc.: copy it to test/fuzz/regressions/ once the bug is
+# fixed). Prints each target's executions, rate and corpus size.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-SECONDS_TO_RUN="${1:-60}"
+SECONDS_TO_RUN="${1:-30}"
+shift || true
+ALL_TARGETS=(fuzz_parser fuzz_lowering fuzz_report fuzz_npy)
+TARGETS=("$@")
+((${#TARGETS[@]})) || TARGETS=("${ALL_TARGETS[@]}")
 BUILD="${TALLY_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 JOBS="${TALLY_JOBS:-$(nproc)}"
-MAX_LEN="${TALLY_FUZZ_MAX_LEN:-65536}"
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-log "configuring the parser fuzzer in $BUILD (clang-19, -fsanitize=fuzzer,address,undefined)"
+log "configuring the fuzzers in $BUILD (clang-19, -fsanitize=fuzzer,address,undefined)"
 CC=clang-19 CXX=clang++-19 cmake -S "$ROOT/test/fuzz" -B "$BUILD" -G Ninja >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target fuzz_parser
+cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 
-# A fresh working corpus each time (new inputs land here), plus the seeds, copied flat.
-corpus="$BUILD/corpus"
-seeds="$BUILD/seeds"
-artifacts="$BUILD/artifacts"
-rm -rf "$corpus" "$seeds" "$artifacts"
-mkdir -p "$corpus" "$seeds" "$artifacts"
-n=0
-while IFS= read -r -d '' f; do
-    n=$((n + 1))
-    cp "$f" "$seeds/$(printf '%04d' "$n")_$(basename "$f")"
-done < <(find "$ROOT/test/corpus/halide14" "$ROOT/test/ir" -name '*.stmt' -print0 | sort -z;
-    find "$ROOT/test/fuzz/regressions" -type f ! -name '*.md' -print0 | sort -z)
-log "seeds: $n files; fuzzing for ${SECONDS_TO_RUN} s (-max_len=$MAX_LEN)"
+# The IR-text seeds: every lit/corpus file split into its `// -----` cases, one file each, and
+# the kept regressions; those longer than $2 bytes are left out.
+stmt_seeds() {
+    local out="$1" max="$2" n=0 f
+    while IFS= read -r -d '' f; do
+        n=$((n + 1))
+        awk -v prefix="$out/$(printf '%04d' "$n")_$(basename "$f" .stmt)" '
+            BEGIN { part = 0; file = prefix "_0.stmt"; printf "" > file }
+            /^\/\/ -----/ { close(file); part++; file = prefix "_" part ".stmt"; printf "" > file; next }
+            { print > file }' "$f"
+    done < <(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance" "$ROOT/test/ir" \
+        -name '*.stmt' -print0 | sort -z)
+    while IFS= read -r -d '' f; do
+        cp "$f" "$out/regression_$(basename "$f")"
+    done < <(find "$ROOT/test/fuzz/regressions" -maxdepth 1 -type f ! -name "*.md" -print0 | sort -z)
+    find "$out" -type f -size +"$max"c -delete
+}
 
-logfile="$BUILD/fuzz.log"
-rc=0
-# detect_leaks: libFuzzer turns a leak into a failure; halt on the first UBSan report.
-ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}" \
-    UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
-    "$BUILD/fuzz_parser" -max_total_time="$SECONDS_TO_RUN" -max_len="$MAX_LEN" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -dict="$ROOT/test/fuzz/parser.dict" \
-    -artifact_prefix="$artifacts/" "$corpus" "$seeds" >"$logfile" 2>&1 || rc=$?
-
-execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logfile" | tail -1)
-rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$logfile" | tail -1)
-inputs=$(find "$corpus" -type f | wc -l)
-done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$logfile" | tail -1 || true)
-if ((rc != 0)); then
-    tail -n 80 "$logfile" >&2
-    log "FAILED (exit $rc): inputs that failed are in $artifacts:"
-    ls -l "$artifacts" >&2 || true
-    exit 1
-fi
-log "fuzz_parser: ${execs:-?} executions (${rate:-?}/s) in ${SECONDS_TO_RUN} s; working corpus" \
-    "$inputs new inputs beyond the $n seeds; ${done_line:-no DONE line}"
-log "full log: $logfile"
+status=0
+for target in "${TARGETS[@]}"; do
+    corpus="$BUILD/corpus/$target"
+    seeds="$BUILD/seeds/$target"
+    artifacts="$BUILD/artifacts/$target"
+    if [[ "${TALLY_FUZZ_KEEP_CORPUS:-0}" != 1 ]]; then
+        rm -rf "$corpus"
+    fi
+    rm -rf "$seeds" "$artifacts"
+    mkdir -p "$corpus" "$seeds" "$artifacts"
+    flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+    case "$target" in
+    fuzz_parser | fuzz_lowering)
+        max_len="${TALLY_FUZZ_MAX_LEN:-4096}"
+        stmt_seeds "$seeds" "$max_len"
+        flags+=(-max_len="$max_len" -dict="$ROOT/test/fuzz/parser.dict")
+        ;;
+    *)
+        cp "$ROOT/test/fuzz/seeds/$target"/* "$seeds/"
+        if [[ "$target" == fuzz_npy ]]; then
+            cp "$ROOT/test/fuzz/regressions/npy"/* "$seeds/"
+        fi
+        # A 4 KiB input must never make the reader or writer allocate 16 MiB at once.
+        flags+=(-max_len=4096 -malloc_limit_mb=16)
+        ;;
+    esac
+    if [[ -n "${TALLY_FUZZ_FORK:-}" ]]; then
+        flags+=(-fork="$TALLY_FUZZ_FORK" -ignore_crashes=0)
+    fi
+    n=$(find "$seeds" -type f | wc -l)
+    log "$target: $n seeds; fuzzing for ${SECONDS_TO_RUN} s"
+    logfile="$BUILD/$target.log"
+    rc=0
+    # detect_leaks: libFuzzer turns a leak into a failure; halt on the first UBSan report. No
+    # fake stacks for use-after-return and 5 frames of allocation stacks instead of 30: about
+    # twice the executions a second (docs/reliability.md, "Throughput").
+    ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=0:malloc_context_size=5}" \
+        UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
+        "$BUILD/$target" -max_total_time="$SECONDS_TO_RUN" "${flags[@]}" \
+        -artifact_prefix="$artifacts/" "$corpus" "$seeds" >"$logfile" 2>&1 || rc=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logfile" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$logfile" | tail -1)
+    inputs=$(find "$corpus" -type f | wc -l)
+    if ((rc != 0)); then
+        tail -n 60 "$logfile" >&2
+        log "$target FAILED (exit $rc): the inputs that failed are in $artifacts:"
+        ls -l "$artifacts" >&2 || true
+        status=1
+        continue
+    fi
+    log "$target: ${execs:-?} executions (${rate:-?}/s) in ${SECONDS_TO_RUN} s; working corpus" \
+        "$inputs inputs; full log: $logfile"
+done
+exit "$status"

@@ -671,5 +671,89 @@ TEST(IRParser, ALongSequenceOfLetsDoesNotOverflowTheStack) {
         ::testing::ExitedWithCode(0), "");
 }
 
+// The strict grammar (docs/ir-syntax.md, "Reserved words"). Every reserved word, in every shape
+// a name can take at the start of a statement (alone, in an expression, a call, a store, a field,
+// with its statement's operand on the next line), is rejected with a located error naming it:
+// never a variable, call or buffer of that name. Quoted, each is a name in all those shapes and
+// prints back quoted, to an equal module.
+TEST(IRParser, AReservedWordIsNeverANameUnlessQuoted) {
+    const char *words[] = {"let",        "assert",     "produce",  "consume",    "for",
+                           "parallel",   "vectorized", "unrolled", "extern",     "gpu_block",
+                           "gpu_thread", "gpu_lane",   "allocate", "free",       "if",
+                           "else",       "predicate",  "atomic",   "custom_new", "custom_delete",
+                           "acquire",    "fork",       "realize"};
+    const char *shapes[] = {"W", "W + 1", "W[0] = 1", "W(1)", "W = 1", "W\n  out", "W {\n  }"};
+    auto module_with = [](const std::string &arg_type, const std::string &stmt) {
+        return "module name=m, target=host\nexternal func f (out: buffer<int32, 1>, " + arg_type +
+               ") {\n  " + stmt + "\n}\n";
+    };
+    auto replace_w = [](std::string shape, const std::string &w) {
+        shape.replace(shape.find('W'), 1, w);
+        return shape;
+    };
+    for (const char *w : words) {
+        SCOPED_TRACE(w);
+        EXPECT_TRUE(is_reserved_word(w));
+        for (const std::string shape : shapes) {
+            if (shape == "W {\n  }" && std::string(w) == "atomic") {
+                continue;  // `atomic {` is the atomic statement
+            }
+            SCOPED_TRACE(shape);
+            const std::string text = module_with("x: int32", replace_w(shape, w));
+            try {
+                parse_module(text, "r.stmt");
+                ADD_FAILURE() << "accepted:\n" << text;
+            } catch (const CompileError &e) {
+                EXPECT_THAT(e.what(), StartsWith("r.stmt:"));
+                // `for(1)`, `if(1)`, `assert(1)` start their statement and fail inside it (no
+                // loop name, no block, no message); every other shape fails at the word.
+                if (shape != "W(1)") {
+                    EXPECT_THAT(e.what(), StartsWith("r.stmt:3:3: error: "));
+                    EXPECT_THAT(e.what(), HasSubstr(std::string("'") + w));
+                }
+            }
+        }
+        const std::string q = std::string("`") + w + "`";
+        for (const std::string &stmt :
+             {q + " + 1", q + "[0] = " + q + "[1]", "out[0] = " + q + "[2]",
+              "let y = " + q + "[0] + 1\n  " + q + "[1] = y"}) {
+            SCOPED_TRACE(stmt);
+            const Module m = parse_module(module_with(q + ": buffer<int32, 1>", stmt));
+            const std::string printed = to_string(m);
+            EXPECT_THAT(printed, HasSubstr(q));
+            EXPECT_TRUE(equal(m, parse_module(printed)));
+        }
+        const Module v = parse_module(module_with(q + ": int32", q + "\n  out[0] = " + q));
+        EXPECT_THAT(to_string(v), HasSubstr("\n" + q + "\nout[0] = " + q + "\n"));
+        EXPECT_TRUE(equal(v, parse_module(to_string(v))));
+    }
+    EXPECT_FALSE(is_reserved_word("prefetch"));  // `prefetch(...)` is Halide's lowered call
+    EXPECT_FALSE(is_reserved_word("in"));
+}
+
+// A quoted word is a name, never the keyword it spells; and `in`/`if` after an allocation or a
+// let's value belong to it only on its line.
+TEST(IRParser, QuotedWordsAreNamesAndContinuationKeywordsKeepToTheirLine) {
+    EXPECT_THROW(parse_module("module name=m, target=host\n"
+                              "external func f (c: bool, out: buffer<int32, 1>) {\n"
+                              "  if (c) {\n    out[0] = 1\n  } `else` {\n    out[0] = 2\n  }\n}\n"),
+                 CompileError);
+    const Module m = parse_module("module name=m, target=host\n"
+                                  "external func f (c: bool, out: buffer<int32, 1>) {\n"
+                                  "  allocate t[int32 * 2]\n  if (c) {\n    t[0] = 1\n  }\n"
+                                  "  out[0] = t[0]\n  free t\n}\n");
+    EXPECT_THAT(to_string(m), HasSubstr("allocate t[int32 * 2]\nif (c) {\n"));
+    // `in` on the line after a let's value is the next statement, a variable `in`.
+    EXPECT_THAT(to_string(parse_module("let x = 1\nin + x\nout[0] = x")),
+                HasSubstr("let x = 1\nin + x\nout[0] = x\n"));
+    // Built-in forms: `select(...)` is a Select, `` `select`(...) `` a call that prints quoted.
+    const Module c = parse_module("module name=m, target=host\n"
+                                  "external func f (out: buffer<int32, 1>) {\n"
+                                  "  out[0] = `select`(1, 2, 3) + `int64`(4) + `x4`(5)\n}\n");
+    const std::string printed = to_string(c);
+    EXPECT_THAT(printed, HasSubstr("(`select`(1, 2, 3) + `int64`(4)) + `x4`(5)"));
+    EXPECT_TRUE(equal(c, parse_module(printed)));
+}
+
 }  // namespace
 }  // namespace tally
