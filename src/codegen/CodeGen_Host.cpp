@@ -14,10 +14,11 @@
 // Parallel loops are outlined into closures `i32 task(void *uc, i32 index, i8 *closure)` run by
 // the runtime's halide_do_par_for; the closure is a struct of every value the body uses.
 //
-// Calls: Halide's math functions become LLVM intrinsics; other extern calls are calls to the
-// runtime (typed by their ir/RuntimeCalls.h signature, with user_context added) or to C
-// functions; the host-only intrinsics (make_struct, alloca, register_destructor, stringify, the
-// kernel table, ...) are lowered here, the pure ones by CodeGen_LLVM.
+// Calls: Halide's math functions become LLVM intrinsics, Halide's own polynomials (HalideMath.h)
+// or libm calls; other extern calls are calls to the runtime (typed by their ir/RuntimeCalls.h
+// signature, with user_context added) or to C functions; the host-only intrinsics (make_struct,
+// alloca, register_destructor, stringify, the kernel table, ...) are lowered here, the pure ones by
+// CodeGen_LLVM.
 //
 // The target machine (HostMachine.h) gives the triple, data layout, CPU and features, which
 // every function carries as attributes. Floating point has Halide 14's fast-math flags unless
@@ -47,6 +48,7 @@
 
 #include "codegen/Analysis.h"
 #include "codegen/CodeGen_LLVM.h"
+#include "codegen/HalideMath.h"
 #include "ir/RuntimeCalls.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
@@ -299,10 +301,12 @@ private:
     }
 
     /** Halide's math functions (sqrt_f32, atan2_f64, is_nan_f32, ...), as Halide 14's x86
-     * runtime defines them: rounding, sqrt and fabs are LLVM intrinsics (instructions), the
-     * transcendental functions are libm's (sinf for float32, sin for float64), called per lane
-     * for vectors; float16 computes in float32. Classification ignores the fast-math flags, which
-     * would let LLVM assume the answer. Returns false for any other extern call. */
+     * back end computes them: rounding, sqrt and fabs are LLVM intrinsics (instructions);
+     * `exp_f32`, `log_f32` and `pow_f32` are Halide's own polynomials (HalideMath.h), scalar and
+     * vector alike; the other transcendental functions (and libm's spellings, `expf`) are libm's
+     * (sinf for float32, sin for float64), called per lane for vectors; float16 computes in
+     * float32. Classification ignores the fast-math flags, which would let LLVM assume the
+     * answer. Returns false for any other extern call. */
     bool call_math(const Call *op) {
         static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
             {"sqrt", llvm::Intrinsic::sqrt},   {"floor", llvm::Intrinsic::floor},
@@ -351,9 +355,17 @@ private:
             }
             args.push_back(v);
         }
+        // Halide expands only its own spellings (exp_f32, and exp_f16 through float32).
+        const bool halide_spelling = op->name == n + "_f32" || op->name == n + "_f16";
         auto it = intrinsics.find(n);
         if (it != intrinsics.end()) {
             value = builder.CreateUnaryIntrinsic(it->second, args[0]);
+        } else if (halide_spelling && n == "exp") {
+            value = emit_halide_exp_f32(builder, args[0]);
+        } else if (halide_spelling && n == "log") {
+            value = emit_halide_log_f32(builder, args[0]);
+        } else if (halide_spelling && n == "pow") {
+            value = emit_halide_pow_f32(builder, args[0], args[1]);
         } else {
             value = call_libm(n, args);
         }
