@@ -20,8 +20,9 @@
 //  - a task with min_threads > 0 may block inside (it runs nested groups whose tasks wait on each
 //    other through semaphores), so when the group has other tasks too it is handed to a *task
 //    thread* of its own: an idle one, or a new one (beyond TALLY_NUM_THREADS: Halide's min_threads
-//    means the same). Every such task therefore runs at once, and it blocks only on semaphores
-//    released by tasks that are running too;
+//    means the same); when every task of the group blocks, the caller, which would only wait,
+//    runs the last one itself. Every such task therefore runs at once, and it blocks only on
+//    semaphores released by tasks that are running too;
 //  - the other tasks never block once started; the caller runs their units, and pool workers
 //    with nothing else to do help (the group is listed for them). A thread only ever takes a
 //    unit whose semaphores it could take, so nobody holds a thread while waiting for one;
@@ -731,16 +732,41 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
         gts[i].dedicated = 0;
     }
 
+    // 1. Blocking tasks each get a thread, unless one task is all there is. When every task
+    // with iterations blocks, the caller, which would only wait, runs the last one itself: it
+    // runs at once as on a thread of its own, and there is one thread fewer to wake and to
+    // share the cores with (Halide's fork of two async producers and their consumer is this).
+    int32_t with_work = 0, blocking = 0;
+    group_task *own = NULL;
+    for (int32_t i = 0; i < num_tasks; i++) {
+        if (tasks[i].extent > 0) {
+            with_work++;
+            blocking += tasks[i].min_threads > 0;
+        }
+    }
+    for (int32_t i = num_tasks - 1; i >= 0 && with_work > 1 && blocking == with_work; i--) {
+        if (tasks[i].extent > 0) {
+            own = &gts[i];
+            own->dedicated = 1;
+            break;
+        }
+    }
     pthread_mutex_lock(&pool.lock);
     ensure_workers_locked();
-    // 1. Blocking tasks each get a thread, unless one task is all there is.
     for (int32_t i = 0; i < num_tasks && num_tasks > 1; i++) {
-        if (tasks[i].min_threads > 0 && tasks[i].extent > 0) {
+        if (tasks[i].min_threads > 0 && tasks[i].extent > 0 && &gts[i] != own) {
             gts[i].dedicated = 1;
             if (!dispatch_dedicated_locked(&g, &gts[i])) {
                 gts[i].dedicated = 0;
+                if (own) {  // the caller runs the undispatched tasks as units, its own too
+                    own->dedicated = 0;
+                    own = NULL;
+                }
             }
         }
+    }
+    if (own) {
+        run_dedicated_locked(&g, own);
     }
     // 2. The rest: the caller, helped by idle workers (as many as there are units beyond the one
     // the caller takes).
