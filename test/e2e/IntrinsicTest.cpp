@@ -537,6 +537,50 @@ TEST(Intrinsics, LibmSpellingsOfExpStayLibm) {
     EXPECT_EQ(float_bits(got[0]), 0x402df854u);
 }
 
+TEST(Intrinsics, BufferAccessorsReadTheFieldsAsTheRuntimeDoes) {
+    // Host code reads halide_buffer_t's fields itself for Halide's _halide_buffer_get_* calls
+    // (as Halide inlines them): each must equal the runtime function of the same name.
+    std::string ir =
+        "module name=acc, target=host\n"
+        "external func acc (b: buffer<uint16, 2>, out: buffer<int64, 1>) {\n"
+        " out[0] = int64(_halide_buffer_get_min((halide_buffer_t *)b.buffer, 1))\n"
+        " out[1] = int64(_halide_buffer_get_max((halide_buffer_t *)b.buffer, 1))\n"
+        " out[2] = int64(_halide_buffer_get_extent((halide_buffer_t *)b.buffer, 0))\n"
+        " out[3] = int64(_halide_buffer_get_stride((halide_buffer_t *)b.buffer, 1))\n"
+        " out[4] = int64(_halide_buffer_get_dimensions((halide_buffer_t *)b.buffer))\n"
+        " out[5] = int64((uint32)_halide_buffer_get_type((halide_buffer_t *)b.buffer))\n"
+        " out[6] = int64((uint1)_halide_buffer_get_host_dirty((halide_buffer_t *)b.buffer))\n"
+        " out[7] = int64((uint1)_halide_buffer_get_device_dirty((halide_buffer_t *)b.buffer))\n"
+        " out[8] = int64((uint1)_halide_buffer_is_bounds_query((halide_buffer_t *)b.buffer))\n"
+        " out[9] = (int64)_halide_buffer_get_device((halide_buffer_t *)b.buffer)\n"
+        "}\n";
+    auto jit = compile_module(tally::parse_module(ir), "host");
+    halide_dimension_t dims[2] = {{-3, 17, 1, 0}, {5, 9, 17, 0}};
+    uint8_t data[4] = {};
+    for (int variant = 0; variant < 4; variant++) {
+        halide_buffer_t b{};
+        b.dimensions = 2;
+        b.dim = dims;
+        b.type = {halide_type_uint, 16, 1};
+        b.flags = uint64_t(variant);  // host dirty (1), device dirty (2), both, neither
+        b.host = variant == 3 ? nullptr : data;
+        b.device = variant == 1 ? 0x1234 : 0;
+        Image<int64_t> out({10});
+        void *args[] = {&b, out.raw()};
+        ASSERT_EQ(jit->run(args), 0);
+        EXPECT_EQ(out.data[0], _halide_buffer_get_min(&b, 1));
+        EXPECT_EQ(out.data[1], _halide_buffer_get_max(&b, 1));
+        EXPECT_EQ(out.data[2], _halide_buffer_get_extent(&b, 0));
+        EXPECT_EQ(out.data[3], _halide_buffer_get_stride(&b, 1));
+        EXPECT_EQ(out.data[4], _halide_buffer_get_dimensions(&b));
+        EXPECT_EQ(out.data[5], int64_t(_halide_buffer_get_type(&b)));
+        EXPECT_EQ(out.data[6], int64_t(_halide_buffer_get_host_dirty(&b))) << variant;
+        EXPECT_EQ(out.data[7], int64_t(_halide_buffer_get_device_dirty(&b))) << variant;
+        EXPECT_EQ(out.data[8], int64_t(_halide_buffer_is_bounds_query(&b))) << variant;
+        EXPECT_EQ(out.data[9], int64_t(_halide_buffer_get_device(&b))) << variant;
+    }
+}
+
 TEST(Intrinsics, MuxPicksByIndexAndDefaultsToTheLast) {
     IntType i32{true, 32};
     // mux(b, a, a + 1, a + 2): index b picks; out of range picks the last.
