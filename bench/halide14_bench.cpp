@@ -267,7 +267,9 @@ private:
 
         auto start = now_ms();
         Module m = parse_module_file((dir / (name + ".host.stmt")).string());
-        jit = compile_jit(lower(m, m.target));
+        CompileOptions options;
+        options.extern_libraries = {TALLY_CONFORMANCE_EXTERNS};  // the extern stages' functions
+        jit = compile_jit(lower(m, m.target), options);
         jit_ms = now_ms() - start;
 
         halide_argv = reinterpret_cast<HalideArgv>(dlsym(lib, (name + "_argv").c_str()));

@@ -17,6 +17,11 @@ namespace tally {
 struct CompileOptions {
     /** LLVM optimisation level, 0-3. */
     int opt_level = 3;
+    /** Shared objects (paths) the JIT resolves the module's extern calls in, e.g. the C
+     * functions of Halide's extern stages (`define_extern`), searched in this order after the
+     * runtime and before the process. Each is loaded for the rest of the process; one that
+     * cannot be loaded is a CompileError naming it. */
+    std::vector<std::string> extern_libraries = {};
 };
 
 /** A module compiled in-process. Keeps the code alive for as long as it lives. */

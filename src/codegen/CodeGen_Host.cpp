@@ -14,10 +14,11 @@
 // Parallel loops are outlined into closures `i32 task(void *uc, i32 index, i8 *closure)` run by
 // the runtime's halide_do_par_for; the closure is a struct of every value the body uses.
 //
-// Calls: Halide's math functions become LLVM intrinsics; other extern calls are calls to the
-// runtime (typed by their ir/RuntimeCalls.h signature, with user_context added) or to C
-// functions; the host-only intrinsics (make_struct, alloca, register_destructor, stringify, the
-// kernel table, ...) are lowered here, the pure ones by CodeGen_LLVM.
+// Calls: Halide's math functions become LLVM intrinsics, Halide's own polynomials (HalideMath.h)
+// or libm calls; other extern calls are calls to the runtime (typed by their ir/RuntimeCalls.h
+// signature, with user_context added) or to C functions; the host-only intrinsics (make_struct,
+// alloca, register_destructor, stringify, the kernel table, ...) are lowered here, the pure ones by
+// CodeGen_LLVM.
 //
 // The target machine (HostMachine.h) gives the triple, data layout, CPU and features, which
 // every function carries as attributes. Floating point has Halide 14's fast-math flags unless
@@ -29,6 +30,7 @@
 #include "codegen/CodeGen_Host.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -47,6 +49,7 @@
 
 #include "codegen/Analysis.h"
 #include "codegen/CodeGen_LLVM.h"
+#include "codegen/HalideMath.h"
 #include "ir/RuntimeCalls.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
@@ -57,7 +60,11 @@ namespace tally {
 
 namespace {
 
-static_assert(sizeof(halide_buffer_t) == 56, "halide_buffer_t layout");
+static_assert(sizeof(halide_buffer_t) == 56 && offsetof(halide_buffer_t, host) == 16 &&
+                  offsetof(halide_buffer_t, flags) == 24 && offsetof(halide_buffer_t, type) == 32 &&
+                  offsetof(halide_buffer_t, dimensions) == 36 &&
+                  offsetof(halide_buffer_t, dim) == 40 && sizeof(halide_dimension_t) == 16,
+              "halide_buffer_t layout");
 constexpr int buffer_host_field = 2;  // index of `host` in halide_buffer_t
 
 class CodeGen final : public CodeGen_LLVM {
@@ -299,10 +306,12 @@ private:
     }
 
     /** Halide's math functions (sqrt_f32, atan2_f64, is_nan_f32, ...), as Halide 14's x86
-     * runtime defines them: rounding, sqrt and fabs are LLVM intrinsics (instructions), the
-     * transcendental functions are libm's (sinf for float32, sin for float64), called per lane
-     * for vectors; float16 computes in float32. Classification ignores the fast-math flags, which
-     * would let LLVM assume the answer. Returns false for any other extern call. */
+     * back end computes them: rounding, sqrt and fabs are LLVM intrinsics (instructions);
+     * `exp_f32`, `log_f32` and `pow_f32` are Halide's own polynomials (HalideMath.h), scalar and
+     * vector alike; the other transcendental functions (and libm's spellings, `expf`) are libm's
+     * (sinf for float32, sin for float64), called per lane for vectors; float16 computes in
+     * float32. Classification ignores the fast-math flags, which would let LLVM assume the
+     * answer. Returns false for any other extern call. */
     bool call_math(const Call *op) {
         static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
             {"sqrt", llvm::Intrinsic::sqrt},   {"floor", llvm::Intrinsic::floor},
@@ -351,9 +360,17 @@ private:
             }
             args.push_back(v);
         }
+        // Halide expands only its own spellings (exp_f32, and exp_f16 through float32).
+        const bool halide_spelling = op->name == n + "_f32" || op->name == n + "_f16";
         auto it = intrinsics.find(n);
         if (it != intrinsics.end()) {
             value = builder.CreateUnaryIntrinsic(it->second, args[0]);
+        } else if (halide_spelling && n == "exp") {
+            value = emit_halide_exp_f32(builder, args[0]);
+        } else if (halide_spelling && n == "log") {
+            value = emit_halide_log_f32(builder, args[0]);
+        } else if (halide_spelling && n == "pow") {
+            value = emit_halide_pow_f32(builder, args[0], args[1]);
         } else {
             value = call_libm(n, args);
         }
@@ -389,9 +406,84 @@ private:
         return result;
     }
 
+    /** Halide's buffer field accessors (`_halide_buffer_get_min(buf, d)`, `..._get_host`,
+     * `..._is_bounds_query`, ...), which its back end inlines from its runtime: loads of the
+     * halide_buffer_t fields, computed as runtime/src/buffer.c defines them, instead of a call
+     * each in every pipeline's prologue. Returns false for any other call. */
+    bool call_buffer_accessor(const Call *op) {
+        // Fields of halide_buffer_t, in the order of buffer_t (laid out as asserted above).
+        enum Field { Device = 0, Interface, Host, Flags, TypeField, Dimensions, Dim };
+        static const std::set<std::string> per_dim = {
+            "_halide_buffer_get_min", "_halide_buffer_get_max", "_halide_buffer_get_extent",
+            "_halide_buffer_get_stride"};
+        static const std::set<std::string> whole = {
+            "_halide_buffer_get_dimensions", "_halide_buffer_get_host",
+            "_halide_buffer_get_device",     "_halide_buffer_get_device_interface",
+            "_halide_buffer_get_host_dirty", "_halide_buffer_get_device_dirty",
+            "_halide_buffer_get_shape",      "_halide_buffer_is_bounds_query",
+            "_halide_buffer_get_type"};
+        const std::string &n = op->name;
+        const size_t arity = per_dim.count(n) ? 2 : whole.count(n) ? 1 : 0;
+        if (arity == 0 || op->args.size() != arity || !op->args[0].type().is_handle()) {
+            return false;
+        }
+        llvm::Value *buf = codegen(op->args[0]);
+        auto field = [&](int f, llvm::Type *t) {
+            return builder.CreateLoad(t, builder.CreateStructGEP(buffer_t, buf, f));
+        };
+        llvm::Value *r;
+        if (arity == 2) {
+            llvm::StructType *dim_t = llvm::StructType::get(ctx, {i32, i32, i32, i32});
+            llvm::Value *d = builder.CreateSExtOrTrunc(codegen(op->args[1]), i64);
+            llvm::Value *dim = builder.CreateInBoundsGEP(dim_t, field(Dim, ptr), d);
+            auto member = [&](int k) {
+                return builder.CreateLoad(i32, builder.CreateStructGEP(dim_t, dim, k));
+            };
+            if (n == "_halide_buffer_get_min") {
+                r = member(0);
+            } else if (n == "_halide_buffer_get_extent") {
+                r = member(1);
+            } else if (n == "_halide_buffer_get_stride") {
+                r = member(2);
+            } else {  // max = min + extent - 1, in wrapping 32-bit arithmetic as in C
+                r = builder.CreateSub(builder.CreateAdd(member(0), member(1)), builder.getInt32(1));
+            }
+        } else if (n == "_halide_buffer_get_dimensions") {
+            r = field(Dimensions, i32);
+        } else if (n == "_halide_buffer_get_host") {
+            r = field(Host, ptr);
+        } else if (n == "_halide_buffer_get_device") {
+            r = field(Device, i64);
+        } else if (n == "_halide_buffer_get_device_interface") {
+            r = field(Interface, ptr);
+        } else if (n == "_halide_buffer_get_shape") {
+            r = field(Dim, ptr);
+        } else if (n == "_halide_buffer_get_type") {
+            r = field(TypeField, i32);  // code | bits << 8 | lanes << 16, little-endian
+        } else if (n == "_halide_buffer_is_bounds_query") {
+            r = builder.CreateAnd(builder.CreateIsNull(field(Host, ptr)),
+                                  builder.CreateIsNull(field(Device, i64)));
+        } else {
+            uint64_t bit = n == "_halide_buffer_get_host_dirty" ? halide_buffer_flag_host_dirty
+                                                                : halide_buffer_flag_device_dirty;
+            r = builder.CreateIsNotNull(builder.CreateAnd(field(Flags, i64), bit));
+        }
+        llvm::Type *want = llvm_type(op->type);
+        if (r->getType() != want) {
+            if (want->isPointerTy() || r->getType()->isPointerTy()) {
+                r = want->isPointerTy() ? builder.CreateIntToPtr(r, want)
+                                        : builder.CreatePtrToInt(r, want);
+            } else {
+                r = builder.CreateZExtOrTrunc(r, want);
+            }
+        }
+        value = r;
+        return true;
+    }
+
     void visit(const Call *op) override {
         if (op->is_extern()) {
-            if (!call_math(op)) {
+            if (!call_math(op) && !call_buffer_accessor(op)) {
                 value = call_extern(op);
             }
             return;

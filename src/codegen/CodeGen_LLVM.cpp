@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Target/TargetMachine.h>
@@ -275,6 +276,16 @@ llvm::Value *CodeGen_LLVM::compare(IRNodeType k, const Type &t, llvm::Value *x, 
     }
 }
 
+llvm::Value *CodeGen_LLVM::tag_buffer_access(llvm::Value *access, const std::string &name) {
+    if (auto *inst = llvm::dyn_cast<llvm::Instruction>(access)) {
+        llvm::MDBuilder md(ctx);
+        llvm::MDNode *root = md.createTBAARoot("Halide buffer");
+        llvm::MDNode *type = md.createTBAAScalarTypeNode(name, root);
+        inst->setMetadata(llvm::LLVMContext::MD_tbaa, md.createTBAAStructTagNode(type, type, 0));
+    }
+    return access;
+}
+
 llvm::Value *CodeGen_LLVM::element_address(const std::string &name, const Type &elem,
                                            llvm::Value *index) {
     llvm::Value *base = buffer_base(name);
@@ -283,7 +294,8 @@ llvm::Value *CodeGen_LLVM::element_address(const std::string &name, const Type &
 }
 
 llvm::Value *CodeGen_LLVM::load_scalar(const std::string &name, const Type &t, llvm::Value *index) {
-    llvm::Value *v = builder.CreateLoad(memory_type(t), element_address(name, t, index));
+    llvm::Value *v = tag_buffer_access(
+        builder.CreateLoad(memory_type(t), element_address(name, t, index)), name);
     return t.is_bool() ? builder.CreateTrunc(v, i1) : v;
 }
 
@@ -570,9 +582,10 @@ void CodeGen_LLVM::visit(const Load *op) {
             // A masked vector load: lanes whose predicate is false do not touch memory.
             llvm::Value *mask = codegen(op->predicate);
             llvm::Value *addr = element_address(op->name, et, codegen(*dense));
-            llvm::Value *v =
+            llvm::Value *v = tag_buffer_access(
                 builder.CreateMaskedLoad(memory_type(t), addr, llvm::Align(et.bytes()), mask,
-                                         llvm::Constant::getNullValue(memory_type(t)));
+                                         llvm::Constant::getNullValue(memory_type(t))),
+                op->name);
             value = t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
             return;
         }
@@ -629,7 +642,7 @@ void CodeGen_LLVM::visit(const Load *op) {
     llvm::Value *step = builder.CreateSExtOrTrunc(codegen(ramp->stride), i64);
     llvm::Value *result = llvm::PoisonValue::get(llvm_type(t));
     for (int i = 0; i < lanes; i++) {
-        llvm::Value *lane = builder.CreateLoad(memory_type(et), addr);
+        llvm::Value *lane = tag_buffer_access(builder.CreateLoad(memory_type(et), addr), op->name);
         if (et.is_bool()) {
             lane = builder.CreateTrunc(lane, i1);
         }
@@ -641,8 +654,8 @@ void CodeGen_LLVM::visit(const Load *op) {
 
 llvm::Value *CodeGen_LLVM::load_dense(const std::string &name, const Type &t, llvm::Value *base) {
     llvm::Value *addr = element_address(name, t.element_of(), base);
-    llvm::Value *v =
-        builder.CreateAlignedLoad(memory_type(t), addr, llvm::Align(t.element_of().bytes()));
+    llvm::Value *v = tag_buffer_access(
+        builder.CreateAlignedLoad(memory_type(t), addr, llvm::Align(t.element_of().bytes())), name);
     return t.is_bool() ? builder.CreateTrunc(v, llvm_type(t)) : v;
 }
 
@@ -815,7 +828,8 @@ void CodeGen_LLVM::visit(const Store *op) {
         v = builder.CreateZExt(v, memory_type(t));
     }
     if (t.is_scalar() && !op->predicate.defined()) {
-        builder.CreateStore(v, element_address(op->name, t, codegen(op->index)));
+        tag_buffer_access(builder.CreateStore(v, element_address(op->name, t, codegen(op->index))),
+                          op->name);
         return;
     }
     const Type et = t.element_of();
@@ -826,7 +840,8 @@ void CodeGen_LLVM::visit(const Store *op) {
             // A masked vector store: lanes whose predicate is false do not touch memory.
             llvm::Value *mask = codegen(op->predicate);
             llvm::Value *addr = element_address(op->name, et, codegen(*dense));
-            builder.CreateMaskedStore(v, addr, llvm::Align(et.bytes()), mask);
+            tag_buffer_access(builder.CreateMaskedStore(v, addr, llvm::Align(et.bytes()), mask),
+                              op->name);
             return;
         }
         store_lanes(op, v);
@@ -834,7 +849,7 @@ void CodeGen_LLVM::visit(const Store *op) {
     }
     if (dense) {
         llvm::Value *addr = element_address(op->name, et, codegen(*dense));
-        builder.CreateAlignedStore(v, addr, llvm::Align(et.bytes()));
+        tag_buffer_access(builder.CreateAlignedStore(v, addr, llvm::Align(et.bytes())), op->name);
         return;
     }
     const Ramp *ramp = op->index.as<Ramp>();
@@ -848,15 +863,19 @@ void CodeGen_LLVM::visit(const Store *op) {
         llvm::Value *base = codegen(ramp->base);
         llvm::Value *first =
             builder.CreateSub(base, llvm::ConstantInt::get(base->getType(), lanes - 1));
-        builder.CreateAlignedStore(builder.CreateVectorReverse(v),
-                                   element_address(op->name, et, first), llvm::Align(et.bytes()));
+        tag_buffer_access(builder.CreateAlignedStore(builder.CreateVectorReverse(v),
+                                                     element_address(op->name, et, first),
+                                                     llvm::Align(et.bytes())),
+                          op->name);
         return;
     }
     // Any other ramp: lane by lane, stepping a pointer (no vector of indices).
     llvm::Value *addr = element_address(op->name, et, codegen(ramp->base));
     llvm::Value *step = builder.CreateSExtOrTrunc(codegen(ramp->stride), i64);
     for (int i = 0; i < lanes; i++) {
-        builder.CreateStore(builder.CreateExtractElement(v, builder.getInt32(i)), addr);
+        tag_buffer_access(
+            builder.CreateStore(builder.CreateExtractElement(v, builder.getInt32(i)), addr),
+            op->name);
         addr = builder.CreateInBoundsGEP(memory_type(et), addr, step);
     }
 }
@@ -873,7 +892,8 @@ void CodeGen_LLVM::store_lanes(const Store *op, llvm::Value *v) {
         };
         llvm::Value *lane = lane_of(v), *li = lane_of(idx);
         auto store_lane = [&]() {
-            builder.CreateStore(lane, element_address(op->name, t.element_of(), li));
+            tag_buffer_access(
+                builder.CreateStore(lane, element_address(op->name, t.element_of(), li)), op->name);
         };
         if (pred) {
             when(lane_of(pred), store_lane);

@@ -97,6 +97,11 @@ protected:
     /** The comparison `k` (EQ, NE, LT, LE, GT, GE) of operands of IR type `t`. */
     llvm::Value *compare(IRNodeType k, const Type &t, llvm::Value *x, llvm::Value *y);
 
+    /** Tags `access`, a load or store of buffer `name`'s elements, with type-based alias
+     * metadata of its own for that name, as Halide 14 does: in Halide's IR, different buffer
+     * names are different memory, so LLVM may keep a value loaded from one in a register across
+     * stores to another (a reduction's accumulator across its inputs' loads). Returns `access`. */
+    llvm::Value *tag_buffer_access(llvm::Value *access, const std::string &name);
     /** Address of element `index` (scalar) of buffer `name`. */
     llvm::Value *element_address(const std::string &name, const Type &elem, llvm::Value *index);
     llvm::Value *load_scalar(const std::string &name, const Type &t, llvm::Value *index);

@@ -2,11 +2,14 @@
 //
 //   tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] [--input name=FILE.npy]
 //             [--output name=FILE.npy] [--scalar name=VALUE] [--runs N] [--seed S]
+//             [--extern-lib LIB.so...]
 //
 // Buffers default to 64 per dimension with mins 0 (--size sets extents and, after `@`, mins;
 // `--size name=` makes a 0-D buffer; an --input file sets its buffer's extents, and a --size
 // given with it must repeat them and may set the mins) and are filled with seeded random data.
 // With a profiling target, the runtime prints its report when the process exits.
+// --extern-lib (repeatable) names a shared object holding C functions the pipeline calls, such
+// as the functions of Halide's extern stages (define_extern); the JIT resolves calls in them.
 //
 // Every option value is checked: a number that does not parse whole or is out of range for what
 // it sets (a scalar's type, an extent, a count), or a name that is not an argument of the
@@ -25,6 +28,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include "driver/NpyFile.h"
 #include "tally/Compiler.h"
@@ -161,6 +166,22 @@ std::vector<uint8_t> scalar_bytes(const std::string &text, const std::string &op
     return out;
 }
 
+/** The path given to --extern-lib, which must name a readable file (what it holds is checked
+ * when the JIT loads it: a file that is not a shared object is a compile error naming it). */
+std::string extern_library(const std::string &path) {
+    struct stat st;
+    if (path.empty()) {
+        option_error("--extern-lib", "needs the path of a shared object");
+    }
+    if (stat(path.c_str(), &st) != 0) {
+        option_error("--extern-lib " + path, std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        option_error("--extern-lib " + path, "not a regular file");
+    }
+    return path;
+}
+
 /** A buffer's shape from `--size`: extents, and mins (0 unless given after `@`). */
 struct BufferShape {
     std::vector<int32_t> extents, mins;
@@ -262,6 +283,7 @@ int main(int argc, char **argv) {
     std::map<std::string, std::string> inputs, outputs, scalars;
     int runs = 1;
     unsigned seed = 1;
+    CompileOptions options;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -289,10 +311,13 @@ int main(int argc, char **argv) {
             runs = int(parse_integer(value(), "--runs", 1, INT32_MAX));
         } else if (a == "--seed") {
             seed = unsigned(parse_unsigned(value(), "--seed", UINT32_MAX));
+        } else if (a == "--extern-lib") {
+            options.extern_libraries.push_back(extern_library(value()));
         } else if (a == "-h" || a == "--help") {
             std::cout << "usage: tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] "
                          "[--input name=FILE.npy] [--output name=FILE.npy] "
-                         "[--scalar name=VALUE] [--runs N] [--seed S]\n";
+                         "[--scalar name=VALUE] [--runs N] [--seed S] "
+                         "[--extern-lib LIB.so...]\n";
             return 0;
         } else if (!a.empty() && a[0] == '-') {
             std::cerr << "tally-run: error: unknown option '" << a << "'\n";
@@ -307,7 +332,7 @@ int main(int argc, char **argv) {
     }
     try {
         Module m = lower(parse_module_file(input), Target::parse(target));
-        std::unique_ptr<JITModule> jit = compile_jit(m);
+        std::unique_ptr<JITModule> jit = compile_jit(m, options);
         const LoweredFunc &f = jit->entry();
         check_argument_names(f, sizes, inputs, outputs, scalars);
         std::mt19937 rng(seed);

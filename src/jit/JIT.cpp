@@ -4,13 +4,15 @@
 // CPU with all its features, an explicit x86-64 target gets the CPU and features Halide 14 picks
 // for it); the JIT also checks that this CPU can run that code. The JIT resolves runtime symbols
 // in the library that holds the runtime (this one: found with dladdr, so it works even when the
-// library was loaded with RTLD_LOCAL, as Python loads extension modules), then in the process
-// (libc, libm).
+// library was loaded with RTLD_LOCAL, as Python loads extension modules), then in the extern
+// libraries the caller names (CompileOptions::extern_libraries: the C functions of extern
+// stages), then in the process (libc, libm).
 
 #include <dlfcn.h>
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -134,6 +136,12 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
     if (!jit) {
         user_error << "cannot create the JIT: " << llvm_error(jit.takeError());
     }
+    // ORC reports a symbol it cannot resolve (an extern function no library defines) through the
+    // session's reporter, then fails the lookup with a vaguer error: keep the report for that.
+    auto reported = std::make_shared<std::string>();
+    (*jit)->getExecutionSession().setErrorReporter([reported](llvm::Error e) {
+        *reported += (reported->empty() ? "" : "; ") + llvm_error(std::move(e));
+    });
     llvm::orc::JITDylib &jd = (*jit)->getMainJITDylib();
     char prefix = (*jit)->getDataLayout().getGlobalPrefix();
     std::string lib = runtime_library_path();
@@ -144,6 +152,14 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
         } else {
             llvm::consumeError(g.takeError());
         }
+    }
+    for (const std::string &path : opts.extern_libraries) {
+        auto g = llvm::orc::DynamicLibrarySearchGenerator::Load(path.c_str(), prefix);
+        if (!g) {
+            user_error << "cannot load the extern library '" << path
+                       << "': " << llvm_error(g.takeError());
+        }
+        jd.addGenerator(std::move(*g));
     }
     auto proc = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
     if (!proc) {
@@ -158,8 +174,12 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
     for (const LoweredFunc *f : entries) {
         auto sym = impl->jit->lookup(f->name + "_argv");
         if (!sym) {
-            user_error << "JIT compilation of '" << f->name
-                       << "' failed: " << llvm_error(sym.takeError());
+            std::string why = llvm_error(sym.takeError());
+            if (!reported->empty()) {
+                why = *reported + " (extern functions are looked up in the runtime, the extern "
+                                  "libraries given to the JIT and the process)";
+            }
+            user_error << "JIT compilation of '" << f->name << "' failed: " << why;
         }
         impl->argv[f->name] = sym->toPtr<JITModule::Impl::Argv>();
     }

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """One conformance check of one pipeline of the Halide 14 corpus (test/conformance/<pipeline>/).
 
-    check.py --bin BUILD/bin --corpus test/conformance --work DIR PIPELINE CHECK
+    check.py --bin BUILD/bin --corpus test/conformance --work DIR --extern-lib LIB.so
+             PIPELINE CHECK
+
+--extern-lib is libconformance_externs.so, the C functions of the corpus's extern stages
+(extern_stages.c): tally-run gets it as --extern-lib, and the AOT objects are linked with it.
 
 Checks (each a ctest):
   verify   every variant (.host/.profile/.debug/.strict.stmt) parses and verifies
@@ -69,7 +73,7 @@ def run_variant(args, manifest, pdir, variant, outdir, env=None):
     """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
     name = manifest["pipeline"]
     cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
-           "-target", VARIANT_TARGETS[variant]]
+           "-target", VARIANT_TARGETS[variant], "--extern-lib", args.extern_lib]
     outputs = {}
     os.makedirs(outdir, exist_ok=True)
     for a in manifest["args"]:
@@ -121,7 +125,9 @@ def run_object(args, manifest, pdir, obj, function, outdir):
     """Links the AOT object `obj` into a shared object, calls `<function>_argv` on the committed
     inputs with Tally's runtime loaded from libtally.so, and returns {output name: .npy file}."""
     lib = os.path.join(outdir, "lib%s.so" % function)
-    run([os.environ.get("CXX", "c++"), "-shared", "-o", lib, obj])
+    externs = os.path.abspath(args.extern_lib)
+    run([os.environ.get("CXX", "c++"), "-shared", "-o", lib, obj, externs,
+         "-Wl,-rpath," + os.path.dirname(externs)])
     runtime = os.path.join(os.path.dirname(os.path.abspath(args.bin)), "libtally.so")
     ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
     entry = getattr(ctypes.CDLL(lib), function + "_argv")
@@ -270,6 +276,8 @@ def main():
     ap.add_argument("--bin", required=True, help="the folder holding tally-run, tally-opt, tallyc")
     ap.add_argument("--corpus", required=True, help="test/conformance")
     ap.add_argument("--work", required=True, help="a scratch folder for this check")
+    ap.add_argument("--extern-lib", required=True,
+                    help="the shared object with the extern stages' C functions")
     ap.add_argument("pipeline")
     ap.add_argument("check")
     args = ap.parse_args()

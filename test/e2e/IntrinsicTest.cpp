@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "E2EUtil.h"
@@ -402,6 +404,180 @@ TEST(Intrinsics, FloatLerpWeightScalesIntegerRange) {
         check({"lerp", u8, u8, u8, {}, ws.str(), [u8, tw](i128 a, i128 b) {
                    return lerp_reference(u8, a, b, tw, 8);
                }});
+    }
+}
+
+/** Runs `out[i] = float32(fn(args))` for Halide's float math function `fn` ("exp", "log",
+ * "pow") over a and b under strict_float, in `lanes`-wide vectors (1: scalars); `half` computes
+ * it on float16 (`exp_f16` of the narrowed inputs). */
+std::vector<float> run_math(const std::string &fn, bool half, int lanes,
+                            const std::vector<float> &av, const std::vector<float> &bv) {
+    std::string vt = lanes == 1 ? "" : "x" + std::to_string(lanes);
+    std::string index =
+        lanes == 1 ? "i"
+                   : "ramp(i*" + std::to_string(lanes) + ", 1, " + std::to_string(lanes) + ")";
+    std::string t = half ? "float16" + vt : "float32" + vt;
+    auto arg = [&](const char *buf) {
+        std::string load = std::string(buf) + "[" + index + "]";
+        return half ? t + "(" + load + ")" : load;
+    };
+    std::string call = "(" + t + ")" + fn + (half ? "_f16(" : "_f32(") + arg("a") +
+                       (fn == "pow" ? ", " + arg("b") : "") + ")";
+    std::string value = half ? "float32" + vt + "(" + call + ")" : call;
+    std::ostringstream ir;
+    ir << "module name=m, target=host\n"
+       << "external func m (a: buffer<float32, 1>, b: buffer<float32, 1>, "
+       << "out: buffer<float32, 1>, n: int32) {\n"
+       << " for (i, 0, n) {\n  out[" << index << "] = " << value << "\n }\n}\n";
+    auto jit = compile_module(tally::parse_module(ir.str()), "host-strict_float");
+    Image<float> a({int(av.size())}), b({int(bv.size())}), out({int(av.size())});
+    a.data = av;
+    b.data = bv;
+    int32_t n = int32_t(av.size()) / lanes;
+    void *args[] = {a.raw(), b.raw(), out.raw(), &n};
+    EXPECT_EQ(jit->run(args), 0) << ir.str();
+    return out.data;
+}
+
+uint32_t float_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+TEST(Intrinsics, ExpLogPowAreHalidesPolynomialsBitForBit) {
+    // Halide 14 evaluates exp_f32, log_f32 and pow_f32 with its own polynomials, not libm
+    // (exp(1) is 0x402df855 where libm's correctly rounded expf gives 0x402df854). The expected
+    // bits are Halide 14's own results for these inputs: Func f(x) = cast<float>(exp(a(x)))
+    // (log, pow(a(x), b(x)); float16: of cast<float16_t>(a(x))), realized by Halide's JIT for
+    // x86-64-linux-avx-avx2-sse41-strict_float, scalar and vectorized by 8 alike.
+    const float inf = std::numeric_limits<float>::infinity();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    struct Case {
+        std::string fn;
+        std::vector<float> a, b;
+        std::vector<uint32_t> f32, f16;
+    };
+    const std::vector<float> pow_y = {10.f, 0.5f,    3.f,  2.f,  0.5f,    2.f,   0.f,   3.f,
+                                      -1.f, 2.25f,   7.f,  38.f, 2.f,     inf,   -2.5f, 0.f,
+                                      -3.f, 1.f / 3, -3.f, 2.f,  1.f / 3, -30.f, nan,   1e10f};
+    const std::vector<Case> cases = {
+        {"exp",
+         {0.f,      -0.f,  1.f, -1.f, 0.5f, 10.f,   -10.f, 88.5f,  89.f, -87.f, -104.f, 1e-8f,
+          3.14159f, -0.3f, inf, -inf, nan,  20.25f, -5.5f, 0.125f, 2.f,  -2.f,  60.f,   -60.f},
+         pow_y,
+         {0x3f800000, 0x3f800000, 0x402df855, 0x3ebc5ab2, 0x3fd3094c, 0x46ac14ef,
+          0x383e6bce, 0x7f4cdcc3, 0x7f800000, 0x00b33686, 0x00000000, 0x3f800000,
+          0x41b92005, 0x3f3da643, 0x00000000, 0x00000000, 0x00000000, 0x4e1486bb,
+          0x3b85ea53, 0x3f910b02, 0x40ec7326, 0x3e0a9555, 0x6abcede5, 0x142d70c9},
+         {0x3f800000, 0x3f800000, 0x402e0000, 0x3ebc6000, 0x3fd30000, 0x46ac2000,
+          0x383e8000, 0x7f800000, 0x7f800000, 0x00000000, 0x00000000, 0x3f800000,
+          0x41b90000, 0x3f3da000, 0x00000000, 0x00000000, 0x00000000, 0x7f800000,
+          0x3b85e000, 0x3f910000, 0x40ec8000, 0x3e0aa000, 0x7f800000, 0x00000000}},
+        {"log",
+         {1.f, 2.f, 0.5f,   0.f, -0.f,  -1.f, 1e-30f, 3e38f,   10.f, 0.75f, 1.5f, 1.49f,
+          inf, nan, 1e-40f, 7.f, 100.f, 0.1f, 1e-3f,  1234.5f, -inf, 0.9f,  1.1f, 3.f},
+         pow_y,
+         {0x00000000, 0x3f317218, 0xbf317218, 0xff800000, 0xff800000, 0x7fc00000,
+          0xc28a27b5, 0x42b13196, 0x40135d8e, 0xbe934b10, 0x3ecf9920, 0x3ecc2c62,
+          0x42b17218, 0x42b241b1, 0xc2b00ade, 0x3ff91396, 0x40935d8e, 0xc0135d8e,
+          0xc0dd0c55, 0x40e3ca1c, 0x7fc00000, 0xbdd7c745, 0x3dc331ff, 0x3f8c9f54},
+         {0x00000000, 0x3f318000, 0xbf318000, 0xff800000, 0xff800000, 0x7f800000,
+          0xff800000, 0x42b18000, 0x40136000, 0xbe934000, 0x3ecfa000, 0x3ecc4000,
+          0x42b18000, 0x42b18000, 0xff800000, 0x3ff92000, 0x40936000, 0xc0136000,
+          0xc0dd0000, 0x40e3c000, 0x7f800000, 0xbdd80000, 0x3dc28000, 0x3f8ca000}},
+        {"pow",
+         {2.f, 2.f, -2.f, -2.f, -2.f, 0.f, 0.f,  -0.f,   5.f,  1.5f,  -1.5f, 10.f,
+          nan, 2.f, 3.f,  -3.f, 0.5f, 7.f, -0.f, 1e-20f, -8.f, 100.f, 0.25f, -1.f},
+         pow_y,
+         {0x44800000, 0x3fb504f4, 0xc1000000, 0x40800000, 0x7fc00000, 0x00000000,
+          0x3f800000, 0x00000000, 0x3e4ccccd, 0x401f5cb9, 0xc188b001, 0x7e9676c2,
+          0x7f800000, 0x00000000, 0x3d836117, 0x3f800000, 0x41000000, 0x3ff4daee,
+          0x00000000, 0x00000000, 0x7fc00000, 0x00000000, 0x00000000, 0x3f800000},
+         {0x44800000, 0x3fb50000, 0xc1000000, 0x40800000, 0x7f800000, 0x00000000,
+          0x3f800000, 0x00000000, 0x3e4cc000, 0x401f6000, 0xc188c000, 0x7f800000,
+          0x7f800000, 0x00000000, 0x3d836000, 0x3f800000, 0x41000000, 0x3ff4e000,
+          0x00000000, 0x00000000, 0x7f800000, 0x00000000, 0x00000000, 0x00000000}},
+    };
+    for (const Case &c : cases) {
+        for (int lanes : {1, 8}) {
+            std::vector<float> got = run_math(c.fn, false, lanes, c.a, c.b);
+            for (size_t i = 0; i < c.a.size(); i++) {
+                EXPECT_EQ(float_bits(got[i]), c.f32[i])
+                    << c.fn << "_f32 lanes " << lanes << " input " << i << " (" << c.a[i] << ")";
+            }
+            // float16 computes in float32. Halide 14's emulated float16 conversions turn a NaN
+            // into inf; Tally keeps it NaN. Those lanes (a NaN input, a NaN float32 result) only
+            // have to be NaN.
+            got = run_math(c.fn, true, lanes, c.a, c.b);
+            for (size_t i = 0; i < c.a.size(); i++) {
+                if (std::isnan(c.a[i]) || (c.fn == "pow" && std::isnan(c.b[i]))) {
+                    continue;
+                }
+                uint32_t f32 = c.f32[i];
+                float expected_f32;
+                std::memcpy(&expected_f32, &f32, sizeof f32);
+                if (std::isnan(expected_f32)) {
+                    EXPECT_TRUE(std::isnan(got[i])) << c.fn << "_f16 input " << i;
+                } else {
+                    EXPECT_EQ(float_bits(got[i]), c.f16[i])
+                        << c.fn << "_f16 lanes " << lanes << " input " << i << " (" << c.a[i]
+                        << ")";
+                }
+            }
+        }
+    }
+}
+
+TEST(Intrinsics, LibmSpellingsOfExpStayLibm) {
+    // Only Halide's own names (exp_f32) are its polynomials; an extern call to libm's expf is
+    // libm's, correctly rounded here: expf(1) is 0x402df854.
+    std::vector<float> got = run_float("(float32)expf(a[i])", {1.f}, {0.f});
+    EXPECT_EQ(float_bits(got[0]), float_bits(std::exp(1.f)));
+    EXPECT_EQ(float_bits(got[0]), 0x402df854u);
+}
+
+TEST(Intrinsics, BufferAccessorsReadTheFieldsAsTheRuntimeDoes) {
+    // Host code reads halide_buffer_t's fields itself for Halide's _halide_buffer_get_* calls
+    // (as Halide inlines them): each must equal the runtime function of the same name.
+    std::string ir =
+        "module name=acc, target=host\n"
+        "external func acc (b: buffer<uint16, 2>, out: buffer<int64, 1>) {\n"
+        " out[0] = int64(_halide_buffer_get_min((halide_buffer_t *)b.buffer, 1))\n"
+        " out[1] = int64(_halide_buffer_get_max((halide_buffer_t *)b.buffer, 1))\n"
+        " out[2] = int64(_halide_buffer_get_extent((halide_buffer_t *)b.buffer, 0))\n"
+        " out[3] = int64(_halide_buffer_get_stride((halide_buffer_t *)b.buffer, 1))\n"
+        " out[4] = int64(_halide_buffer_get_dimensions((halide_buffer_t *)b.buffer))\n"
+        " out[5] = int64((uint32)_halide_buffer_get_type((halide_buffer_t *)b.buffer))\n"
+        " out[6] = int64((uint1)_halide_buffer_get_host_dirty((halide_buffer_t *)b.buffer))\n"
+        " out[7] = int64((uint1)_halide_buffer_get_device_dirty((halide_buffer_t *)b.buffer))\n"
+        " out[8] = int64((uint1)_halide_buffer_is_bounds_query((halide_buffer_t *)b.buffer))\n"
+        " out[9] = (int64)_halide_buffer_get_device((halide_buffer_t *)b.buffer)\n"
+        "}\n";
+    auto jit = compile_module(tally::parse_module(ir), "host");
+    halide_dimension_t dims[2] = {{-3, 17, 1, 0}, {5, 9, 17, 0}};
+    uint8_t data[4] = {};
+    for (int variant = 0; variant < 4; variant++) {
+        halide_buffer_t b{};
+        b.dimensions = 2;
+        b.dim = dims;
+        b.type = {halide_type_uint, 16, 1};
+        b.flags = uint64_t(variant);  // host dirty (1), device dirty (2), both, neither
+        b.host = variant == 3 ? nullptr : data;
+        b.device = variant == 1 ? 0x1234 : 0;
+        Image<int64_t> out({10});
+        void *args[] = {&b, out.raw()};
+        ASSERT_EQ(jit->run(args), 0);
+        EXPECT_EQ(out.data[0], _halide_buffer_get_min(&b, 1));
+        EXPECT_EQ(out.data[1], _halide_buffer_get_max(&b, 1));
+        EXPECT_EQ(out.data[2], _halide_buffer_get_extent(&b, 0));
+        EXPECT_EQ(out.data[3], _halide_buffer_get_stride(&b, 1));
+        EXPECT_EQ(out.data[4], _halide_buffer_get_dimensions(&b));
+        EXPECT_EQ(out.data[5], int64_t(_halide_buffer_get_type(&b)));
+        EXPECT_EQ(out.data[6], int64_t(_halide_buffer_get_host_dirty(&b))) << variant;
+        EXPECT_EQ(out.data[7], int64_t(_halide_buffer_get_device_dirty(&b))) << variant;
+        EXPECT_EQ(out.data[8], int64_t(_halide_buffer_is_bounds_query(&b))) << variant;
+        EXPECT_EQ(out.data[9], int64_t(_halide_buffer_get_device(&b))) << variant;
     }
 }
 

@@ -186,6 +186,33 @@ TEST_P(AsyncTasks, ProducerConsumerThroughNestedCallsProgresses) {
     });
 }
 
+// ---- when every task blocks, the caller runs the last one ------------------------------------
+
+struct ThreadIds {
+    std::thread::id ids[2];
+};
+
+template <int Slot>
+int record_thread(void *, int, int, uint8_t *closure, void *) {
+    ((ThreadIds *)closure)->ids[Slot] = std::this_thread::get_id();
+    return 0;
+}
+
+TEST_P(AsyncTasks, WhenEveryTaskBlocksTheCallerRunsTheLastItself) {
+    // The caller would only wait for the group: it runs the last blocking task (one thread fewer
+    // to wake), the others get task threads of their own, so each still runs at once.
+    with_watchdog("caller runs a blocking task", [] {
+        ThreadIds t;
+        halide_parallel_task_t tasks[2] = {
+            make_task(record_thread<0>, &t, "fork.0", nullptr, 0, 0, 1, 1, false),
+            make_task(record_thread<1>, &t, "fork.1", nullptr, 0, 0, 1, 1, false)};
+        EXPECT_EQ(halide_do_parallel_tasks(nullptr, 2, tasks, nullptr), 0);
+        EXPECT_EQ(t.ids[1], std::this_thread::get_id());
+        EXPECT_NE(t.ids[0], std::this_thread::get_id());
+        EXPECT_NE(t.ids[0], std::thread::id());
+    });
+}
+
 // ---- a serial task with semaphores: iterations in order, each after its own acquire --------
 
 struct SerialState {

@@ -947,6 +947,29 @@ Def escape_f64() {
     return d;
 }
 
+/** An extern stage (define_extern): a C function (test/conformance/extern_stages.c) between
+ * two Halide stages, given a Func and a scalar, asked for its input's bounds first (Halide's
+ * bounds query) and then run on the region the consumer needs, tile by tile. */
+Def extern_stage() {
+    Def d;
+    ImageParam in(Int(16), 2, "in");
+    Param<int32_t> offset("offset");
+    Func pre("pre"), diff("diff"), post("post");
+    pre(x, y) = cast<int32_t>(in(x, y)) * 3 + 1;
+    diff.define_extern("tally_corpus_forward_diff", {pre, offset}, Int(32), 2, NameMangling::C);
+    post(x, y) = diff(x, y) * 2 + cast<int32_t>(in(x, y));
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    post.tile(x, y, xo, yo, xi, yi, 32, 16).vectorize(xi, 8);
+    diff.compute_at(post, xo);
+    pre.compute_root().vectorize(x, 8);
+    d.pipeline = Pipeline(post);
+    add_input(d, in, {65, 48}, {0, 0}, -2000, 2000);
+    add_scalar(d, offset, "-7");
+    add_output(d, {64, 48});
+    d.funcs = {"pre", "diff", "post"};
+    return d;
+}
+
 const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
     static const std::vector<std::pair<std::string, std::function<Def()>>> defs = {
         {"sep_blur", sep_blur},
@@ -979,6 +1002,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"wrapper_rdom", wrapper_rdom},
         {"conv4d", conv4d},
         {"escape_f64", escape_f64},
+        {"extern_stage", extern_stage},
     };
     return defs;
 }

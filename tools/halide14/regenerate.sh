@@ -2,8 +2,8 @@
 # Rebuilds the Halide 14 conformance corpus and rewrites test/conformance/<pipeline>/ from it.
 #   tools/halide14/regenerate.sh [BUILD_DIR]     (default: build/, configured with CMake)
 # Needs Halide 14 (Debian's libhalide14-0-dev). Deterministic: a second run leaves no git diff.
-# The harness's own files in test/conformance/ (CMakeLists.txt, check.py, xfail.txt, README.md)
-# are not touched; a pipeline folder whose pipeline no longer exists is removed.
+# The harness's own files in test/conformance/ (CMakeLists.txt, check.py, xfail.txt, README.md,
+# extern_stages.c) are not touched; a pipeline folder whose pipeline no longer exists is removed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${1:-$ROOT/build}"

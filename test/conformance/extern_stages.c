@@ -1,0 +1,43 @@
+/* The C functions of the conformance corpus's extern stages (Halide's define_extern), one home
+ * for both sides: tools/halide14/build_library.sh links this file into Halide's corpus library
+ * (the references), and the harness builds it into libconformance_externs.so, which tally-run
+ * (--extern-lib) and the AOT check load for Tally. Each follows Halide's extern-stage protocol:
+ * called with input buffers whose host is NULL, it is a bounds query and fills in the region of
+ * each input it needs for the output's region; otherwise it computes the output's region. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_runtime.h"
+
+static int is_bounds_query(const halide_buffer_t *b) {
+    return b->host == NULL && b->device == 0;
+}
+
+/* out(x, y) = in(x + 1, y) - in(x, y) + offset over int32: needs one more column of `in` than
+ * the output has. */
+int tally_corpus_forward_diff(halide_buffer_t *in, int32_t offset, halide_buffer_t *out) {
+    if (in->dimensions != 2 || out->dimensions != 2 || in->type.bits != 32 ||
+        out->type.bits != 32) {
+        return -1;
+    }
+    if (is_bounds_query(in)) {
+        in->dim[0].min = out->dim[0].min;
+        in->dim[0].extent = out->dim[0].extent + 1;
+        in->dim[1].min = out->dim[1].min;
+        in->dim[1].extent = out->dim[1].extent;
+        return 0;
+    }
+    const halide_dimension_t *id = in->dim, *od = out->dim;
+    for (int32_t y = od[1].min; y < od[1].min + od[1].extent; y++) {
+        for (int32_t x = od[0].min; x < od[0].min + od[0].extent; x++) {
+            const int32_t *row =
+                (const int32_t *)in->host + (ptrdiff_t)(y - id[1].min) * id[1].stride;
+            int32_t a = row[(ptrdiff_t)(x - id[0].min) * id[0].stride];
+            int32_t b = row[(ptrdiff_t)(x + 1 - id[0].min) * id[0].stride];
+            ((int32_t *)out->host)[(ptrdiff_t)(x - od[0].min) * od[0].stride +
+                                   (ptrdiff_t)(y - od[1].min) * od[1].stride] = b - a + offset;
+        }
+    }
+    return 0;
+}
