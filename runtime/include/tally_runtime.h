@@ -778,6 +778,32 @@ int32_t tally_profiler_get_slot_stats(const char *pipeline, int32_t slot, tally_
 int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tally_slot_stats *out);
 
 /* ---------------------------------------------------------------------------------------------
+ * Profile exports (runtime/src/export_*.c): the totals above, in formats other tools read
+ *
+ * Each slot is shown under a call stack, root first: pipeline ; Func for a Func slot (overhead
+ * included), pipeline ; Func ; "copy to device" or "copy to host" for a copy slot the compiler
+ * named after its Func ("<Func> (copy to device)"), pipeline ; <slot name> for any other copy
+ * slot. At exit, when at least one profiled run finished, TALLY_PROFILE_PPROF=<path> writes the
+ * pprof profile and TALLY_PROFILE_FOLDED=<path> the folded stacks (both replace the file). Must
+ * not run concurrently with tally_profiler_reset.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Writes every pipeline's totals to `path` as a gzipped pprof profile (profile.proto, read by
+ * `go tool pprof`, Parca and Pyroscope). Sample types: time (nanoseconds), samples (count),
+ * alloc_objects (count) and alloc_space (bytes) of heap allocations, device_alloc_objects and
+ * device_alloc_space, copies (count) and copy_space (bytes) of buffer copies; one sample per slot
+ * with a nonzero value, labelled with the pipeline's target, mode ("sampler" or "timer"), slot kind
+ * and runs. The file is written to a temporary name and renamed, so a reader never sees half of it.
+ * Returns 0, TALLY_ERROR_BAD_ARGUMENT, TALLY_ERROR_OUT_OF_MEMORY, TALLY_ERROR_GENERIC (compression
+ * failed) or TALLY_ERROR_IO, after reporting the failure through halide_error. */
+int32_t tally_profiler_write_pprof(void *user_context, const char *path);
+
+/** Writes every pipeline's totals to `path` as folded stacks for flame-graph tools: one line
+ * `frame;frame[;frame] N` per slot with nonzero time, N its time in nanoseconds (';' in a name is
+ * written ':'). Written and failing as tally_profiler_write_pprof. */
+int32_t tally_profiler_write_folded(void *user_context, const char *path);
+
+/* ---------------------------------------------------------------------------------------------
  * Layout checks (the compiler side checks the same sizes with static_assert)
  * ------------------------------------------------------------------------------------------- */
 

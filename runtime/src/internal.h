@@ -9,6 +9,8 @@
 //                         fork_prepare/parent/child), the at-exit shutdown and report; defines
 //                         tally_profiler_start, halide_do_par_for, halide_do_parallel_tasks,
 //                         halide_profiler_pipeline_start and tally_profiler_shutdown
+//   6  export*.c          profile exports (pprof, folded stacks) over the public stats API;
+//                         their own layers are in export.h
 //   6  device_cuda.c, device_vulkan.c, device_host.c
 //                         device back ends: raw device operations, kernel launches
 //   5  device_interface.c the halide_device_* / halide_copy_* entry points and their bookkeeping

@@ -15,11 +15,13 @@
 //    workers, no sampler thread, no armed timer) before releasing them.
 //  - one atexit handler: it shuts the thread pool down (joining its workers and task threads),
 //    stops the sampler (thread and timer), prints the report (report.c: only when a profiled
-//    run finished), then hands the cached free blocks of halide_malloc back to the system.
+//    run finished) and the exports the environment asks for (export.c), then hands the cached free
+//    blocks of halide_malloc back to the system.
 //
 // tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
 // cache.
 
+#include "export.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -49,6 +51,7 @@ static void at_exit(void) {
     tally_thread_pool_shutdown();
     tally_sampler_shutdown();
     tally_report_at_exit();
+    tally_export_at_exit();
     tally_malloc_cache_shutdown();
 }
 
