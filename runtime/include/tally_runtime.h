@@ -803,6 +803,16 @@ int32_t tally_profiler_write_pprof(void *user_context, const char *path);
  * written ':'). Written and failing as tally_profiler_write_pprof. */
 int32_t tally_profiler_write_folded(void *user_context, const char *path);
 
+/** Formats numbers read elsewhere (e.g. from a JSON report) exactly as tally_profiler_report
+ * formats the registry's: pipelines[i] with its slots slots[i][0..pipelines[i].num_slots), in the
+ * fields tally_profiler_get_*_stats fill (percent is recomputed; average thread counts are taken
+ * to the nearest whole sum of threads over samples). Touches no profiler state. snprintf
+ * semantics as tally_profiler_report_to_buffer. Returns the text's length, or
+ * TALLY_ERROR_BAD_ARGUMENT (a NULL name, num_slots < 1, a slot kind out of range) or
+ * TALLY_ERROR_OUT_OF_MEMORY. */
+int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_stats *pipelines,
+                                   const tally_slot_stats *const *slots, char *buf, size_t size);
+
 /* ---------------------------------------------------------------------------------------------
  * Layout checks (the compiler side checks the same sizes with static_assert)
  * ------------------------------------------------------------------------------------------- */

@@ -280,6 +280,13 @@ tally_pipeline *tally_registry_first_locked(void);
 void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_stats *out);
 void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_slot_stats *out);
 
+// A pipeline outside the registry holding the numbers of stats structs (the inverse of the fill
+// functions), for tally_profiler_format_text. Returns 0 (*out set; free it with
+// tally_pipeline_free_unregistered), TALLY_ERROR_BAD_ARGUMENT or TALLY_ERROR_OUT_OF_MEMORY.
+int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_slot_stats *slots,
+                                  tally_pipeline **out);
+void tally_pipeline_free_unregistered(tally_pipeline *p);
+
 // Ends the worker contexts the calling thread opened through Halide's profiler ABI and left
 // current (innermost first), until the current context is `keep` or one it does not own. The
 // thread pool calls it after every task: Halide's code opens a context when a task starts

@@ -390,3 +390,38 @@ void tally_report_at_exit(void) {
     }
     sb_free(&b);
 }
+
+// ---- text from numbers read elsewhere ---------------------------------------------------
+
+int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_stats *pipelines,
+                                   const tally_slot_stats *const *slots, char *buf, size_t size) {
+    if (num_pipelines < 0 || (num_pipelines > 0 && (!pipelines || !slots))) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    strbuf b = {NULL, 0, 0, 0};
+    sb_reserve(&b, 0);
+    int32_t r = 0;
+    for (int32_t i = 0; i < num_pipelines && r == 0; i++) {
+        tally_pipeline *p;
+        r = tally_pipeline_from_stats(&pipelines[i], slots[i], &p);
+        if (r != 0) {
+            break;
+        }
+        if (i > 0) {
+            sb_printf(&b, "\n");
+        }
+        write_text_pipeline(&b, p);
+        tally_pipeline_free_unregistered(p);
+    }
+    if (r == 0 && b.failed) {
+        r = TALLY_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == 0 && buf && size > 0) {
+        size_t n = b.len < size - 1 ? b.len : size - 1;
+        memcpy(buf, b.data, n);
+        buf[n] = '\0';
+    }
+    int32_t len = b.len > INT32_MAX ? INT32_MAX : (int32_t)b.len;
+    sb_free(&b);
+    return r != 0 ? r : len;
+}

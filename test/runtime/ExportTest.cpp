@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 #include <zlib.h>
 
 #ifndef TALLY_EXIT_CHILD_PATH
@@ -176,6 +177,42 @@ TEST_F(ProfileExport, EnvironmentNamesTheFilesWrittenAtExit) {
     EXPECT_NE(folded.find("failing_pipeline;producer "), std::string::npos) << folded;
     EXPECT_FALSE(exists(path("none.pb.gz")));
     EXPECT_FALSE(exists(path("none.folded")));
+}
+
+// tally_profiler_format_text over the numbers the stats API returns prints the report itself
+// (what tally-report show relies on: the layout has one home).
+TEST_F(ProfileExport, FormatTextOfTheStatsIsTheReport) {
+    scripted_runs();
+    std::vector<tally_pipeline_stats> pipelines(2);
+    std::vector<std::vector<tally_slot_stats>> slots(2);
+    std::vector<const tally_slot_stats *> slot_ptrs;
+    for (int32_t i = 0; i < 2; i++) {
+        ASSERT_EQ(tally_profiler_get_pipeline_stats_by_index(i, &pipelines[size_t(i)]), 0);
+        slots[size_t(i)].resize(size_t(pipelines[size_t(i)].num_slots));
+        for (int32_t s = 0; s < pipelines[size_t(i)].num_slots; s++) {
+            ASSERT_EQ(tally_profiler_get_slot_stats_by_index(i, s, &slots[size_t(i)][size_t(s)]),
+                      0);
+        }
+        slot_ptrs.push_back(slots[size_t(i)].data());
+    }
+    int32_t n = tally_profiler_format_text(2, pipelines.data(), slot_ptrs.data(), nullptr, 0);
+    ASSERT_GT(n, 0);
+    std::string text(size_t(n) + 1, '\0');
+    EXPECT_EQ(
+        tally_profiler_format_text(2, pipelines.data(), slot_ptrs.data(), &text[0], text.size()),
+        n);
+    text.resize(size_t(n));
+    EXPECT_EQ(text, tally_test::report_text(0));
+
+    // Bad numbers are refused, not printed.
+    slots[0][1].kind = 7;
+    EXPECT_EQ(tally_profiler_format_text(2, pipelines.data(), slot_ptrs.data(), nullptr, 0),
+              TALLY_ERROR_BAD_ARGUMENT);
+    slots[0][1].kind = TALLY_SLOT_FUNC;
+    pipelines[1].name = nullptr;
+    EXPECT_EQ(tally_profiler_format_text(2, pipelines.data(), slot_ptrs.data(), nullptr, 0),
+              TALLY_ERROR_BAD_ARGUMENT);
+    EXPECT_EQ(tally_profiler_format_text(0, nullptr, nullptr, nullptr, 0), 0);
 }
 
 }  // namespace
