@@ -13,8 +13,8 @@
 //
 // The stack of a slot, root first, is the same in every export:
 //   - a Func slot (overhead included):          pipeline ; Func
-//   - a copy slot named "<Func> <anything>" where <Func> is the name of a Func slot of the same
-//     pipeline (the compiler names them "<Func> (copy to device)"):
+//   - a copy slot that belongs to a Func slot (tally_copy_slot_owner in slots.h: the compiler
+//     names them "<Func> (copy to device)"):
 //                                                pipeline ; Func ; copy to device|copy to host
 //   - any other copy slot:                       pipeline ; <copy slot name>
 #ifndef TALLY_RUNTIME_SRC_EXPORT_H
@@ -25,7 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** One slot of a snapshot, with the Func slot it belongs to (copies only; -1 otherwise). */
+/** One slot of a snapshot, with the Func slot it belongs to (copies only; -1 otherwise). The
+ * stats come first: tally_copy_slot_owner reads an array of these with their stride. */
 typedef struct tally_export_slot {
     tally_slot_stats stats;
     int32_t parent;

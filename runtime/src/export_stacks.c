@@ -4,31 +4,12 @@
 
 #include "export.h"
 #include "internal.h"
+#include "slots.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-// The Func slot a copy slot belongs to: the Func slot whose name followed by a space starts the
-// copy slot's name (the longest such name, should one Func's name prefix another's), or -1.
-static int32_t find_parent(const tally_export_pipeline *p, int32_t slot) {
-    const char *name = p->slots[slot].stats.name;
-    int32_t best = -1;
-    size_t best_len = 0;
-    for (int32_t s = 0; s < p->stats.num_slots; s++) {
-        const tally_slot_stats *f = &p->slots[s].stats;
-        if (f->kind != TALLY_SLOT_FUNC || s == 0) {
-            continue;
-        }
-        size_t len = strlen(f->name);
-        if (len > best_len && strncmp(name, f->name, len) == 0 && name[len] == ' ') {
-            best = s;
-            best_len = len;
-        }
-    }
-    return best;
-}
 
 int32_t tally_export_snapshot_take(tally_export_snapshot *out) {
     memset(out, 0, sizeof(*out));
@@ -62,7 +43,8 @@ int32_t tally_export_snapshot_take(tally_export_snapshot *out) {
             }
         }
         for (int32_t s = 0; s < p->stats.num_slots; s++) {
-            p->slots[s].parent = p->slots[s].stats.kind == TALLY_SLOT_FUNC ? -1 : find_parent(p, s);
+            p->slots[s].parent = tally_copy_slot_owner(
+                &p->slots[0].stats, sizeof(tally_export_slot), p->stats.num_slots, s);
         }
     }
     return 0;

@@ -21,6 +21,8 @@
 //                         halide_do_parallel_tasks and their semaphores
 //   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
 //   2  sampling.c         the sampling rule (one tick billed to a run's slots)
+//      warnings.c         the report's warning rules, over the stats structs
+//      slots.c            what a slot's name says (slots.h): the Func a copy slot belongs to
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages

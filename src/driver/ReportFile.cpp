@@ -420,8 +420,7 @@ DiffResult diff_reports(const Report &base, const Report &now, const DiffThresho
         }
         for (const SlotReport &s : n.slots) {
             if (new_slots.count({s.stats.kind, s.name})) {
-                st.row(s.name, "-",
-                       fixed(double(s.stats.time_ns) / nr / 1e6, 3), "new");
+                st.row(s.name, "-", fixed(double(s.stats.time_ns) / nr / 1e6, 3), "new");
             }
         }
         out += st.str("  ");
