@@ -803,6 +803,16 @@ int32_t tally_profiler_write_pprof(void *user_context, const char *path);
  * written ':'). Written and failing as tally_profiler_write_pprof. */
 int32_t tally_profiler_write_folded(void *user_context, const char *path);
 
+/** Writes, as tally_profiler_write_pprof does, the numbers of what happened since the previous
+ * call (the first call: since the process started): runs, time, samples, allocations and copies
+ * are differences, peaks are as they are now. A pipeline counts from zero when it is new or the
+ * registry was reset in between. For continuous profiling: TALLY_PROFILE_PPROF_EVERY=<seconds>
+ * (with TALLY_PROFILE_PPROF=<path>) writes a window every <seconds> to <path>.0, <path>.1, ...
+ * from a thread started with the first profiled run, keeping the last TALLY_PROFILE_PPROF_KEEP
+ * files (default 8), with the sampling interval at 10 ms unless TALLY_PROFILE_INTERVAL_US is set;
+ * the last, partial window is written at exit. Fails as tally_profiler_write_pprof. */
+int32_t tally_profiler_write_pprof_window(void *user_context, const char *path);
+
 /** Formats numbers read elsewhere (e.g. from a JSON report) exactly as tally_profiler_report
  * formats the registry's: pipelines[i] with its slots slots[i][0..pipelines[i].num_slots), in the
  * fields tally_profiler_get_*_stats fill (percent is recomputed; average thread counts are taken

@@ -9,6 +9,8 @@
 //   export_stacks.c   the snapshot every exporter reads, and the call stack of each slot
 //   export_pprof.c    pprof's profile.proto, gzipped (tally_profiler_write_pprof)
 //   export_folded.c   folded stacks for flame-graph tools (tally_profiler_write_folded)
+//   export_continuous.c  pprof windows (tally_profiler_write_pprof_window) and the thread that
+//                     writes one every TALLY_PROFILE_PPROF_EVERY seconds
 //   export.c          the exports the environment asks for at exit
 //
 // The stack of a slot, root first, is the same in every export:
@@ -75,5 +77,15 @@ int32_t tally_export_folded_format(const tally_export_snapshot *s, char **out, s
 /** Writes the exports named by TALLY_PROFILE_PPROF and TALLY_PROFILE_FOLDED, when at least one
  * profiled run finished. Called once by lifetime.c at exit, after the report. */
 void tally_export_at_exit(void);
+
+/** Starts the continuous pprof writer if TALLY_PROFILE_PPROF_EVERY asks for it (once per process;
+ * lifetime.c calls it when a profiled run starts). Bad settings are reported, and leave it off. */
+void tally_export_continuous_start(void);
+
+/** Stops the writer and writes the last window (lifetime.c, at exit). No-op when it is off. */
+void tally_export_continuous_stop(void);
+
+/** After fork, in the child: the writer is off (its thread stays with the parent). */
+void tally_export_continuous_fork_child(void);
 
 #endif  // TALLY_RUNTIME_SRC_EXPORT_H
