@@ -14,7 +14,8 @@ JOBS="${TALLY_JOBS:-$(nproc)}"
 PACKAGES=(llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev libvulkan-dev
   mesa-vulkan-drivers vulkan-tools vulkan-validationlayers glslang-tools glslang-dev spirv-tools
   libshaderc-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev ninja-build cmake clang-format-14)
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev ninja-build cmake clang-format-14
+  zlib1g-dev golang-go)
 
 log() { printf '==> %s\n' "$*" >&2; }
 

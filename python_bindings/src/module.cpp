@@ -243,6 +243,7 @@ errors raise tally.CompileError, failing pipelines tally.RuntimeError.)doc";
     bind_ir(m);
     bind_pipeline(m);
     bind_profiler(m);
+    bind_report(m);
 
     m.def(
         "vulkan_available",

@@ -77,6 +77,26 @@ py::dict slot_dict(const tally_slot_stats &s) {
     return d;
 }
 
+/** The report's warnings on these numbers, as the JSON report lists them. */
+py::list warning_list(const tally_pipeline_stats &p, const std::vector<tally_slot_stats> &slots) {
+    int32_t n = tally_profiler_check_warnings(&p, slots.data(), nullptr, 0);
+    std::vector<tally_warning> w(size_t(n > 0 ? n : 0));
+    if (n > 0) {
+        tally_profiler_check_warnings(&p, slots.data(), w.data(), n);
+    }
+    py::list out;
+    for (const tally_warning &x : w) {
+        py::dict d;
+        d["kind"] = tally_warning_kind_name(x.kind);
+        d["slot"] = x.slot;
+        d["value"] = x.value;
+        d["threshold"] = x.threshold;
+        d["message"] = std::string(x.message);
+        out.append(d);
+    }
+    return out;
+}
+
 /** One pipeline's numbers; raises RuntimeError if the registry changed under us (reset). */
 py::dict pipeline_dict(int32_t index) {
     tally_pipeline_stats p;
@@ -107,8 +127,9 @@ py::dict pipeline_dict(int32_t index) {
     d["profile_by_timer"] = (p.flags & TALLY_PROFILER_FLAG_TIMER) != 0;
     py::list slots;
     py::dict sections[3];
+    std::vector<tally_slot_stats> all(size_t(p.num_slots));
     for (int32_t s = 0; s < p.num_slots; s++) {
-        tally_slot_stats ss;
+        tally_slot_stats &ss = all[size_t(s)];
         r = tally_profiler_get_slot_stats_by_index(index, s, &ss);
         if (r != 0) {
             raise_runtime_error("tally_profiler_get_slot_stats_by_index failed", r);
@@ -125,6 +146,7 @@ py::dict pipeline_dict(int32_t index) {
         secs[section_names[k]] = sections[k];
     }
     d["sections"] = secs;
+    d["warnings"] = warning_list(p, all);
     return d;
 }
 
@@ -163,7 +185,8 @@ Returns {pipeline name: pipeline}; a second pipeline with the same name (another
 keyed 'name#2'. A pipeline is a dict with the JSON report's keys: name, target, runs, total_ns,
 total_ms, time_per_run_ms, samples, average_threads, heap_peak_bytes, device_peak_bytes,
 kernel_launches, injected_syncs, explicit_syncs, copies_to_device, copies_to_device_bytes,
-copies_to_host, copies_to_host_bytes, num_slots, flags, profile_by_timer; 'slots', the list of
+copies_to_host, copies_to_host_bytes, num_slots, flags, profile_by_timer; 'warnings', the
+report's warnings (dicts: kind, slot, value, threshold, message); 'slots', the list of
 slots in slot order; and 'sections', {'funcs': {...}, 'copies to device': {...},
 'copies to host': {...}}, each mapping slot name to slot in slot order. A slot is a dict: id,
 name, kind ('func', 'copy_to_device', 'copy_to_host'), time_ns, time_ms, percent, samples,

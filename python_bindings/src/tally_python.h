@@ -73,6 +73,8 @@ std::string signature(const std::string &name, const std::vector<tally::Argument
 void bind_ir(py::module_ &m);
 void bind_pipeline(py::module_ &m);
 void bind_profiler(py::module_ &m);
+/** After bind_profiler: the exports (tally.profiler.write_*) and report files (report.cpp). */
+void bind_report(py::module_ &m);
 
 }  // namespace tally_python
 

@@ -117,9 +117,13 @@ def test_json_report_agrees_with_stats(profiled_blur):
     assert doc["abi_version"] == tally.RUNTIME_ABI_VERSION
     (p,) = doc["pipelines"]
     for key, value in p.items():
-        if key == "slots":
+        if key in ("slots", "warnings"):
             continue
         assert s[key] == pytest.approx(value, abs=1e-3), key
+    assert [w["kind"] for w in s["warnings"]] == [w["kind"] for w in p["warnings"]]
+    for js, w in zip(p["warnings"], s["warnings"]):
+        assert w == dict(js, value=pytest.approx(js["value"], abs=1e-3),
+                         threshold=pytest.approx(js["threshold"], abs=1e-3))
     for js, slot in zip(p["slots"], s["slots"]):
         for key, value in js.items():
             assert slot[key] == pytest.approx(value, abs=1e-3), (slot["name"], key)

@@ -826,6 +826,113 @@ void tally_device_get_wait_stats(tally_device_wait_stats *out);
 const char *tally_device_wait_reason_name(int32_t reason);
 
 /* ---------------------------------------------------------------------------------------------
+ * Profile exports (runtime/src/export_*.c): the totals above, in formats other tools read
+ *
+ * Each slot is shown under a call stack, root first: pipeline ; Func for a Func slot (overhead
+ * included), pipeline ; Func ; "copy to device" or "copy to host" for a copy slot the compiler
+ * named after its Func ("<Func> (copy to device)"), pipeline ; <slot name> for any other copy
+ * slot. At exit, when at least one profiled run finished, TALLY_PROFILE_PPROF=<path> writes the
+ * pprof profile and TALLY_PROFILE_FOLDED=<path> the folded stacks (both replace the file). Must
+ * not run concurrently with tally_profiler_reset.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Writes every pipeline's totals to `path` as a gzipped pprof profile (profile.proto, read by
+ * `go tool pprof`, Parca and Pyroscope). Sample types: time (nanoseconds), samples (count),
+ * alloc_objects (count) and alloc_space (bytes) of heap allocations, device_alloc_objects and
+ * device_alloc_space, copies (count) and copy_space (bytes) of buffer copies; one sample per slot
+ * with a nonzero value, labelled with the pipeline's target, mode ("sampler" or "timer"), slot kind
+ * and runs. The file is written to a temporary name and renamed, so a reader never sees half of it.
+ * Returns 0, TALLY_ERROR_BAD_ARGUMENT, TALLY_ERROR_OUT_OF_MEMORY, TALLY_ERROR_GENERIC (compression
+ * failed) or TALLY_ERROR_IO, after reporting the failure through halide_error. */
+int32_t tally_profiler_write_pprof(void *user_context, const char *path);
+
+/** Writes every pipeline's totals to `path` as folded stacks for flame-graph tools: one line
+ * `frame;frame[;frame] N` per slot with nonzero time, N its time in nanoseconds (';' in a name is
+ * written ':'). Written and failing as tally_profiler_write_pprof. */
+int32_t tally_profiler_write_folded(void *user_context, const char *path);
+
+/** Writes, as tally_profiler_write_pprof does, the numbers of what happened since the previous
+ * call (the first call: since the process started): runs, time, samples, allocations and copies
+ * are differences, peaks are as they are now. A pipeline counts from zero when it is new or the
+ * registry was reset in between. For continuous profiling: TALLY_PROFILE_PPROF_EVERY=<seconds>
+ * (with TALLY_PROFILE_PPROF=<path>) writes a window every <seconds> to <path>.0, <path>.1, ...
+ * from a thread started with the first profiled run, keeping the last TALLY_PROFILE_PPROF_KEEP
+ * files (default 8), with the sampling interval at 10 ms unless TALLY_PROFILE_INTERVAL_US is set;
+ * the last, partial window is written at exit. Fails as tally_profiler_write_pprof. */
+int32_t tally_profiler_write_pprof_window(void *user_context, const char *path);
+
+/** Formats numbers read elsewhere (e.g. from a JSON report) exactly as tally_profiler_report
+ * formats the registry's: pipelines[i] with its slots slots[i][0..pipelines[i].num_slots), in the
+ * fields tally_profiler_get_*_stats fill (percent is recomputed; average thread counts are taken
+ * to the nearest whole sum of threads over samples). Touches no profiler state. snprintf
+ * semantics as tally_profiler_report_to_buffer. Returns the text's length, or
+ * TALLY_ERROR_BAD_ARGUMENT (a NULL name, num_slots < 1, a slot kind out of range) or
+ * TALLY_ERROR_OUT_OF_MEMORY. */
+int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_stats *pipelines,
+                                   const tally_slot_stats *const *slots, char *buf, size_t size);
+
+/* ---------------------------------------------------------------------------------------------
+ * Report warnings (runtime/src/warnings.c): patterns in a pipeline's totals worth a look, each
+ * with the numbers behind it. The text report lists them under "warnings:" after the sections,
+ * the JSON report as "warnings": [{"kind", "slot", "value", "threshold", "message"}, ...].
+ * ------------------------------------------------------------------------------------------- */
+
+/** What a warning is about; `value` and `threshold` of tally_warning say, per kind: */
+typedef enum tally_warning_kind_t {
+    /** A Func's buffer crosses between host and device TALLY_WARN_BOUNCE_COPIES times or more
+     * per run, both ways: value = its copies per run. slot = the Func. */
+    TALLY_WARNING_BUFFER_BOUNCE = 0,
+    /** The pipeline's own syncs (halide_device_sync) reach one per kernel launch, so with the
+     * profiler's own sync after each launch there is more than one sync per launch: value = its
+     * explicit syncs per launch. */
+    TALLY_WARNING_SYNCS_PER_LAUNCH = 1,
+    /** Copies take TALLY_WARN_COPY_PERCENT or more of the time: value = their percentage. */
+    TALLY_WARNING_COPY_TIME = 2,
+    /** The host waits for the device most of the time: a pipeline with launches whose average
+     * number of working threads is under TALLY_WARN_WAIT_THREADS: value = that average. */
+    TALLY_WARNING_SYNC_WAIT = 3,
+    /** One Func's peak memory (heap + device) is TALLY_WARN_PEAK_RATIO times or more that of all
+     * other Funcs together, and at least TALLY_WARN_PEAK_MIN_BYTES: value = the ratio. slot = it.
+     */
+    TALLY_WARNING_PEAK_MEMORY = 4,
+    /** Fewer than TALLY_WARN_MIN_SAMPLES samples: value = the samples. A time share p sampled n
+     * times has a standard error of sqrt(p (1 - p) / n), up to 50 / sqrt(n) percentage points. */
+    TALLY_WARNING_FEW_SAMPLES = 5
+} tally_warning_kind_t;
+
+#define TALLY_WARN_BOUNCE_COPIES 3
+#define TALLY_WARN_COPY_PERCENT 50.0
+#define TALLY_WARN_WAIT_THREADS 0.5
+#define TALLY_WARN_PEAK_RATIO 10.0
+#define TALLY_WARN_PEAK_MIN_BYTES (1u << 20)
+#define TALLY_WARN_MIN_SAMPLES 100
+
+/** One warning. */
+typedef struct tally_warning {
+    /** tally_warning_kind_t. */
+    int32_t kind;
+    /** The slot it is about, or -1 for the whole pipeline. */
+    int32_t slot;
+    /** The number behind it and the threshold that number reached. */
+    double value;
+    double threshold;
+    /** One line saying what and why, with the numbers; NUL-terminated. */
+    char message[240];
+} tally_warning;
+
+/** The JSON report's name of a warning kind: "buffer_bounce", "syncs_per_launch", "copy_time",
+ * "sync_wait", "peak_memory", "few_samples"; "unknown" for other values. Never NULL. */
+const char *tally_warning_kind_name(int32_t kind);
+
+/** Checks a pipeline's totals (as tally_profiler_get_*_stats fill them; slots[0..num_slots))
+ * against every rule above, in the order of tally_warning_kind_t, and writes up to max_warnings
+ * of them to out. Returns how many it found (more than max_warnings when out is too small), 0
+ * for a pipeline without finished runs, or TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_check_warnings(const tally_pipeline_stats *pipeline,
+                                      const tally_slot_stats *slots, tally_warning *out,
+                                      int32_t max_warnings);
+
+/* ---------------------------------------------------------------------------------------------
  * Layout checks (the compiler side checks the same sizes with static_assert)
  * ------------------------------------------------------------------------------------------- */
 

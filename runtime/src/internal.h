@@ -9,6 +9,8 @@
 //                         fork_prepare/parent/child), the at-exit shutdown and report; defines
 //                         tally_profiler_start, halide_do_par_for, halide_do_parallel_tasks,
 //                         halide_profiler_pipeline_start and tally_profiler_shutdown
+//   6  export*.c          profile exports (pprof, folded stacks) over the public stats API;
+//                         their own layers are in export.h
 //   6  device_cuda.c, device_vulkan.c, device_host.c
 //                         device back ends: raw device operations, kernel launches
 //   5  device_interface.c the halide_device_* / halide_copy_* entry points and their bookkeeping
@@ -21,6 +23,8 @@
 //   2  sampling.c         the sampling rule (one tick billed to a run's slots)
 //      device_waits.c     the ledger of every device wait the runtime does, and deferred frees
 //      device_timeline.c  kernel intervals from device timestamps, billed per Func
+//      warnings.c         the report's warning rules, over the stats structs
+//      slots.c            what a slot's name says (slots.h): the Func a copy slot belongs to
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages
@@ -350,6 +354,13 @@ tally_pipeline *tally_registry_first_locked(void);
 // Fills stats structs from a pipeline (registry lock held).
 void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_stats *out);
 void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_slot_stats *out);
+
+// A pipeline outside the registry holding the numbers of stats structs (the inverse of the fill
+// functions), for tally_profiler_format_text. Returns 0 (*out set; free it with
+// tally_pipeline_free_unregistered), TALLY_ERROR_BAD_ARGUMENT or TALLY_ERROR_OUT_OF_MEMORY.
+int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_slot_stats *slots,
+                                  tally_pipeline **out);
+void tally_pipeline_free_unregistered(tally_pipeline *p);
 
 // Ends the worker contexts the calling thread opened through Halide's profiler ABI and left
 // current (innermost first), until the current context is `keep` or one it does not own. The

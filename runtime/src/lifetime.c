@@ -15,11 +15,14 @@
 //    workers, no sampler thread, no armed timer) before releasing them.
 //  - one atexit handler: it shuts the thread pool down (joining its workers and task threads),
 //    stops the sampler (thread and timer), prints the report (report.c: only when a profiled
-//    run finished), then hands the cached free blocks of halide_malloc back to the system.
+//    run finished) and the exports the environment asks for (export.c; the continuous pprof writer
+//    of export_continuous.c, started with the first profiled run, is stopped), then hands the
+//    cached free blocks of halide_malloc back to the system.
 //
 // tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
 // cache.
 
+#include "export.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -43,12 +46,15 @@ static void fork_child(void) {
     tally_sampler_fork_child();
     tally_profiler_fork_child();
     tally_thread_pool_fork_child();
+    tally_export_continuous_fork_child();
 }
 
 static void at_exit(void) {
     tally_thread_pool_shutdown();
     tally_sampler_shutdown();
     tally_report_at_exit();
+    tally_export_at_exit();
+    tally_export_continuous_stop();
     tally_malloc_cache_shutdown();
 }
 
@@ -67,6 +73,7 @@ void *tally_profiler_start(void *user_context, const char *pipeline, const char 
                            int32_t num_slots, const char *const *slot_names,
                            const int32_t *slot_kinds, int32_t flags) {
     install_hooks();
+    tally_export_continuous_start();
     return tally_profiler_start_run(user_context, pipeline, target, num_slots, slot_names,
                                     slot_kinds, flags);
 }
@@ -86,6 +93,7 @@ int32_t halide_do_parallel_tasks(void *user_context, int32_t num_tasks,
 int32_t halide_profiler_pipeline_start(void *user_context, const char *pipeline_name,
                                        int32_t num_funcs, const uint64_t *func_names) {
     install_hooks();
+    tally_export_continuous_start();
     return tally_halide_profiler_start(user_context, pipeline_name, num_funcs, func_names);
 }
 

@@ -723,3 +723,77 @@ void tally_profiler_fork_parent(void) {
 void tally_profiler_fork_child(void) {
     pthread_mutex_unlock(&tally_registry_lock);
 }
+
+// ---- a pipeline from stats (tally_profiler_format_text) --------------------------------
+//
+// The inverse of tally_fill_pipeline_stats_locked and tally_fill_slot_stats_locked (keep the
+// three in step): a pipeline outside the registry that holds the numbers of stats structs, so
+// report.c formats numbers read elsewhere (a JSON report) with the same code as its own. Derived
+// numbers come back from what they were derived from: average thread counts as thread sums
+// (rounded to the nearest integer), percentages not at all (the report recomputes them).
+
+static uint64_t thread_sum_of(double average_threads, uint64_t samples) {
+    double sum = average_threads * (double)samples;
+    return sum > 0 ? (uint64_t)(sum + 0.5) : 0;
+}
+
+int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_slot_stats *slots,
+                                  tally_pipeline **out) {
+    *out = NULL;
+    if (!ps || !ps->name || ps->num_slots < 1 || !slots) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    const char **names = (const char **)calloc((size_t)ps->num_slots, sizeof(char *));
+    int32_t *kinds = (int32_t *)calloc((size_t)ps->num_slots, sizeof(int32_t));
+    int ok = names && kinds;
+    for (int32_t s = 0; ok && s < ps->num_slots; s++) {
+        names[s] = slots[s].name;
+        kinds[s] = slots[s].kind;
+        ok = names[s] && kinds[s] >= TALLY_SLOT_FUNC && kinds[s] <= TALLY_SLOT_COPY_TO_HOST;
+    }
+    int32_t allocated = names && kinds;
+    tally_pipeline *p = ok ? new_pipeline(ps->name, ps->target, ps->num_slots, names, kinds) : NULL;
+    free((void *)names);
+    free(kinds);
+    if (!p) {
+        return ok || !allocated ? TALLY_ERROR_OUT_OF_MEMORY : TALLY_ERROR_BAD_ARGUMENT;
+    }
+    p->flags = ps->flags;
+    p->runs = ps->runs;
+    p->total_ns = ps->total_ns;
+    p->ticks = ps->samples;
+    p->tick_thread_sum = thread_sum_of(ps->average_threads, ps->samples);
+    p->mem_peak[TALLY_MEMORY_HEAP] = ps->heap_peak;
+    p->mem_peak[TALLY_MEMORY_DEVICE] = ps->device_peak;
+    p->counters[TALLY_COUNTER_LAUNCHES] = ps->kernel_launches;
+    p->counters[TALLY_COUNTER_INJECTED_SYNCS] = ps->injected_syncs;
+    p->counters[TALLY_COUNTER_EXPLICIT_SYNCS] = ps->explicit_syncs;
+    p->counters[TALLY_COUNTER_COPIES_TO_DEVICE] = ps->copies_to_device;
+    p->counters[TALLY_COUNTER_COPY_TO_DEVICE_BYTES] = ps->copies_to_device_bytes;
+    p->counters[TALLY_COUNTER_COPIES_TO_HOST] = ps->copies_to_host;
+    p->counters[TALLY_COUNTER_COPY_TO_HOST_BYTES] = ps->copies_to_host_bytes;
+    for (int32_t s = 0; s < ps->num_slots; s++) {
+        const tally_slot_stats *in = &slots[s];
+        tally_slot_total *t = &p->slots[s];
+        t->time_ns = in->time_ns;
+        t->samples = in->samples;
+        t->thread_sum = thread_sum_of(in->average_threads, in->samples);
+        t->copies = in->copies;
+        t->copy_bytes = in->copy_bytes;
+        const tally_memory_stats *src[2] = {&in->heap, &in->device};
+        for (int32_t k = 0; k < 2; k++) {
+            t->mem[k].current = src[k]->current;
+            t->mem[k].peak = src[k]->peak;
+            t->mem[k].num_allocs = src[k]->num_allocs;
+            t->mem[k].total_bytes = src[k]->total_bytes;
+        }
+    }
+    *out = p;
+    return 0;
+}
+
+void tally_pipeline_free_unregistered(tally_pipeline *p) {
+    if (p) {
+        free_pipeline(p);
+    }
+}

@@ -33,10 +33,12 @@
 // time with 1 decimal, average threads with 2. funcs columns: time ms, %, samples, threads, heap
 // cur / heap peak / heap allocs / heap bytes (current, peak, number and total bytes of heap
 // allocations), dev peak / dev allocs / dev bytes. Copy columns: time ms, %, samples, count and
-// bytes of the copies made in that slot. No line has trailing spaces.
+// bytes of the copies made in that slot. No line has trailing spaces. Then, when the pipeline's
+// numbers trip a rule of warnings.c, "  warnings:" and one indented line per warning.
 //
-// JSON: {"abi_version": N, "pipelines": [{...header fields..., "slots": [{...}, ...]}]} with the
-// same numbers (integers in ns and bytes, plus ms and percent as decimals); see write_json.
+// JSON: {"abi_version": N, "pipelines": [{...header fields..., "slots": [{...}, ...],
+// "warnings": [{kind, slot, value, threshold, message}, ...]}]} with the same numbers (integers in
+// ns and bytes, plus ms and percent as decimals); see write_json.
 //
 // Destinations: tally_profiler_report prints the text through halide_print unless
 // TALLY_PROFILE_OUTPUT says "stdout" or names a file (appended to). At exit (lifetime.c calls
@@ -109,6 +111,66 @@ static void sb_free(strbuf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+}
+
+// ---- warnings (the rules are warnings.c's) ---------------------------------------------
+
+// The warnings of a pipeline, into a malloc'ed array (*out, NULL when there are none or memory
+// ran out: a report without its warnings still reports). Returns how many.
+static int32_t collect_warnings(const tally_pipeline *p, tally_warning **out) {
+    *out = NULL;
+    tally_pipeline_stats ps;
+    tally_fill_pipeline_stats_locked(p, &ps);
+    tally_slot_stats *slots = (tally_slot_stats *)calloc((size_t)p->num_slots, sizeof(*slots));
+    int32_t max = p->num_slots + TALLY_WARNING_FEW_SAMPLES + 1;  // bounces are per Func
+    tally_warning *w = (tally_warning *)calloc((size_t)max, sizeof(*w));
+    int32_t n = 0;
+    if (slots && w) {
+        for (int32_t s = 0; s < p->num_slots; s++) {
+            tally_fill_slot_stats_locked(p, s, &slots[s]);
+        }
+        n = tally_profiler_check_warnings(&ps, slots, w, max);
+        n = n < 0 ? 0 : n < max ? n : max;
+    }
+    free(slots);
+    if (n == 0) {
+        free(w);
+        return 0;
+    }
+    *out = w;
+    return n;
+}
+
+static void write_text_warnings(strbuf *b, const tally_pipeline *p) {
+    tally_warning *w;
+    int32_t n = collect_warnings(p, &w);
+    if (n > 0) {
+        sb_printf(b, "  warnings:\n");
+    }
+    for (int32_t i = 0; i < n; i++) {
+        sb_printf(b, "    %s\n", w[i].message);
+    }
+    free(w);
+}
+
+static void write_json_string(strbuf *b, const char *s);
+
+static void write_json_warnings(strbuf *b, const tally_pipeline *p) {
+    tally_warning *w;
+    int32_t n = collect_warnings(p, &w);
+    sb_printf(b, ",\n      \"warnings\": [");
+    for (int32_t i = 0; i < n; i++) {
+        sb_printf(
+            b,
+            "%s\n        {\"kind\": \"%s\", \"slot\": %d, \"value\": %.4f, \"threshold\": %.4f, "
+            "\"message\": ",
+            i ? "," : "", tally_warning_kind_name(w[i].kind), (int)w[i].slot, w[i].value,
+            w[i].threshold);
+        write_json_string(b, w[i].message);
+        sb_printf(b, "}");
+    }
+    sb_printf(b, "%s]", n ? "\n      " : "");
+    free(w);
 }
 
 // ---- text -----------------------------------------------------------------------------
@@ -210,6 +272,7 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
             sb_printf(b, "    (none)\n");
         }
     }
+    write_text_warnings(b, p);
 }
 
 // ---- JSON -----------------------------------------------------------------------------
@@ -326,6 +389,7 @@ static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
     }
     sb_printf(b, "      ]");
     write_json_device_timeline(b, p);
+    write_json_warnings(b, p);
     sb_printf(b, "\n    }");
 }
 
@@ -660,4 +724,39 @@ void tally_report_at_exit(void) {
         }
     }
     sb_free(&b);
+}
+
+// ---- text from numbers read elsewhere ---------------------------------------------------
+
+int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_stats *pipelines,
+                                   const tally_slot_stats *const *slots, char *buf, size_t size) {
+    if (num_pipelines < 0 || (num_pipelines > 0 && (!pipelines || !slots))) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    strbuf b = {NULL, 0, 0, 0};
+    sb_reserve(&b, 0);
+    int32_t r = 0;
+    for (int32_t i = 0; i < num_pipelines && r == 0; i++) {
+        tally_pipeline *p;
+        r = tally_pipeline_from_stats(&pipelines[i], slots[i], &p);
+        if (r != 0) {
+            break;
+        }
+        if (i > 0) {
+            sb_printf(&b, "\n");
+        }
+        write_text_pipeline(&b, p);
+        tally_pipeline_free_unregistered(p);
+    }
+    if (r == 0 && b.failed) {
+        r = TALLY_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == 0 && buf && size > 0) {
+        size_t n = b.len < size - 1 ? b.len : size - 1;
+        memcpy(buf, b.data, n);
+        buf[n] = '\0';
+    }
+    int32_t len = b.len > INT32_MAX ? INT32_MAX : (int32_t)b.len;
+    sb_free(&b);
+    return r != 0 ? r : len;
 }

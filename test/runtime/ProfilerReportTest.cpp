@@ -113,6 +113,8 @@ const char *const kGoldenText = R"golden(pipeline: blur
     input (copy to device)       2.000     8.3        2        2          2048
   copies to host               time ms       %  samples    count         bytes
     blur_y (copy to host)        2.000     8.3        2        2          2048
+  warnings:
+    only 12 samples (warned under 100): a time share is uncertain by up to 14 percentage points; run longer or lower TALLY_PROFILE_INTERVAL_US
 )golden";
 
 const char *const kGoldenJson = R"golden({
@@ -142,6 +144,9 @@ const char *const kGoldenJson = R"golden({
         {"id": 2, "name": "blur_y", "kind": "func", "time_ns": 12000000, "time_ms": 12.000000, "percent": 50.0000, "samples": 4, "average_threads": 0.5000, "copies": 0, "copy_bytes": 0, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 1024, "allocs": 2, "bytes": 2048}},
         {"id": 3, "name": "input (copy to device)", "kind": "copy_to_device", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
         {"id": 4, "name": "blur_y (copy to host)", "kind": "copy_to_host", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}}
+      ],
+      "warnings": [
+        {"kind": "few_samples", "slot": -1, "value": 12.0000, "threshold": 100.0000, "message": "only 12 samples (warned under 100): a time share is uncertain by up to 14 percentage points; run longer or lower TALLY_PROFILE_INTERVAL_US"}
       ]
     }
   ]
