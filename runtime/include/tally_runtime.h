@@ -815,6 +815,15 @@ int32_t tally_profiler_get_slot_stats(const char *pipeline, int32_t slot, tally_
 /** As above, by pipeline registration index. */
 int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tally_slot_stats *out);
 
+/** The time billed to one-time row `kind` (tally_one_time_kind_t) of the pipeline with
+ * registration index `index`, over its finished runs. Returns 0, TALLY_ERROR_NOT_FOUND or
+ * TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_get_one_time_ns_by_index(int32_t index, int32_t kind, uint64_t *out);
+
+/** The clock exact mode reads: "tsc" (the invariant TSC, calibrated), "clock_gettime" or "test
+ * clock" (tally_testing_set_clock). Calibrates the TSC first if no run has. */
+const char *tally_profiler_clock_name(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Layout checks (the compiler side checks the same sizes with static_assert)
  * ------------------------------------------------------------------------------------------- */

@@ -977,6 +977,24 @@ int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tall
     return get_slot_stats(find_index_key, &index, slot, out);
 }
 
+int32_t tally_profiler_get_one_time_ns_by_index(int32_t index, int32_t kind, uint64_t *out) {
+    if (!out || kind < 0 || kind >= TALLY_NUM_ONE_TIME) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_pipeline *p = find_by_index_locked(index);
+    if (p) {
+        *out = p->slots[p->num_slots + kind].time_ns;
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return p ? 0 : TALLY_ERROR_NOT_FOUND;
+}
+
+const char *tally_profiler_clock_name(void) {
+    tally_clock_init();
+    return tally_clock_name();
+}
+
 // ---- fork -----------------------------------------------------------------------------
 
 void tally_profiler_fork_prepare(void) {

@@ -42,8 +42,8 @@
 //
 // JSON: {"abi_version": N, "pipelines": [{...header fields..., "slots": [{...}, ...]}]} with the
 // same numbers (integers in ns and bytes, plus ms and percent as decimals); see write_json. The
-// mode is "mode" ("exact", "sampling" or "timer") and "clock"; sampled slots carry "ci95_pp";
-// "one_time" lists both one-time rows.
+// mode is "mode" ("exact", "sampling" or "timer") and "clock"; sampled slots carry "ci95_pp"; the
+// one-time rows are "device_init_ns" and "kernel_compile_ns".
 //
 // Destinations: tally_profiler_report prints the text through halide_print unless
 // TALLY_PROFILE_OUTPUT says "stdout" or names a file (appended to). At exit (lifetime.c calls
@@ -215,13 +215,10 @@ static void write_json_mode(strbuf *b, const tally_pipeline *p) {
 }
 
 static void write_json_one_time(strbuf *b, const tally_pipeline *p) {
-    sb_printf(b, "      \"one_time\": [");
     for (int32_t k = 0; k < TALLY_NUM_ONE_TIME; k++) {
-        const tally_slot_total *t = &p->slots[p->num_slots + k];
-        sb_printf(b, "%s{\"name\": \"%s\", \"time_ns\": %" PRIu64 ", \"percent\": %.4f}",
-                  k ? ", " : "", one_time_keys[k], t->time_ns, share_percent(p, t->time_ns));
+        sb_printf(b, "      \"%s_ns\": %" PRIu64 ",\n", one_time_keys[k],
+                  p->slots[p->num_slots + k].time_ns);
     }
-    sb_printf(b, "],\n");
 }
 
 static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {

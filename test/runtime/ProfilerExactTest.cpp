@@ -5,6 +5,7 @@
 // slot; otherwise the main context bills all of it; average threads integrate the working threads
 // over each slot's busy time. Nothing here depends on the machine's speed or load.
 
+#include "Json.h"
 #include "TestUtil.h"
 
 #include <condition_variable>
@@ -319,6 +320,14 @@ TEST_F(ProfilerExact, OneTimeCostsGetTheirOwnRow) {
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("(device init)"), std::string::npos) << text;
+    tally_test::Json root;
+    ASSERT_TRUE(tally_test::JsonParser(tally_test::report_text(1)).parse(&root, nullptr));
+    EXPECT_EQ(root["pipelines"][0]["kernel_compile_ns"].number, 30e6);
+    EXPECT_EQ(root["pipelines"][0]["device_init_ns"].number, 0);
+    uint64_t ns = 0;
+    EXPECT_EQ(tally_profiler_get_one_time_ns_by_index(0, TALLY_ONE_TIME_COMPILE, &ns), 0);
+    EXPECT_EQ(ns, 30 * kMs);
+    EXPECT_EQ(tally_profiler_get_one_time_ns_by_index(0, 2, &ns), TALLY_ERROR_BAD_ARGUMENT);
     // Outside a run there is nothing to bill.
     EXPECT_EQ(tally_profiler_one_time_begin(TALLY_ONE_TIME_DEVICE_INIT), -1);
     tally_profiler_one_time_end(-1);
