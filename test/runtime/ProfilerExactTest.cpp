@@ -333,6 +333,26 @@ TEST_F(ProfilerExact, OneTimeCostsGetTheirOwnRow) {
     tally_profiler_one_time_end(-1);
 }
 
+// The device back end's initialisation in a run (here Vulkan's, on the first use of its interface
+// in this process) is billed to the (device init) row, not to the slot that was current.
+TEST_F(ProfilerExact, DeviceInitialisationIsAOneTimeRow) {
+    tally_testing_set_clock(nullptr);
+    void *inst = start("init");
+    tally_profiler_set_current(inst, 1);
+    const halide_device_interface_t *vulkan = halide_vulkan_device_interface();
+    tally_profiler_set_current(inst, 0);
+    ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    if (!vulkan) {
+        GTEST_SKIP() << "no Vulkan device";
+    }
+    uint64_t init_ns = 0;
+    ASSERT_EQ(tally_profiler_get_one_time_ns_by_index(0, TALLY_ONE_TIME_DEVICE_INIT, &init_ns), 0);
+    EXPECT_GT(init_ns, 0u);
+    // Initialisation is the run's only work: the func's time is only the calls around it.
+    tally_slot_stats f = tally_test::slot_stats("init", 1);
+    EXPECT_LT(f.time_ns, init_ns);
+}
+
 // Halide's profiler ABI (IR that Halide instrumented) in exact mode: the main thread goes idle
 // around the parallel loop, each task's worker context bills its func.
 struct HalideClosure {
