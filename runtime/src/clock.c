@@ -31,19 +31,12 @@
 #define TALLY_HAVE_TSC 0
 #endif
 
-static _Atomic(tally_testing_clock_t) test_clock;
-
-// The calibrated conversion: ns = base_ns + ((tsc - base_tsc) * mult) >> 32. Written once by
-// tally_clock_init before `use_tsc` is published with release order.
-static struct {
-    uint64_t base_tsc;
-    uint64_t base_ns;
-    uint64_t mult;  // ns per tick, 32.32 fixed point
-} tsc;
-static _Atomic int32_t use_tsc;
+_Atomic(tally_testing_clock_t) tally_test_clock;
+tally_tsc_conversion tally_tsc;  // written once by init_clock, before tally_use_tsc is set
+_Atomic int32_t tally_use_tsc;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-static uint64_t monotonic_ns(void) {
+uint64_t tally_monotonic_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -65,10 +58,12 @@ static int tsc_is_invariant(void) {
 // the pair's time is the midpoint of its bracket.
 static void read_pair(uint64_t *ns, uint64_t *ticks) {
     uint64_t best = UINT64_MAX;
+    *ns = 0;
+    *ticks = 0;
     for (int i = 0; i < 5; i++) {
-        uint64_t a = monotonic_ns();
+        uint64_t a = tally_monotonic_ns();
         uint64_t t = __rdtsc();
-        uint64_t b = monotonic_ns();
+        uint64_t b = tally_monotonic_ns();
         if (b - a < best) {
             best = b - a;
             *ns = a + (b - a) / 2;
@@ -78,15 +73,15 @@ static void read_pair(uint64_t *ns, uint64_t *ticks) {
 }
 
 static uint64_t tsc_to_ns(uint64_t ticks) {
-    uint64_t d = ticks - tsc.base_tsc;
-    return tsc.base_ns + (uint64_t)(((unsigned __int128)d * tsc.mult) >> 32);
+    uint64_t d = ticks - tally_tsc.base_tsc;
+    return tally_tsc.base_ns + (uint64_t)(((unsigned __int128)d * tally_tsc.mult) >> 32);
 }
 
 static int calibrate(void) {
     uint64_t ns0, t0, ns1, t1;
     read_pair(&ns0, &t0);
     uint64_t until = ns0 + 1000000u;
-    while (monotonic_ns() < until) {
+    while (tally_monotonic_ns() < until) {
     }
     read_pair(&ns1, &t1);
     if (t1 <= t0 || ns1 <= ns0) {
@@ -96,9 +91,9 @@ static int calibrate(void) {
     if (ns_per_tick < 0.1 || ns_per_tick > 10.0) {
         return 0;
     }
-    tsc.base_tsc = t1;
-    tsc.base_ns = ns1;
-    tsc.mult = (uint64_t)(ns_per_tick * 4294967296.0 + 0.5);
+    tally_tsc.base_tsc = t1;
+    tally_tsc.base_ns = ns1;
+    tally_tsc.mult = (uint64_t)(ns_per_tick * 4294967296.0 + 0.5);
     // Check the conversion against one more pair.
     uint64_t ns2, t2;
     read_pair(&ns2, &t2);
@@ -114,7 +109,7 @@ static void init_clock(void) {
     const char *env = getenv("TALLY_PROFILE_CLOCK");
     int forced_monotonic = env && strcmp(env, "monotonic") == 0;
     if (!forced_monotonic && tsc_is_invariant() && calibrate()) {
-        atomic_store_explicit(&use_tsc, 1, memory_order_release);
+        atomic_store_explicit(&tally_use_tsc, 1, memory_order_release);
     }
 #endif
 }
@@ -124,27 +119,14 @@ void tally_clock_init(void) {
 }
 
 const char *tally_clock_name(void) {
-    if (atomic_load_explicit(&test_clock, memory_order_relaxed)) {
+    if (atomic_load_explicit(&tally_test_clock, memory_order_relaxed)) {
         return "test clock";
     }
-    return atomic_load_explicit(&use_tsc, memory_order_acquire) ? "tsc" : "clock_gettime";
-}
-
-uint64_t tally_now_ns(void) {
-    tally_testing_clock_t clock = atomic_load_explicit(&test_clock, memory_order_relaxed);
-    if (clock) {
-        return clock();
-    }
-#if TALLY_HAVE_TSC
-    if (atomic_load_explicit(&use_tsc, memory_order_acquire)) {
-        return tsc_to_ns(__rdtsc());
-    }
-#endif
-    return monotonic_ns();
+    return atomic_load_explicit(&tally_use_tsc, memory_order_acquire) ? "tsc" : "clock_gettime";
 }
 
 void tally_testing_set_clock(tally_testing_clock_t clock) {
-    atomic_store(&test_clock, clock);
+    atomic_store(&tally_test_clock, clock);
 }
 
 uint64_t tally_testing_now_ns(void) {

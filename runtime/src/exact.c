@@ -21,18 +21,29 @@
 // time, or 0 while it waits or is suspended. run_threads integrates the run's working threads
 // (W, else the main context's 1 or 0) for the pipeline's average.
 //
-// Fixed point: worker_share counts 1/65536 ns, so splitting among A workers loses < 1/65536 ns
-// per change; shares are rounded to whole ns when the run ends (tally_exact_collect).
+// Fixed point: worker_share counts 1/65536 ns, and a reader multiplies by the rate 2^48 / A
+// instead of dividing, so splitting among A workers loses < 1/65536 ns per reading; shares are
+// rounded to whole ns when the run ends (tally_exact_collect).
 
 #include "internal.h"
 
 #include <sched.h>
 
+// The share clock's rate for A counted workers: 2^(32 + TALLY_SHARE_SHIFT) / A, so that a share
+// is a multiplication (exact for A = 1, 2, 4, ...; within 2^-48 of dt / A otherwise).
+static uint64_t rate_for(int32_t active) {
+    return active > 0 ? ((uint64_t)1 << (32 + TALLY_SHARE_SHIFT)) / (uint64_t)active : 0;
+}
+
+static uint64_t share_of(uint64_t dt, uint64_t rate) {
+    return (uint64_t)(((unsigned __int128)dt * rate) >> 32);
+}
+
 void tally_exact_read(tally_instance *inst, uint64_t now, tally_exact_point *out) {
     tally_share_clock *k = &inst->share;
     uint32_t s1, s2;
     int32_t active, working;
-    uint64_t base, share, main_ns, threads;
+    uint64_t base, share, main_ns, threads, rate;
     int spins = 0;
     for (;;) {
         s1 = atomic_load_explicit(&k->seq, memory_order_acquire);
@@ -44,6 +55,7 @@ void tally_exact_read(tally_instance *inst, uint64_t now, tally_exact_point *out
         }
         active = atomic_load_explicit(&k->active, memory_order_relaxed);
         working = atomic_load_explicit(&k->working, memory_order_relaxed);
+        rate = atomic_load_explicit(&k->share_rate, memory_order_relaxed);
         base = atomic_load_explicit(&k->base_ns, memory_order_relaxed);
         share = atomic_load_explicit(&k->worker_share, memory_order_relaxed);
         main_ns = atomic_load_explicit(&k->main_ns, memory_order_relaxed);
@@ -58,7 +70,7 @@ void tally_exact_read(tally_instance *inst, uint64_t now, tally_exact_point *out
     uint64_t dt = now > base ? now - base : 0;
     out->ns = now;
     if (active > 0) {
-        out->worker_share = share + (dt << TALLY_SHARE_SHIFT) / (uint64_t)active;
+        out->worker_share = share + share_of(dt, rate);
         out->main_ns = main_ns;
         out->worker_threads = threads + dt * (uint64_t)working;
     } else {
@@ -129,7 +141,7 @@ void tally_exact_change(tally_instance *inst, tally_context *c, uint64_t now, in
     p.worker_threads = atomic_load_explicit(&k->worker_threads, memory_order_relaxed);
     uint64_t run_threads = atomic_load_explicit(&k->run_threads, memory_order_relaxed);
     if (active > 0) {
-        p.worker_share += (dt << TALLY_SHARE_SHIFT) / (uint64_t)active;
+        p.worker_share += share_of(dt, atomic_load_explicit(&k->share_rate, memory_order_relaxed));
         p.worker_threads += dt * (uint64_t)working;
         run_threads += dt * (uint64_t)working;
     } else {
@@ -146,6 +158,7 @@ void tally_exact_change(tally_instance *inst, tally_context *c, uint64_t now, in
     atomic_store_explicit(&k->worker_threads, p.worker_threads, memory_order_relaxed);
     atomic_store_explicit(&k->run_threads, run_threads, memory_order_relaxed);
     atomic_store_explicit(&k->active, active + d_active, memory_order_relaxed);
+    atomic_store_explicit(&k->share_rate, rate_for(active + d_active), memory_order_relaxed);
     atomic_store_explicit(&k->working, working + d_working, memory_order_relaxed);
     atomic_store_explicit(&k->main_idle, main_idle + d_main_idle, memory_order_relaxed);
     atomic_store_explicit(&k->seq, seq + 2, memory_order_release);

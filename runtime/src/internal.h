@@ -146,9 +146,10 @@ struct tally_pipeline;
 // odd or changed. Its own cache line: readers on every core share it clean between writes.
 typedef struct tally_share_clock {
     _Alignas(TALLY_CACHE_LINE) _Atomic uint32_t seq;
-    _Atomic int32_t active;     // A: worker contexts counting (active, not suspended)
-    _Atomic int32_t working;    // W: of those, not blocked in a device wait
-    _Atomic int32_t main_idle;  // > 0 while the main context waits or is suspended
+    _Atomic int32_t active;       // A: worker contexts counting (active, not suspended)
+    _Atomic int32_t working;      // W: of those, not blocked in a device wait
+    _Atomic int32_t main_idle;    // > 0 while the main context waits or is suspended
+    _Atomic uint64_t share_rate;  // 2^48 / A (0 when A = 0): a reader's share per ns, no division
     _Atomic uint64_t base_ns;
     _Atomic uint64_t worker_share;
     _Atomic uint64_t main_ns;
@@ -260,10 +261,37 @@ int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
 // ---- clock.c --------------------------------------------------------------------------------
 
+// The clock's state (clock.c). Exact mode reads the clock on every slot switch, so the read is
+// inline: the test clock hook, then the calibrated TSC conversion
+// ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published by `use_tsc` (release).
+typedef struct tally_tsc_conversion {
+    uint64_t base_tsc;
+    uint64_t base_ns;
+    uint64_t mult;  // ns per tick, 32.32 fixed point
+} tally_tsc_conversion;
+extern _Atomic(tally_testing_clock_t) tally_test_clock __attribute__((visibility("hidden")));
+extern tally_tsc_conversion tally_tsc __attribute__((visibility("hidden")));
+extern _Atomic int32_t tally_use_tsc __attribute__((visibility("hidden")));
+
+// CLOCK_MONOTONIC in ns (what tally_now_ns reads without a calibrated TSC).
+uint64_t tally_monotonic_ns(void);
+
 // The clock every profiler timestamp comes from, in ns on CLOCK_MONOTONIC's time base: the
 // invariant TSC once tally_clock_init has calibrated it, else clock_gettime; a test clock
-// (tally_testing_set_clock) overrides both.
-uint64_t tally_now_ns(void);
+// (tally_testing_set_clock) overrides both. Async-signal-safe.
+static inline uint64_t tally_now_ns(void) {
+    tally_testing_clock_t clock = atomic_load_explicit(&tally_test_clock, memory_order_relaxed);
+    if (clock) {
+        return clock();
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    if (atomic_load_explicit(&tally_use_tsc, memory_order_acquire)) {
+        uint64_t d = __builtin_ia32_rdtsc() - tally_tsc.base_tsc;
+        return tally_tsc.base_ns + (uint64_t)(((unsigned __int128)d * tally_tsc.mult) >> 32);
+    }
+#endif
+    return tally_monotonic_ns();
+}
 // Calibrates the TSC (once per process; ~1 ms). Called when a profiled run starts.
 void tally_clock_init(void);
 // What tally_now_ns reads: "tsc", "clock_gettime" or "test clock".
