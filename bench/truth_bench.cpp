@@ -5,11 +5,14 @@
 // parallel, x vectorized by 8) and the `blur` app (blur_x -> blur_y). Tally compiles each for
 // `host-profile` (its own instrumentation: one slot per Func, worker contexts per parallel task)
 // and, for the truth, once per stage for `host` with every other `produce` emptied: each stage
-// run alone as its own pipeline, with the same schedule, on the same warm buffers. Truth of a
-// stage = its median alone time over the sum of the stages' median alone times; the error of a
-// profile = max over the stages of |reported share - true share|, in percentage points. The
-// truth is measured anew in each repetition, just before the profiles it judges, under the same
-// conditions (threads, CPU hog).
+// run alone as its own pipeline, with the same schedule, on the same warm buffers. A stage's
+// time = its median alone run less the median run of the pipeline with every `produce` emptied
+// (the fixed costs each alone run pays, which a profile bills to `overhead`); truth of a stage =
+// its time over the sum of the stages' times; the error of a profile = max over the stages of
+// |reported share - true share|, in percentage points. The truth is measured anew in each
+// repetition, just before the profiles it judges, under the same conditions (threads, CPU hog).
+// Each profile starts with one profiled run whose numbers are dropped (warm code and buffers:
+// the error of a cold first run is another question).
 //
 // Image heights are calibrated at start-up so that a 2-thread (or 1-thread) run takes the
 // scenario's time: ~60 ms (long), ~2 ms, ~0.5 ms; width 2048.
@@ -20,7 +23,8 @@
 //              2: ~2 ms runs in blocks of 10 (median over 7 blocks);
 //              3: a single ~0.5 ms run (median over 21 single-run profiles).
 //     hog: two processes spinning on the CPUs throughout (truth and profiles alike).
-//     Counters: exact_pp, sampling_pp (the errors), run_ms (median unprofiled run),
+//     Counters: exact_pp, sampling_pp (the errors), run_ms (the fastest of 7 unprofiled runs:
+//     the run's size without interference from other load),
 //     exact_overhead_pct / sampling_overhead_pct (share billed to `overhead`).
 //   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
 //     for 21 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
@@ -38,6 +42,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -134,15 +140,20 @@ public:
         profiled = compile(m, "host-profile");
         alone.clear();
         for (const std::string &s : stages()) {
-            tally::Module one = m;
-            for (tally::LoweredFunc &f : one.functions) {
-                f.body = KeepOneStage(s).mutate(f.body);
-            }
-            alone.push_back(compile(one, "host"));
+            alone.push_back(compile(keep_one(m, s), "host"));
         }
+        empty = compile(keep_one(m, ""), "host");
     }
 
-    std::unique_ptr<tally::JITModule> host, profiled;
+    static tally::Module keep_one(const tally::Module &m, const std::string &stage) {
+        tally::Module one = m;
+        for (tally::LoweredFunc &f : one.functions) {
+            f.body = KeepOneStage(stage).mutate(f.body);
+        }
+        return one;
+    }
+
+    std::unique_ptr<tally::JITModule> host, profiled, empty;
     std::vector<std::unique_ptr<tally::JITModule>> alone;
 };
 
@@ -167,7 +178,9 @@ public:
     int height() const override { return h_; }
     int run(const tally::JITModule &jit) override {
         void *args[] = {&in->buf, &out->buf};
-        return jit.run(args);
+        // By name: in a stage-alone build the other stages' closures are called by no one, so
+        // they would look like entry points too.
+        return jit.run("float_chain", args);
     }
 
 private:
@@ -196,7 +209,7 @@ public:
     int run(const tally::JITModule &jit) override {
         int32_t w = kWidth, h = h_;
         void *args[] = {&in->buf, &out->buf, &w, &h};
-        return jit.run(args);
+        return jit.run("blur", args);
     }
 
 private:
@@ -212,8 +225,8 @@ std::unique_ptr<Pipeline> make_pipeline(int which) {
     return std::make_unique<Blur>();
 }
 
-/** Median unprofiled run time in ms over `n` runs after one warm-up. */
-double median_run_ms(Pipeline &p, int n) {
+/** Unprofiled run times in ms over `n` runs after one warm-up. */
+std::vector<double> run_times_ms(Pipeline &p, int n) {
     std::vector<double> t;
     p.run(*p.host);
     for (int i = 0; i < n; i++) {
@@ -221,15 +234,17 @@ double median_run_ms(Pipeline &p, int n) {
         p.run(*p.host);
         t.push_back(ms_since(t0));
     }
-    return median(t);
+    return t;
 }
 
-/** Sets the image height so that an unprofiled run takes about `target_ms`. */
+/** Sets the image height so that an unprofiled run takes about `target_ms` (judged by the
+ * fastest of 7 runs: the least disturbed by other load). */
 void calibrate(Pipeline &p, double target_ms) {
     int h = 64;
-    for (int step = 0; step < 4; step++) {
+    for (int step = 0; step < 6; step++) {
         p.resize(h);
-        double ms = median_run_ms(p, 5);
+        std::vector<double> t = run_times_ms(p, 7);
+        double ms = *std::min_element(t.begin(), t.end());
         int next = int(std::lround(double(h) * target_ms / std::max(ms, 1e-3)));
         next = std::max(8, std::min(next, 1 << 14));
         if (std::abs(next - h) <= h / 20) {
@@ -269,28 +284,37 @@ private:
     std::vector<pid_t> pids_;
 };
 
-/** True shares (percent) of the stages: medians of interleaved alone runs. */
+/** True shares (percent) of the stages: medians of interleaved alone runs, each less the
+ * median run of the pipeline with no stage at all (its fixed costs: argument checks, allocations,
+ * which a profile bills to `overhead`, and which every alone run pays once). */
 std::vector<double> true_shares(Pipeline &p, int rounds) {
     const size_t n = p.alone.size();
-    std::vector<std::vector<double>> t(n);
+    std::vector<std::vector<double>> t(n + 1);
     for (int r = -1; r < rounds; r++) {
-        for (size_t k = 0; k < n; k++) {
-            size_t v = (size_t(std::max(r, 0)) + k) % n;
+        for (size_t k = 0; k <= n; k++) {
+            size_t v = (size_t(std::max(r, 0)) + k) % (n + 1);
             Clock::time_point t0 = Clock::now();
-            p.run(*p.alone[v]);
+            p.run(v < n ? *p.alone[v] : *p.empty);
             if (r >= 0) {
                 t[v].push_back(ms_since(t0));
             }
         }
     }
+    const double fixed = median(t[n]);
     std::vector<double> share(n);
     double sum = 0;
     for (size_t k = 0; k < n; k++) {
-        share[k] = median(t[k]);
+        share[k] = std::max(0.0, median(t[k]) - fixed);
         sum += share[k];
     }
     for (double &s : share) {
         s = 100.0 * s / sum;
+    }
+    if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+        for (size_t k = 0; k < n; k++) {
+            std::fprintf(stderr, "  T %-10s %6.2f%% (%.3f ms)%s", p.stages()[k].c_str(), share[k],
+                         median(t[k]), k + 1 == n ? "\n" : "");
+        }
     }
     return share;
 }
@@ -300,20 +324,27 @@ struct Profile {
     double overhead_pct;
 };
 
-/** Runs the profiled build `runs` times in `mode` on a fresh registry; the error of the
- * accumulated profile against `truth`. */
+/** Runs the profiled build `runs` times in `mode` on a fresh registry, after one warm-up run
+ * whose profile is dropped; the error of the accumulated profile against `truth`. */
 Profile profile(Pipeline &p, int32_t mode, int runs, const std::vector<double> &truth) {
-    tally_profiler_reset();
     tally_profiler_set_default_mode(mode);
+    p.run(*p.profiled);
+    tally_profiler_reset();
     for (int i = 0; i < runs; i++) {
         p.run(*p.profiled);
     }
     tally_pipeline_stats ps{};
     tally_profiler_get_pipeline_stats_by_index(0, &ps);
     Profile out{0.0, 0.0};
+    const bool verbose = std::getenv("TRUTH_BENCH_VERBOSE") != nullptr;
     for (int32_t s = 0; s < ps.num_slots; s++) {
         tally_slot_stats ss{};
         tally_profiler_get_slot_stats_by_index(0, s, &ss);
+        if (verbose) {
+            std::fprintf(stderr, "  %s %-10s %6.2f%%%s",
+                         mode == TALLY_PROFILER_FLAG_EXACT ? "E" : "S", ss.name, ss.percent,
+                         s + 1 == ps.num_slots ? "\n" : "");
+        }
         if (s == 0) {
             out.overhead_pct = ss.percent;
         }
@@ -378,7 +409,8 @@ void BM_Truth(benchmark::State &state) {
                 (do_exact ? exact_over : sampling_over).push_back(r.overhead_pct);
             }
         }
-        double run_ms = median_run_ms(p, 5);
+        std::vector<double> runs = run_times_ms(p, 7);
+        double run_ms = *std::min_element(runs.begin(), runs.end());
         state.SetIterationTime(ms_since(t0) / 1e3);
         state.counters["exact_pp"] = median(exact);
         state.counters["sampling_pp"] = median(sampling);
