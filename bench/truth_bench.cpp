@@ -27,11 +27,15 @@
 //     the run's size without interference from other load),
 //     exact_overhead_pct / sampling_overhead_pct (share billed to `overhead`).
 //   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
-//     for 21 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
-//     median unprofiled run.
+//     for 31 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
+//     median unprofiled run; *_min_ratio = fastest over fastest (the runs least disturbed by
+//     other load); *_cpu_ratio = the same as the ratio in process CPU time (all threads, the
+//     sampler's included); rows = the image height (tasks per stage).
 //   BM_SwitchCost/<mode>: ns of the calling thread's CPU time per tally_profiler_set_current
 //     between two slots of a live run (mode 0 exact, 1 sampling with the sampler thread at
-//     1 kHz), and per worker begin + set_current + end (a parallel task's profiler calls).
+//     1 kHz), and per worker begin + set_current + end (a parallel task's profiler calls, the
+//     task setting its loop's slot) on one thread (task_ns) and on two at once
+//     (task_2threads_ns).
 //
 // bench/run_benchmarks.py adds 5 repetitions and reports the median of each counter.
 
@@ -49,6 +53,7 @@
 #include <memory>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <time.h>
 #include <unistd.h>
 #include <vector>
@@ -72,9 +77,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kWidth = 2048;
 constexpr double kLongMs = 60.0, kShortMs = 2.0, kTinyMs = 0.5;
+constexpr int kWallRounds = 31;
 
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double process_cpu_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
 }
 
 double thread_cpu_ns() {
@@ -246,7 +258,7 @@ void calibrate(Pipeline &p, double target_ms) {
         std::vector<double> t = run_times_ms(p, 7);
         double ms = *std::min_element(t.begin(), t.end());
         int next = int(std::lround(double(h) * target_ms / std::max(ms, 1e-3)));
-        next = std::max(8, std::min(next, 1 << 14));
+        next = std::max(8, std::min(next, 1 << 16));
         if (std::abs(next - h) <= h / 20) {
             break;
         }
@@ -428,26 +440,36 @@ void BM_WallRatio(benchmark::State &state) {
     Pipeline &p = pipeline_for(which, 0, 2);
     const int32_t modes[2] = {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_SAMPLING};
     for (auto _ : state) {
-        std::vector<double> t[3];
-        for (int round = -1; round < 21; round++) {
+        std::vector<double> t[3], cpu[3];
+        for (int round = -1; round < kWallRounds; round++) {
             for (int k = 0; k < 3; k++) {
                 int v = (std::max(round, 0) + k) % 3;
                 if (v > 0) {
                     tally_profiler_set_default_mode(modes[v - 1]);
                 }
+                double c0 = process_cpu_ms();
                 Clock::time_point t0 = Clock::now();
                 p.run(v == 0 ? *p.host : *p.profiled);
                 if (round >= 0) {
                     t[v].push_back(ms_since(t0));
+                    cpu[v].push_back(process_cpu_ms() - c0);
                 }
             }
         }
         tally_profiler_reset();
         double host = median(t[0]);
+        auto fastest = [](const std::vector<double> &v) {
+            return *std::min_element(v.begin(), v.end());
+        };
         state.SetIterationTime(host / 1e3);
         state.counters["host_ms"] = host;
         state.counters["exact_ratio"] = median(t[1]) / host;
         state.counters["sampling_ratio"] = median(t[2]) / host;
+        state.counters["exact_min_ratio"] = fastest(t[1]) / fastest(t[0]);
+        state.counters["sampling_min_ratio"] = fastest(t[2]) / fastest(t[0]);
+        state.counters["exact_cpu_ratio"] = median(cpu[1]) / median(cpu[0]);
+        state.counters["sampling_cpu_ratio"] = median(cpu[2]) / median(cpu[0]);
+        state.counters["rows"] = p.height();
     }
     tally_profiler_set_default_mode(0);
     tally_set_num_threads(0);
@@ -470,6 +492,9 @@ void BM_SwitchCost(benchmark::State &state) {
             tally_profiler_set_current(inst, 2);
         }
         double switch_ns = (thread_cpu_ns() - t0) / kSwitches;
+        // Tasks as the generated code makes them: a parallel loop inside `produce a`; each task
+        // claims a worker context and sets the loop's slot.
+        tally_profiler_set_current(inst, 1);
         t0 = thread_cpu_ns();
         for (int i = 0; i < kTasks; i++) {
             void *c = tally_profiler_thread_begin(inst);
@@ -477,6 +502,25 @@ void BM_SwitchCost(benchmark::State &state) {
             tally_profiler_thread_end(c);
         }
         double task_ns = (thread_cpu_ns() - t0) / kTasks;
+        // The same on two threads at once (a parallel loop's workers): contention on the run's
+        // shared state, if any.
+        double cpu2[2] = {0, 0};
+        std::vector<std::thread> workers;
+        for (int w = 0; w < 2; w++) {
+            workers.emplace_back([&, w] {
+                double c0 = thread_cpu_ns();
+                for (int i = 0; i < kTasks / 4; i++) {
+                    void *c = tally_profiler_thread_begin(inst);
+                    tally_profiler_set_current(c, 1);
+                    tally_profiler_thread_end(c);
+                }
+                cpu2[w] = (thread_cpu_ns() - c0) / (kTasks / 4);
+            });
+        }
+        for (std::thread &w : workers) {
+            w.join();
+        }
+        state.counters["task_2threads_ns"] = 0.5 * (cpu2[0] + cpu2[1]);
         state.SetIterationTime(switch_ns * 1e-9);
         state.counters["switch_ns"] = switch_ns;
         state.counters["task_ns"] = task_ns;

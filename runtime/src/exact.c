@@ -112,7 +112,7 @@ void tally_exact_bill(tally_context *c, uint64_t now) {
 }
 
 void tally_exact_change(tally_instance *inst, tally_context *c, uint64_t now, int32_t d_active,
-                        int32_t d_working, int32_t d_main_idle) {
+                        int32_t d_working, int32_t d_main_idle, tally_context *mark_only) {
     tally_share_clock *k = &inst->share;
     // Take the write side: seq even -> odd.
     int spins = 0;
@@ -151,6 +151,9 @@ void tally_exact_change(tally_instance *inst, tally_context *c, uint64_t now, in
     p.ns = now;
     if (c) {
         bill_to(c, &p);
+    }
+    if (mark_only) {
+        mark_only->mark = p;
     }
     atomic_store_explicit(&k->base_ns, now > base ? now : base, memory_order_relaxed);
     atomic_store_explicit(&k->worker_share, p.worker_share, memory_order_relaxed);

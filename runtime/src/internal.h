@@ -168,7 +168,8 @@ typedef struct tally_instance {
     int32_t flags;       // exactly one mode flag (TALLY_PROFILER_FLAG_*), resolved at start
     int32_t live_index;  // index in the sampler's live table of its mode
     int32_t token;       // Halide's profiler ABI: the run's token (-1 for Tally's own runs)
-    int32_t start_nesting;  // Halide's profiler ABI: tally_task_nesting where the run started
+    int32_t start_nesting;    // Halide's profiler ABI: tally_task_nesting where the run started
+    const void *main_thread;  // tally_thread_tag of the thread that started the run
     _Atomic int32_t bad_call_reported;
     // Set when an error is reported while the run is a thread's current context (halide_error):
     // the run is exiting through its error path.
@@ -343,9 +344,10 @@ void tally_exact_read(tally_instance *inst, uint64_t now, tally_exact_point *out
 void tally_exact_bill(tally_context *c, uint64_t now);
 // Bills `c` (may be NULL) up to `now` and changes the share clock's counts by the deltas, as one
 // step: d_active / d_working for worker contexts starting or stopping to count or wait,
-// d_main_idle for the main context.
+// d_main_idle for the main context. `mark_only` (may be NULL), a context of the calling thread
+// that does not count until now, gets its mark moved to now without billing.
 void tally_exact_change(tally_instance *inst, tally_context *c, uint64_t now, int32_t d_active,
-                        int32_t d_working, int32_t d_main_idle);
+                        int32_t d_working, int32_t d_main_idle, tally_context *mark_only);
 // Adds every context's accumulators into the instance's acc (time_ns, busy_ns, thread_ns; share
 // rounded to ns). The run's contexts have all billed up to its end.
 void tally_exact_collect(tally_instance *inst);

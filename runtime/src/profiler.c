@@ -363,6 +363,7 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
         return NULL;
     }
     inst->main.saved_tls = tally_get_current_context();
+    inst->main_thread = tally_thread_tag();
     inst->start_ns = tally_now_ns();
     inst->last_ns = inst->start_ns;
     atomic_store_explicit(&inst->share.base_ns, inst->start_ns, memory_order_relaxed);
@@ -468,7 +469,7 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
         // Contexts of tasks that never ended bill up to now too (their time is the run's).
         end_active_workers(inst, now);
         // A change of nothing: bills the main context and brings the run's integrals to now.
-        tally_exact_change(inst, &inst->main, now, 0, 0, 0);
+        tally_exact_change(inst, &inst->main, now, 0, 0, 0, NULL);
         tally_exact_collect(inst);
     } else {
         // After this, no sampler touches the instance: its sampling state is ours.
@@ -500,7 +501,9 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
 // modes they only store the state the sampler reads.
 
 static void switch_slot(tally_context *ctx, int32_t slot) {
-    if (is_exact(ctx->instance)) {
+    // Setting the slot a context is in bills nothing: the time since its last event still goes
+    // to that slot at its next one. (Parallel tasks set their loop's slot again on entry.)
+    if (is_exact(ctx->instance) && atomic_load_explicit(&ctx->slot, memory_order_relaxed) != slot) {
         tally_exact_bill(ctx, tally_now_ns());
     }
     atomic_store_explicit(&ctx->slot, slot, memory_order_relaxed);
@@ -520,9 +523,9 @@ void tally_profiler_suspend(tally_context *c) {
     tally_instance *inst = c->instance;
     if (is_exact(inst)) {
         if (c == &inst->main) {
-            tally_exact_change(inst, c, tally_now_ns(), 0, 0, 1);
+            tally_exact_change(inst, c, tally_now_ns(), 0, 0, 1, NULL);
         } else if (worker_counts(c)) {
-            tally_exact_change(inst, c, tally_now_ns(), -1, worker_works(c) ? -1 : 0, 0);
+            tally_exact_change(inst, c, tally_now_ns(), -1, worker_works(c) ? -1 : 0, 0, NULL);
         }
     }
     atomic_fetch_add_explicit(&c->suspended, 1, memory_order_release);
@@ -536,10 +539,10 @@ void tally_profiler_resume(tally_context *c) {
     }
     if (is_exact(inst)) {
         if (c == &inst->main) {
-            tally_exact_change(inst, c, tally_now_ns(), 0, 0, -1);
+            tally_exact_change(inst, c, tally_now_ns(), 0, 0, -1, NULL);
         } else if (s == 1 && atomic_load_explicit(&c->active, memory_order_relaxed)) {
             int works = atomic_load_explicit(&c->waiting, memory_order_relaxed) == 0;
-            tally_exact_change(inst, c, tally_now_ns(), 1, works, 0);
+            tally_exact_change(inst, c, tally_now_ns(), 1, works, 0, NULL);
         }
     }
     // Only the thread holding the context changes its suspension: no race with another resume.
@@ -639,8 +642,9 @@ void *tally_profiler_thread_begin(void *instance) {
         uint64_t now = tally_now_ns();
         int parent_counted = c->parent && worker_counts(c->parent);
         int parent_works = c->parent && worker_works(c->parent);
-        tally_exact_change(inst, c->parent, now, parent_counted ? 0 : 1, parent_works ? 0 : 1, 0);
-        tally_exact_bill(c, now);  // not active yet: only sets its mark
+        // The new context is not active yet: the change only sets its mark.
+        tally_exact_change(inst, c->parent, now, parent_counted ? 0 : 1, parent_works ? 0 : 1, 0,
+                           c);
     }
     atomic_store_explicit(&c->active, 1, memory_order_release);
     if (c->parent) {
@@ -668,11 +672,10 @@ void tally_profiler_thread_end(void *context) {
                              atomic_load_explicit(&parent->active, memory_order_relaxed);
         int parent_works =
             parent_resumes && atomic_load_explicit(&parent->waiting, memory_order_relaxed) == 0;
+        // A resuming parent was suspended until now: the change only moves its mark.
         tally_exact_change(inst, c, now, (parent_resumes ? 1 : 0) - (counted ? 1 : 0),
-                           (parent_works ? 1 : 0) - (works ? 1 : 0), 0);
-        if (parent_resumes) {
-            tally_exact_bill(parent, now);  // suspended until now: only moves its mark
-        }
+                           (parent_works ? 1 : 0) - (works ? 1 : 0), 0,
+                           parent_resumes ? parent : NULL);
     }
     if (c->parent) {
         atomic_fetch_sub_explicit(&c->parent->suspended, 1, memory_order_release);
@@ -689,13 +692,13 @@ static void end_active_workers(tally_instance *inst, uint64_t now) {
     for (int32_t i = 0; i < hw; i++) {
         tally_context *c = &inst->workers[i];
         if (worker_counts(c)) {
-            tally_exact_change(inst, c, now, -1, worker_works(c) ? -1 : 0, 0);
+            tally_exact_change(inst, c, now, -1, worker_works(c) ? -1 : 0, 0, NULL);
         }
     }
     for (tally_context *c = atomic_load_explicit(&inst->extra_head, memory_order_acquire); c;
          c = atomic_load_explicit(&c->next_extra, memory_order_acquire)) {
         if (worker_counts(c)) {
-            tally_exact_change(inst, c, now, -1, worker_works(c) ? -1 : 0, 0);
+            tally_exact_change(inst, c, now, -1, worker_works(c) ? -1 : 0, 0, NULL);
         }
     }
 }
@@ -785,18 +788,26 @@ void tally_profiler_count_copy(int32_t to_device, uint64_t bytes) {
     }
 }
 
+// Whether the calling thread may bill `ctx` (exact mode): a context's accumulators belong to
+// the thread holding it. The calls that find their context through the thread's current context
+// (waits, one-time sections) can meet the main context on a pool thread (the pool makes the
+// caller's context current for tasks that open none); that thread leaves the billing alone.
+static int holds(const tally_context *ctx) {
+    return ctx != &ctx->instance->main || ctx->instance->main_thread == tally_thread_tag();
+}
+
 // A wait changes the run's working threads: in exact mode the context bills up to it first.
 static void exact_wait_change(tally_context *ctx, int32_t d) {
     tally_instance *inst = ctx->instance;
-    if (!is_exact(inst)) {
+    if (!is_exact(inst) || !holds(ctx)) {
         return;
     }
     int32_t w = atomic_load_explicit(&ctx->waiting, memory_order_relaxed);
     uint64_t now = tally_now_ns();
     if (ctx == &inst->main) {
-        tally_exact_change(inst, ctx, now, 0, 0, d);
+        tally_exact_change(inst, ctx, now, 0, 0, d, NULL);
     } else if (worker_counts(ctx) && (w == 0 || w + d == 0)) {
-        tally_exact_change(inst, ctx, now, 0, -d, 0);
+        tally_exact_change(inst, ctx, now, 0, -d, 0, NULL);
     } else {
         tally_exact_bill(ctx, now);
     }
@@ -822,7 +833,7 @@ void tally_profiler_wait_end(tally_context *ctx) {
 
 int32_t tally_profiler_one_time_begin(int32_t kind) {
     tally_context *ctx = tally_get_current_context();
-    if (!ctx || kind < 0 || kind >= TALLY_NUM_ONE_TIME) {
+    if (!ctx || kind < 0 || kind >= TALLY_NUM_ONE_TIME || !holds(ctx)) {
         return -1;
     }
     int32_t previous = atomic_load_explicit(&ctx->slot, memory_order_relaxed);
