@@ -127,6 +127,14 @@ py::dict pipeline_dict(int32_t index) {
             raise_runtime_error("tally_profiler_get_slot_stats_by_index failed", r);
         }
         py::dict sd = slot_dict(ss);
+        double ci95 = -1.0;
+        r = tally_profiler_get_slot_ci95_by_index(index, s, &ci95);
+        if (r != 0) {
+            raise_runtime_error("tally_profiler_get_slot_ci95_by_index failed", r);
+        }
+        if (ci95 >= 0) {
+            sd["ci95_pp"] = ci95;  // sampled pipelines only, as in the JSON report
+        }
         slots.append(sd);
         if (ss.kind >= 0 && ss.kind < 3) {
             sections[ss.kind][sd["name"]] = sd;
@@ -181,7 +189,8 @@ copies_to_host, copies_to_host_bytes, num_slots, flags, profile_by_timer, mode (
 slots in slot order; and 'sections', {'funcs': {...}, 'copies to device': {...},
 'copies to host': {...}}, each mapping slot name to slot in slot order. A slot is a dict: id,
 name, kind ('func', 'copy_to_device', 'copy_to_host'), time_ns, time_ms, percent, samples,
-average_threads, copies, copy_bytes, and heap / device: {current, peak, allocs, bytes}.
+average_threads, copies, copy_bytes, ci95_pp (sampling modes: the half-width of the share's 95 %
+interval, in percentage points), and heap / device: {current, peak, allocs, bytes}.
 
     s = tally.profiler.stats()["blur"]
     s["runs"], s["sections"]["funcs"]["blur_x"]["time_ms"]

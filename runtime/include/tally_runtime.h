@@ -574,10 +574,17 @@ typedef enum tally_profiler_flags_t {
 /** The mode flags together. */
 #define TALLY_PROFILER_MODE_FLAGS 7
 
+/** The mode of runs started without a mode flag when neither tally_profiler_set_default_mode nor
+ * TALLY_PROFILE_MODE says otherwise. Chosen by measurement (bench/truth_bench.cpp; the figures and
+ * the rule are in README.md): exact mode is the more truthful, but on this project's benchmark it
+ * costs more than sampling (a clock read per switch and per parallel task), so it is opt-in. */
+#define TALLY_PROFILER_DEFAULT_MODE TALLY_PROFILER_FLAG_SAMPLING
+
 /** Sets the mode of runs started without a mode flag (what `profile` targets and Halide's
  * profiler ABI start): TALLY_PROFILER_FLAG_EXACT, _SAMPLING or _TIMER, or 0 for the default,
  * which is the environment's TALLY_PROFILE_MODE ("exact", "sampling" or "timer") if set, else
- * exact. Runs already started keep theirs. Returns 0 or TALLY_ERROR_BAD_ARGUMENT (reported). */
+ * TALLY_PROFILER_DEFAULT_MODE. Runs already started keep theirs. Returns 0 or
+ * TALLY_ERROR_BAD_ARGUMENT (reported). */
 int32_t tally_profiler_set_default_mode(int32_t mode);
 
 /** The mode (one flag) runs started without a mode flag get now. */
@@ -819,6 +826,11 @@ int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tall
  * registration index `index`, over its finished runs. Returns 0, TALLY_ERROR_NOT_FOUND or
  * TALLY_ERROR_BAD_ARGUMENT. */
 int32_t tally_profiler_get_one_time_ns_by_index(int32_t index, int32_t kind, uint64_t *out);
+
+/** The half-width, in percentage points, of the 95 % interval of slot `slot`'s share that the
+ * report prints for a sampled pipeline (registration index `index`); -1 for an exact one.
+ * Returns 0, TALLY_ERROR_NOT_FOUND or TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_get_slot_ci95_by_index(int32_t index, int32_t slot, double *out);
 
 /** The clock exact mode reads: "tsc" (the invariant TSC, calibrated), "clock_gettime" or "test
  * clock" (tally_testing_set_clock). Calibrates the TSC first if no run has. */

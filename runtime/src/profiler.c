@@ -19,7 +19,7 @@
 //
 // Modes: each run has one, resolved when it starts (resolve_mode): a mode flag the caller passed
 // (the target's profile_by_timer), else the process default (tally_profiler_set_default_mode,
-// else TALLY_PROFILE_MODE, else exact).
+// else TALLY_PROFILE_MODE, else TALLY_PROFILER_DEFAULT_MODE).
 //  - exact: every switch of a context's slot or state reads the clock and bills the elapsed time
 //    by the exact rule (exact.c); nothing samples the run and its times need no rescaling.
 //  - sampling / timer: the run registers with the sampler of its mode (sampler_posix.c), which
@@ -265,18 +265,22 @@ static _Atomic int32_t default_mode;  // a mode flag, or 0: not chosen yet
 
 static int32_t mode_from_env(void) {
     const char *env = getenv("TALLY_PROFILE_MODE");
+    if (env && strcmp(env, "exact") == 0) {
+        return TALLY_PROFILER_FLAG_EXACT;
+    }
     if (env && strcmp(env, "sampling") == 0) {
         return TALLY_PROFILER_FLAG_SAMPLING;
     }
     if (env && strcmp(env, "timer") == 0) {
         return TALLY_PROFILER_FLAG_TIMER;
     }
-    if (env && *env && strcmp(env, "exact") != 0) {
+    if (env && *env) {
         tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                           "TALLY_PROFILE_MODE=%s: expected exact, sampling or timer; using exact",
+                           "TALLY_PROFILE_MODE=%s: expected exact, sampling or timer; using the "
+                           "default",
                            env);
     }
-    return TALLY_PROFILER_FLAG_EXACT;
+    return TALLY_PROFILER_DEFAULT_MODE;
 }
 
 int32_t tally_profiler_set_default_mode(int32_t mode) {

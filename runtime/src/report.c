@@ -186,6 +186,29 @@ static double ci95_pp(double percent, uint64_t n) {
     return 100.0 * 1.96 * sqrt_unit(var);
 }
 
+int32_t tally_profiler_get_slot_ci95_by_index(int32_t index, int32_t slot, double *out) {
+    if (!out) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    pthread_mutex_lock(&tally_registry_lock);
+    const tally_pipeline *p = tally_registry_first_locked();
+    for (int32_t i = 0; p && i < index; i++) {
+        p = p->next;
+    }
+    int32_t r = TALLY_ERROR_NOT_FOUND;
+    if (index >= 0 && p && slot >= 0 && slot < p->num_slots) {
+        *out = -1.0;
+        if (is_sampled(p)) {
+            tally_slot_stats ss;
+            tally_fill_slot_stats_locked(p, slot, &ss);
+            *out = ci95_pp(ss.percent, observations(p));
+        }
+        r = 0;
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return r;
+}
+
 static const char *const one_time_names[TALLY_NUM_ONE_TIME] = {"(device init)", "(kernel compile)"};
 static const char *const one_time_keys[TALLY_NUM_ONE_TIME] = {"device_init", "kernel_compile"};
 

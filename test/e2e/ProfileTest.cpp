@@ -432,7 +432,7 @@ TEST(ProfileSkewed, HeavyStageShareMatchesStageTiming) {
     EXPECT_GT(a.alone_ms[1] / a.alone_ms[2], 3.0);
     EXPECT_LT(a.alone_ms[1] / a.alone_ms[2], 8.0);
     if (a.mode & TALLY_PROFILER_FLAG_EXACT) {
-        EXPECT_EQ(a.samples, 0u);  // exact mode (the default) takes no samples
+        EXPECT_EQ(a.samples, 0u);  // exact mode (TALLY_PROFILE_MODE=exact) takes no samples
     } else {
         // About 1 kHz: at least half the samples the wall time allows.
         EXPECT_GE(double(a.samples), 0.5 * a.total_ms * 1000.0 / tally_profiler_get_interval_us())

@@ -86,7 +86,7 @@ TEST(Stress, SixteenThreadsRunAProfiledPipelineAThousandTimesEach) {
     EXPECT_EQ(ps.runs, runs);
     EXPECT_GT(ps.total_ns, 0u);
     if (ps.flags & TALLY_PROFILER_FLAG_EXACT) {
-        EXPECT_EQ(ps.samples, 0u);  // exact mode (the default) takes no samples
+        EXPECT_EQ(ps.samples, 0u);  // exact mode (TALLY_PROFILE_MODE=exact) takes no samples
     } else {
         EXPECT_GT(ps.samples, 0u);
     }

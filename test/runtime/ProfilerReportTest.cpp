@@ -4,6 +4,7 @@
 #include "Json.h"
 #include "TestUtil.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -205,6 +206,10 @@ TEST_F(ProfilerReport, JsonParsesBackToTheStats) {
         EXPECT_EQ(j["device"]["bytes"].number, double(ss.device.total_bytes));
     }
     EXPECT_EQ(slots[2]["average_threads"].number, 0.5);
+    double ci95 = 0;
+    ASSERT_EQ(tally_profiler_get_slot_ci95_by_index(0, 2, &ci95), 0);
+    EXPECT_NEAR(slots[2]["ci95_pp"].number, ci95, 1e-4);
+    EXPECT_NEAR(ci95, 100.0 * 1.96 * std::sqrt(0.25 / 12.0), 1e-9);  // 50 % of 12 observations
     EXPECT_EQ(slots[2]["time_ns"].number, 12e6);
 }
 
