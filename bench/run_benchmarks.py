@@ -445,7 +445,7 @@ def targets(results):
 
 def truth_targets(results):
     """Rows (target, measured by, measured, verdict) for the profiler-truth goals of issue 14:
-    exact mode (the default for `-profile`) is judged; sampling mode is shown next to it."""
+    exact mode is judged against them; sampling mode is shown next to it."""
     prog = "truth_bench"
     rows = []
     goals = ((0, "long runs accumulated over 21 runs", 0.1),
