@@ -302,6 +302,53 @@ TEST_F(ProfilerExact, ConcurrentRunsAreIndependent) {
     expect_times_ns("conc", {1 * kMs, 3 * kMs + 2 * kMs, 2 * kMs, 0, 0});
 }
 
+// Real concurrency, on the real clock (for ThreadSanitizer and for the invariants, not for
+// timing): 4 threads each make 200 runs of one pipeline, every run with 2 worker threads that
+// switch slots while the run's thread switches its own. Every run is merged once, the slot times
+// add up to the total wall time, and no average thread count exceeds the threads that worked.
+TEST_F(ProfilerExact, ConcurrentRunsWithConcurrentWorkersKeepTheInvariants) {
+    tally_testing_set_clock(nullptr);
+    constexpr int kThreads = 4, kRuns = 200;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; t++) {
+        threads.emplace_back([] {
+            for (int r = 0; r < kRuns; r++) {
+                void *inst = start("real");
+                tally_profiler_set_current(inst, 1);
+                std::thread workers[2];
+                for (int w = 0; w < 2; w++) {
+                    workers[w] = std::thread([inst, w] {
+                        void *c = tally_profiler_thread_begin(inst);
+                        for (int i = 0; i < 50; i++) {
+                            tally_profiler_set_current(c, 1 + ((i + w) & 1));
+                        }
+                        tally_profiler_thread_end(c);
+                    });
+                }
+                tally_profiler_set_current(inst, 2);
+                for (std::thread &w : workers) {
+                    w.join();
+                }
+                tally_profiler_set_current(inst, 0);
+                tally_profiler_end(nullptr, inst);
+            }
+        });
+    }
+    for (std::thread &t : threads) {
+        t.join();
+    }
+    tally_pipeline_stats p = tally_test::pipeline_stats("real");
+    EXPECT_EQ(p.runs, uint64_t(kThreads * kRuns));
+    uint64_t sum = 0;
+    for (int32_t s = 0; s < 5; s++) {
+        tally_slot_stats st = tally_test::slot_stats("real", s);
+        sum += st.time_ns;
+        EXPECT_LE(st.average_threads, 2.0 + 1e-9) << s;
+    }
+    EXPECT_EQ(sum, p.total_ns);
+    EXPECT_LE(p.average_threads, 2.0 + 1e-9);
+}
+
 // One-time costs (a kernel compiled in the first run) go to their own row, not to the slot
 // current around them; the report prints the row.
 TEST_F(ProfilerExact, OneTimeCostsGetTheirOwnRow) {
