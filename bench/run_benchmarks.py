@@ -2,6 +2,7 @@
 """Runs every Google Benchmark program in a build's bench/ folder and writes bench/RESULTS.md.
 
 Usage: bench/run_benchmarks.py BUILD_DIR [--repetitions N] [--out PATH] [--filter REGEX]
+                               [--only PROGRAM[,PROGRAM...]]
 
 Each executable file directly inside BUILD_DIR/bench is run with
   --benchmark_format=json --benchmark_repetitions=N --benchmark_report_aggregates_only=true
@@ -12,6 +13,10 @@ project's performance targets against the figures (see TARGETS below). Benchmark
 (Google Benchmark's SkipWithError, e.g. no Vulkan device) are listed with their message.
 Programs that fail are listed with their exit status; the script then exits non-zero, after
 writing what it has.
+
+With --only, just the named programs run, and their sections and their rows of the Targets table
+replace those in the existing file (the other programs' sections are kept as they were; the
+replaced sections say when and from which source they were measured).
 """
 
 import argparse
@@ -91,6 +96,32 @@ PROGRAM_NOTES = {
     "passes_bench": (
         "The lowering passes on generated modules of 10^4, 10^5 and 10^6 IR nodes (every fourth "
         "stage on the GPU). `ns_per_node` must stay flat as the module grows (linear cost)."),
+    "truth_bench": (
+        "How truthful the profiler's shares are and what profiling costs, exact mode against "
+        "sampling mode (`bench/truth_bench.cpp`). Pipelines: `float_chain` as Halide 14 lowered "
+        "it (`test/conformance/float_chain/float_chain.host.stmt`: three pointwise float stages, "
+        "compute_root, rows parallel, vectorized) and `blur`, compiled by Tally for "
+        "`host-profile`. Truth: each stage run alone as its own pipeline (the other `produce`s "
+        "emptied, same schedule, same warm buffers), median of interleaved runs, measured in "
+        "each repetition just before the profiles it judges; error = max over the stages of "
+        "|reported share - true share| in percentage points (`exact_pp`, `sampling_pp`). "
+        "`BM_Truth/pipeline/scenario/threads/hog`: pipeline 0 float_chain, 1 blur; scenario 0 "
+        "long runs (~60 ms) accumulated over 21 runs, 1 one long run (median of 7), 2 ~2 ms runs "
+        "in blocks of 10 (median of 7 blocks), 3 a single ~0.5 ms run (median of 21); threads = "
+        "worker threads of the pool; hog 1 = two processes spinning on both CPUs throughout. "
+        "`run_ms` is the fastest of 7 unprofiled runs (the run's size without interference; "
+        "heights are calibrated on the fastest runs at start-up, so on a loaded machine a run "
+        "takes longer than that). Each profile drops its first (warm-up) run; a stage's true time "
+        "is its alone run less the run of the pipeline with every stage emptied. "
+        "`*_overhead_pct`: the share billed to `overhead`. `BM_WallRatio/pipeline`: long runs, "
+        "2 threads, unprofiled / exact / sampling interleaved over 31 rounds: `*_ratio` = median "
+        "profiled run over median unprofiled run, `*_min_ratio` = fastest over fastest (the "
+        "runs least disturbed by other load), `*_cpu_ratio` = medians of process CPU time (all "
+        "threads, the sampler's included), `rows` = image height (parallel tasks per stage). "
+        "`BM_SwitchCost/mode` (0 exact, 1 sampling): thread CPU ns per "
+        "`tally_profiler_set_current` between two slots (`switch_ns`), and per parallel task's "
+        "worker begin + set_current of its loop's slot + end, on one thread (`task_ns`) and on "
+        "two at once (`task_2threads_ns`)."),
     "runtime_bench": (
         "The profiler runtime alone. `BM_SetCurrent`: ns per `tally_profiler_set_current` with "
         "the sampler at 1 kHz. `BM_SamplerCpu/<interval_us>/<runs>`: CPU of the sampler thread "
@@ -395,6 +426,9 @@ def targets(results):
     for scale, goal in ((8, True), (1, False)):
         rows += halide14_rows(results, scale, goal)
 
+    # 6. The profiler's truth (issue 14).
+    rows += truth_targets(results)
+
     # No numeric target: for reference.
     for app in ("blur_gpu", "gpu_gpu_cpu"):
         pat = r"BM_VulkanSync/%s(/|$)" % app
@@ -437,6 +471,83 @@ def targets(results):
                      (vs_ref, "not compared with Halide 14 (not installed at configure time)"
                       if vs_halide is None else "%.3fx Halide 14 (same schedule)" % vs_halide),
                      "for reference"))
+    return rows
+
+
+def truth_targets(results):
+    """Rows (target, measured by, measured, verdict) for the profiler-truth goals of issue 14:
+    exact mode is judged against them; sampling mode is shown next to it."""
+    prog = "truth_bench"
+    rows = []
+    goals = ((0, "long runs accumulated over 21 runs", 0.1),
+             (1, "one long run", 0.3),
+             (2, "2 ms runs in blocks of 10", 0.5),
+             (3, "a single 0.5 ms run", 1.0))
+    for scenario, what, goal in goals:
+        pat = r"BM_Truth/pipeline:0/scenario:%d/threads:2/hog:0(/|$)" % scenario
+        exact = counter(results, prog, pat, "exact_pp")
+        if exact is None:
+            rows.append(("Share error <= %.1f pp, %s (float_chain)" % (goal, what),
+                         "%s `BM_Truth`" % prog, "n/a", verdict(None)))
+            continue
+        sampling = counter(results, prog, pat, "sampling_pp")
+        one = counter(results, prog,
+                      r"BM_Truth/pipeline:0/scenario:%d/threads:1/hog:0(/|$)" % scenario,
+                      "exact_pp")
+        blur = counter(results, prog,
+                       r"BM_Truth/pipeline:1/scenario:%d/threads:2/hog:0(/|$)" % scenario,
+                       "exact_pp")
+        measured = "exact %.2f pp (sampling %.2f pp) with 2 threads" % (exact, sampling)
+        if one is not None:
+            measured += "; exact %.2f pp with 1 thread" % one
+        if blur is not None:
+            measured += "; blur exact %.2f pp" % blur
+        rows.append(("Share error <= %.1f pp, %s (float_chain, 2 threads)" % (goal, what),
+                     "%s `BM_Truth/pipeline:0/scenario:%d` `exact_pp`" % (prog, scenario),
+                     measured, verdict(exact <= goal)))
+        hog = counter(results, prog,
+                      r"BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1(/|$)" % scenario,
+                      "exact_pp")
+        if hog is not None:
+            hog_s = counter(results, prog,
+                            r"BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1(/|$)" % scenario,
+                            "sampling_pp")
+            rows.append(("Under a CPU hog on both cores, %s: error <= 2x the quiet figure" % what,
+                         "%s `BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1` `exact_pp`" %
+                         (prog, scenario),
+                         "exact %.2f pp vs %.2f pp quiet (sampling %.2f pp vs %.2f pp)" %
+                         (hog, exact, hog_s, sampling),
+                         verdict(hog <= 2 * max(exact, 0.05))))
+    for pipeline, name, goal in ((0, "float_chain, 2 threads", 1.01), (1, "blur, 2 threads", 1.005)):
+        pat = r"BM_WallRatio/pipeline:%d(/|$)" % pipeline
+        ratio = counter(results, prog, pat, "exact_ratio")
+        if ratio is None:
+            measured, ok = "n/a", None
+        else:
+            measured = ("exact %.3fx (sampling %.3fx), interleaved in one process; fastest "
+                        "runs: exact %.3fx, sampling %.3fx; process CPU time: exact %.3fx, "
+                        "sampling %.3fx" % (
+                            ratio, counter(results, prog, pat, "sampling_ratio"),
+                            counter(results, prog, pat, "exact_min_ratio"),
+                            counter(results, prog, pat, "sampling_min_ratio"),
+                            counter(results, prog, pat, "exact_cpu_ratio"),
+                            counter(results, prog, pat, "sampling_cpu_ratio")))
+            ok = ratio <= goal
+        rows.append(("Profiled / unprofiled wall time <= %sx (%s)" % (goal, name),
+                     "%s `BM_WallRatio/pipeline:%d` `exact_ratio`" % (prog, pipeline), measured,
+                     verdict(ok)))
+    ns = counter(results, prog, r"BM_SwitchCost/mode:0(/|$)", "switch_ns")
+    if ns is None:
+        measured, ok = "n/a", None
+    else:
+        measured = "%.1f ns per switch in exact mode (sampling: %.1f ns; a worker task's " \
+                   "begin + switch + end: %.0f ns exact, %.0f ns sampling)" % (
+                       ns, counter(results, prog, r"BM_SwitchCost/mode:1(/|$)", "switch_ns"),
+                       counter(results, prog, r"BM_SwitchCost/mode:0(/|$)", "task_ns"),
+                       counter(results, prog, r"BM_SwitchCost/mode:1(/|$)", "task_ns"))
+        ok = ns <= 10.0
+    rows.append(("A slot switch costs <= 10 ns (exact mode)",
+                 "%s `BM_SwitchCost/mode:0` `switch_ns`" % prog, measured, verdict(ok)))
     return rows
 
 
@@ -524,27 +635,7 @@ def markdown(results, failures, repetitions):
             lines.append("| %s | %s | %s | %s |" % t)
         lines.append("")
     for program, info in results:
-        rows = info["rows"]
-        lines.append("## %s" % program)
-        lines.append("")
-        if program in PROGRAM_NOTES:
-            lines.append(PROGRAM_NOTES[program])
-            lines.append("")
-        lines.append("Ran for %.1f s; load average before %s, after %s." %
-                     (info["seconds"], info["load_before"], info["load_after"]))
-        lines.append("")
-        if not rows:
-            lines.append("(no benchmarks ran)")
-            lines.append("")
-        for table in split_tables(rows):
-            lines += table_lines(table)
-            lines.append("")
-        if info["skipped"]:
-            lines.append("Skipped:")
-            lines.append("")
-            for name, why in info["skipped"]:
-                lines.append("- `%s`: %s" % (name, why))
-            lines.append("")
+        lines += program_section(program, info)
     if failures:
         lines.append("## Failures")
         lines.append("")
@@ -554,16 +645,82 @@ def markdown(results, failures, repetitions):
     return "\n".join(lines)
 
 
+def program_section(program, info):
+    """The Markdown lines of one program's section."""
+    rows = info["rows"]
+    lines = ["## %s" % program, ""]
+    if program in PROGRAM_NOTES:
+        lines += [PROGRAM_NOTES[program], ""]
+    if info.get("merged"):
+        lines += ["Measured %s (source: %s) and merged into this file with `--only`." %
+                  (info["merged"], git_state()), ""]
+    lines += ["Ran for %.1f s; load average before %s, after %s." %
+              (info["seconds"], info["load_before"], info["load_after"]), ""]
+    if not rows:
+        lines += ["(no benchmarks ran)", ""]
+    for table in split_tables(rows):
+        lines += table_lines(table)
+        lines.append("")
+    if info["skipped"]:
+        lines += ["Skipped:", ""]
+        for name, why in info["skipped"]:
+            lines.append("- `%s`: %s" % (name, why))
+        lines.append("")
+    return lines
+
+
+def merge(old_text, results):
+    """The existing RESULTS.md with the sections of the programs in `results` replaced (or
+    appended) and their Targets rows replaced (or appended to the table)."""
+    lines = old_text.splitlines()
+    programs = [p for p, _ in results]
+    # Targets rows: drop the old ones measured by these programs, append the new ones.
+    new_rows = [t for t in targets(results)
+                if any(t[1].startswith(p + " ") for p in programs)]
+    out, in_targets, table_end = [], False, None
+    for line in lines:
+        if line.startswith("## "):
+            in_targets = line == "## Targets"
+        if in_targets and line.startswith("| ") and any(
+                ("| %s `" % p) in line for p in programs):
+            continue
+        out.append(line)
+        if in_targets and line.startswith("|"):
+            table_end = len(out)
+    if table_end is not None:
+        out[table_end:table_end] = ["| %s | %s | %s | %s |" % t for t in new_rows]
+    # Sections.
+    for program, info in results:
+        section = program_section(program, info)
+        start = next((i for i, l in enumerate(out) if l == "## %s" % program), None)
+        if start is None:
+            at = next((i for i, l in enumerate(out) if l == "## Failures"), len(out))
+            if at == len(out) and out and out[-1] != "":
+                out.append("")
+            out[at:at] = section
+        else:
+            end = next((i for i in range(start + 1, len(out)) if out[i].startswith("## ")),
+                       len(out))
+            out[start:end] = section
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build_dir", help="the CMake build directory")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--filter", default="", help="passed as --benchmark_filter")
+    parser.add_argument("--only", default="",
+                        help="comma-separated programs to run; their sections and Targets rows "
+                             "replace those of the existing --out file")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                         help="where to write the Markdown (default: bench/RESULTS.md)")
     args = parser.parse_args()
 
     programs = find_programs(args.build_dir)
+    only = [p for p in args.only.split(",") if p]
+    if only:
+        programs = [p for p in programs if p.name in only]
     if not programs:
         print("no benchmark programs in %s/bench" % args.build_dir, file=sys.stderr)
         return 1
@@ -583,9 +740,14 @@ def main():
             "seconds": time.monotonic() - start,
             "load_before": load_before,
             "load_after": load_average(),
+            "merged": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+                      if only else None,
         }))
 
-    text = markdown(results, failures, args.repetitions)
+    if only and Path(args.out).exists() and not failures:
+        text = merge(Path(args.out).read_text(), results)
+    else:
+        text = markdown(results, failures, args.repetitions)
     Path(args.out).write_text(text)
     print("wrote %s" % args.out, file=sys.stderr)
     return 1 if failures else 0

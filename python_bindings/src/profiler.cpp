@@ -125,6 +125,19 @@ py::dict pipeline_dict(int32_t index) {
     d["num_slots"] = p.num_slots;
     d["flags"] = p.flags;
     d["profile_by_timer"] = (p.flags & TALLY_PROFILER_FLAG_TIMER) != 0;
+    d["mode"] = (p.flags & TALLY_PROFILER_FLAG_EXACT)   ? "exact"
+                : (p.flags & TALLY_PROFILER_FLAG_TIMER) ? "timer"
+                                                        : "sampling";
+    d["clock"] = tally_profiler_clock_name();
+    const char *const one_time_keys[2] = {"device_init_ns", "kernel_compile_ns"};
+    for (int32_t k = 0; k < 2; k++) {
+        uint64_t ns = 0;
+        r = tally_profiler_get_one_time_ns_by_index(index, k, &ns);
+        if (r != 0) {
+            raise_runtime_error("tally_profiler_get_one_time_ns_by_index failed", r);
+        }
+        d[one_time_keys[k]] = ns;
+    }
     py::list slots;
     py::dict sections[3];
     std::vector<tally_slot_stats> all(size_t(p.num_slots));
@@ -135,6 +148,14 @@ py::dict pipeline_dict(int32_t index) {
             raise_runtime_error("tally_profiler_get_slot_stats_by_index failed", r);
         }
         py::dict sd = slot_dict(ss);
+        double ci95 = -1.0;
+        r = tally_profiler_get_slot_ci95_by_index(index, s, &ci95);
+        if (r != 0) {
+            raise_runtime_error("tally_profiler_get_slot_ci95_by_index failed", r);
+        }
+        if (ci95 >= 0) {
+            sd["ci95_pp"] = ci95;  // sampled pipelines only, as in the JSON report
+        }
         slots.append(sd);
         if (ss.kind >= 0 && ss.kind < 3) {
             sections[ss.kind][sd["name"]] = sd;
@@ -185,12 +206,14 @@ Returns {pipeline name: pipeline}; a second pipeline with the same name (another
 keyed 'name#2'. A pipeline is a dict with the JSON report's keys: name, target, runs, total_ns,
 total_ms, time_per_run_ms, samples, average_threads, heap_peak_bytes, device_peak_bytes,
 kernel_launches, injected_syncs, explicit_syncs, copies_to_device, copies_to_device_bytes,
-copies_to_host, copies_to_host_bytes, num_slots, flags, profile_by_timer; 'warnings', the
-report's warnings (dicts: kind, slot, value, threshold, message); 'slots', the list of
+copies_to_host, copies_to_host_bytes, num_slots, flags, profile_by_timer, mode ('exact',
+'sampling' or 'timer'), clock, device_init_ns, kernel_compile_ns; 'warnings', the report's
+warnings (dicts: kind, slot, value, threshold, message); 'slots', the list of
 slots in slot order; and 'sections', {'funcs': {...}, 'copies to device': {...},
 'copies to host': {...}}, each mapping slot name to slot in slot order. A slot is a dict: id,
 name, kind ('func', 'copy_to_device', 'copy_to_host'), time_ns, time_ms, percent, samples,
-average_threads, copies, copy_bytes, and heap / device: {current, peak, allocs, bytes}.
+average_threads, copies, copy_bytes, ci95_pp (sampling modes: the half-width of the share's 95 %
+interval, in percentage points), and heap / device: {current, peak, allocs, bytes}.
 
     s = tally.profiler.stats()["blur"]
     s["runs"], s["sections"]["funcs"]["blur_x"]["time_ms"]

@@ -70,8 +70,11 @@ def test_stats_show_every_number_of_the_text_report(profiled_blur):
             break
         key, value = line.strip().split(":", 1)
         header[key] = value.strip()
+    mode = {"exact": "exact (%s)" % s["clock"], "sampling": "sampling (sampler thread)",
+            "timer": "sampling (timer signal)"}[s["mode"]]
     assert header == {
         "target": s["target"],
+        "mode": mode,
         "total time": "%.3f ms" % s["total_ms"],
         "runs": str(s["runs"]),
         "time per run": "%.3f ms" % s["time_per_run_ms"],
@@ -94,9 +97,11 @@ def test_stats_show_every_number_of_the_text_report(profiled_blur):
     for row in func_rows:
         name, *numbers = row.split()
         slot = s["sections"]["funcs"][name]
+        interval = ["%.1f" % slot["ci95_pp"]] if "ci95_pp" in slot else []
         assert numbers == [
             "%.3f" % slot["time_ms"],
             "%.1f" % slot["percent"],
+        ] + interval + [
             str(slot["samples"]),
             "%.2f" % slot["average_threads"],
             str(slot["heap"]["current"]),

@@ -556,12 +556,56 @@ typedef enum tally_memory_kind_t {
     TALLY_MEMORY_DEVICE = 1
 } tally_memory_kind_t;
 
-/** Flags of tally_profiler_start. */
+/** Flags of tally_profiler_start: the profiling mode of the run. A run has exactly one mode: the
+ * flag passed (the first of TIMER, SAMPLING, EXACT), or with none of them the process default
+ * (tally_profiler_set_default_mode). The pipeline stats' `flags` is the mode of its runs. */
 typedef enum tally_profiler_flags_t {
-    /** profile_by_timer: sample from a POSIX CLOCK_MONOTONIC timer's signal handler instead of the
-     * sampler thread. */
-    TALLY_PROFILER_FLAG_TIMER = 1
+    /** profile_by_timer: sample from a POSIX CLOCK_MONOTONIC timer's signal handler. */
+    TALLY_PROFILER_FLAG_TIMER = 1,
+    /** Sample from the sampler thread (every TALLY_PROFILE_INTERVAL_US); times are rescaled to
+     * the run's wall time and carry sampling error (the report prints a 95 % interval). */
+    TALLY_PROFILER_FLAG_SAMPLING = 2,
+    /** Exact: every slot switch, worker begin/end and device wait reads a clock (the invariant
+     * TSC where there is one) and bills the elapsed time to the slot being left; while n worker
+     * contexts work, each bills 1/n of the wall time. No sampler runs. */
+    TALLY_PROFILER_FLAG_EXACT = 4
 } tally_profiler_flags_t;
+
+/** The mode flags together. */
+#define TALLY_PROFILER_MODE_FLAGS 7
+
+/** The mode of runs started without a mode flag when neither tally_profiler_set_default_mode nor
+ * TALLY_PROFILE_MODE says otherwise. Chosen by measurement (bench/truth_bench.cpp; the figures and
+ * the rule are in README.md): exact mode is the more truthful, but on this project's benchmark it
+ * costs more than sampling (a clock read per switch and per parallel task), so it is opt-in. */
+#define TALLY_PROFILER_DEFAULT_MODE TALLY_PROFILER_FLAG_SAMPLING
+
+/** Sets the mode of runs started without a mode flag (what `profile` targets and Halide's
+ * profiler ABI start): TALLY_PROFILER_FLAG_EXACT, _SAMPLING or _TIMER, or 0 for the default,
+ * which is the environment's TALLY_PROFILE_MODE ("exact", "sampling" or "timer") if set, else
+ * TALLY_PROFILER_DEFAULT_MODE. Runs already started keep theirs. Returns 0 or
+ * TALLY_ERROR_BAD_ARGUMENT (reported). */
+int32_t tally_profiler_set_default_mode(int32_t mode);
+
+/** The mode (one flag) runs started without a mode flag get now. */
+int32_t tally_profiler_get_default_mode(void);
+
+/** One-time costs, billed to rows of their own instead of the slot that happened to be current. */
+typedef enum tally_one_time_kind_t {
+    /** Device API initialisation (context, queues, modules loaded on first use). */
+    TALLY_ONE_TIME_DEVICE_INIT = 0,
+    /** Kernel / shader compilation on first use. */
+    TALLY_ONE_TIME_COMPILE = 1
+} tally_one_time_kind_t;
+
+/** Bills the calling thread's time from now to the matching tally_profiler_one_time_end to the
+ * one-time row `kind` of the run the thread works for (its current context), in every mode.
+ * Returns a token for _end: the context's previous slot, or -1 when the thread works for no run
+ * or kind is unknown (then _end does nothing). */
+int32_t tally_profiler_one_time_begin(int32_t kind);
+
+/** Ends a one-time section: the thread's current context returns to the slot in `token`. */
+void tally_profiler_one_time_end(int32_t token);
 
 /** How many profiled runs may be in flight at once per sampling mode. */
 #define TALLY_PROFILER_MAX_LIVE 1024
@@ -578,17 +622,18 @@ void *tally_profiler_start(void *user_context, const char *pipeline, const char 
                            int32_t num_slots, const char *const *slot_names,
                            const int32_t *slot_kinds, int32_t flags);
 
-/** Ends a run: takes a final sample, rescales the run's sampled slot times so they sum to its
- * measured wall time (CLOCK_MONOTONIC at start and end), merges everything into the pipeline's
- * totals (runs += 1) and frees the instance. Generated code calls it on every exit path, errors
- * included. NULL is a no-op. Returns 0. Must be called once per instance, on the thread that
- * started it, after all of its worker tasks have ended. */
+/** Ends a run: bills the time since the last switch (exact mode) or takes a final sample and
+ * rescales the run's sampled slot times so they sum to its measured wall time (sampling modes),
+ * merges everything into the pipeline's totals (runs += 1) and frees the instance. Generated code
+ * calls it on every exit path, errors included. NULL is a no-op. Returns 0. Must be called once per
+ * instance, on the thread that started it, after all of its worker tasks have ended. */
 int32_t tally_profiler_end(void *user_context, void *instance);
 
 /** The hot call: makes `slot` the current slot of `context` (an instance or a context from
- * tally_profiler_thread_begin) with one relaxed atomic store, and makes `context` the calling
- * thread's current context (used by the device entry points to find the run). NULL is a no-op.
- * `slot` must be in [0, num_slots). */
+ * tally_profiler_thread_begin): one relaxed atomic store in the sampling modes; in exact mode a
+ * clock read first, billing the time since the context's previous switch to the slot it leaves, and
+ * makes `context` the calling thread's current context (used by the device entry points to find the
+ * run). NULL is a no-op. `slot` must be in [0, num_slots). */
 void tally_profiler_set_current(void *context, int32_t slot);
 
 /** Called by a parallel-loop task on entry: claims a worker context of `instance` (from a
@@ -776,6 +821,20 @@ int32_t tally_profiler_get_slot_stats(const char *pipeline, int32_t slot, tally_
 
 /** As above, by pipeline registration index. */
 int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tally_slot_stats *out);
+
+/** The time billed to one-time row `kind` (tally_one_time_kind_t) of the pipeline with
+ * registration index `index`, over its finished runs. Returns 0, TALLY_ERROR_NOT_FOUND or
+ * TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_get_one_time_ns_by_index(int32_t index, int32_t kind, uint64_t *out);
+
+/** The half-width, in percentage points, of the 95 % interval of slot `slot`'s share that the
+ * report prints for a sampled pipeline (registration index `index`); -1 for an exact one.
+ * Returns 0, TALLY_ERROR_NOT_FOUND or TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_profiler_get_slot_ci95_by_index(int32_t index, int32_t slot, double *out);
+
+/** The clock exact mode reads: "tsc" (the invariant TSC, calibrated), "clock_gettime" or "test
+ * clock" (tally_testing_set_clock). Calibrates the TSC first if no run has. */
+const char *tally_profiler_clock_name(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Device waits: every time the runtime itself blocks the host on a device queue

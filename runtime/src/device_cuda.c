@@ -331,7 +331,9 @@ static int32_t cuda_ensure(void *user_context, const char *routine) {
         return 0;
     }
     pthread_mutex_lock(&cuda_lock);
+    int32_t one_time = tally_profiler_one_time_begin(TALLY_ONE_TIME_DEVICE_INIT);
     int ok = cuda_init_locked();
+    tally_profiler_one_time_end(one_time);
     char reason[sizeof cuda_reason];
     memcpy(reason, cuda_reason, sizeof reason);
     int report = !ok && (routine || !cuda_failure_reported);
@@ -740,7 +742,9 @@ static int32_t kernel_function(void *user_context, tally_kernel_table *table, in
         CUjit_option options[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
         void *values[2] = {log, (void *)(uintptr_t)sizeof log};
         CUmodule module = NULL;
+        int32_t one_time = tally_profiler_one_time_begin(TALLY_ONE_TIME_COMPILE);
         CUresult c = cu.ModuleLoadDataEx(&module, src->code, 2, options, values);
+        tally_profiler_one_time_end(one_time);
         if (c != CUDA_SUCCESS) {
             char d[256];
             describe(c, d, sizeof d);

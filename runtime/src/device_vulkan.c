@@ -839,11 +839,13 @@ static int32_t ensure_ready(void *user_context, const char *routine) {
     int report_reason = 0;
     pthread_mutex_lock(&vk_lock);
     if (!atomic_load_explicit(&vk_ready, memory_order_relaxed) && !vk.failed) {
+        int32_t one_time = tally_profiler_one_time_begin(TALLY_ONE_TIME_DEVICE_INIT);
         if (init_locked(vk.failure, sizeof(vk.failure)) == 0) {
             atomic_store_explicit(&vk_ready, 1, memory_order_release);
         } else {
             vk.failed = 1;
         }
+        tally_profiler_one_time_end(one_time);
     }
     int ok = atomic_load_explicit(&vk_ready, memory_order_relaxed);
     if (!ok) {
@@ -1782,7 +1784,9 @@ static int32_t get_pipeline_locked(void *user_context, const char *routine,
         } else {
             info.pCode = (const uint32_t *)(const void *)ksrc->code;
         }
+        int32_t one_time = tally_profiler_one_time_begin(TALLY_ONE_TIME_COMPILE);
         r = vk.f.vkCreateShaderModule(vk.device, &info, NULL, &ks->module);
+        tally_profiler_one_time_end(one_time);
         free(copy);
         if (r != VK_SUCCESS) {
             ks->module = VK_NULL_HANDLE;
@@ -1878,7 +1882,9 @@ static int32_t get_pipeline_locked(void *user_context, const char *routine,
     info.layout = ks->layout;
     info.basePipelineIndex = -1;
     VkPipeline created = VK_NULL_HANDLE;
+    int32_t one_time = tally_profiler_one_time_begin(TALLY_ONE_TIME_COMPILE);
     r = vk.f.vkCreateComputePipelines(vk.device, VK_NULL_HANDLE, 1, &info, NULL, &created);
+    tally_profiler_one_time_end(one_time);
     if (r != VK_SUCCESS) {
         return tally_report_error(user_context, code,
                                   "%s: vkCreateComputePipelines failed for kernel %s with "

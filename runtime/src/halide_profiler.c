@@ -92,7 +92,7 @@ int32_t tally_halide_profiler_start(void *user_context, const char *pipeline_nam
     inst->start_nesting = tally_task_nesting;
     inst->main.owner = tally_thread_tag();
     // Idle until Halide's code says its thread works (its first call after the start).
-    atomic_store_explicit(&inst->main.suspended, 1, memory_order_relaxed);
+    tally_profiler_suspend(&inst->main);
     return inst->token;
 }
 
@@ -150,7 +150,7 @@ int32_t halide_profiler_set_current_func(struct halide_profiler_state *state, in
         }
         return 0;
     }
-    atomic_store_explicit(&c->slot, func_id, memory_order_relaxed);
+    tally_profiler_switch_slot(c, func_id);
     return 0;
 }
 
@@ -188,10 +188,7 @@ int32_t halide_profiler_incr_active_threads(struct halide_profiler_state *state)
     // the main thread works in a worker context, as on any other thread.
     int own = c->owner == me && (c != &inst->main || tally_task_nesting <= inst->start_nesting);
     if (own) {
-        int32_t s = atomic_load_explicit(&c->suspended, memory_order_relaxed);
-        while (s > 0 && !atomic_compare_exchange_weak_explicit(
-                            &c->suspended, &s, s - 1, memory_order_release, memory_order_relaxed)) {
-        }
+        tally_profiler_resume(c);
         return 0;
     }
     tally_context *w = (tally_context *)tally_profiler_thread_begin(c);
@@ -205,7 +202,7 @@ int32_t halide_profiler_decr_active_threads(struct halide_profiler_state *state)
     (void)state;
     tally_context *c = halide_context();
     if (c && c->owner == tally_thread_tag()) {
-        atomic_fetch_add_explicit(&c->suspended, 1, memory_order_release);
+        tally_profiler_suspend(c);
     }
     return 0;
 }

@@ -25,6 +25,7 @@
 //      device_timeline.c  kernel intervals from device timestamps, billed per Func
 //      warnings.c         the report's warning rules, over the stats structs
 //      slots.c            what a slot's name says (slots.h): the Func a copy slot belongs to
+//      exact.c            the exact rule (switch-timed billing, the run's share clock)
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages
@@ -65,6 +66,26 @@ enum {
 
 struct tally_instance;
 
+// Exact mode: what one context has billed to one slot. `share` is the slot's part of the run's
+// wall time in 1/65536 ns (a context working alongside n-1 others bills 1/n of each
+// nanosecond); `busy_ns` the context's own time in the slot, `thread_ns` the integral over that
+// time of the number of threads working in the run (average threads = thread_ns / busy_ns).
+typedef struct tally_exact_acc {
+    uint64_t share;
+    uint64_t busy_ns;
+    uint64_t thread_ns;
+} tally_exact_acc;
+
+// A reading of the run's share clock (exact.c) at `ns`.
+typedef struct tally_exact_point {
+    uint64_t ns;
+    uint64_t worker_share;    // integral of [A > 0] / A, 1/65536 ns (A: counted workers)
+    uint64_t main_ns;         // integral of [A == 0]
+    uint64_t worker_threads;  // integral of [A > 0] * W (W: counted workers not waiting)
+} tally_exact_point;
+
+#define TALLY_SHARE_SHIFT 16
+
 // One thread's view of a run: the main thread's context is embedded at the start of the instance
 // (so the instance pointer is that context); worker tasks claim their own. Fields written by the
 // owning thread and read by the sampler are atomics. One cache line each, so workers writing
@@ -92,6 +113,11 @@ typedef struct tally_context {
     // The thread (tally_thread_tag) that opened the context through Halide's profiler ABI, whose
     // pool task ends it (tally_profiler_end_owned_contexts); NULL for every other context.
     const void *owner;
+    // Exact mode (owned by the thread holding the context): the share clock when the context
+    // last billed, and its per-slot accumulators ([num_acc]; for worker contexts allocated at
+    // first claim and kept for the run).
+    tally_exact_point mark;
+    tally_exact_acc *exact;
 } tally_context;
 
 // Per-slot sampled time of one run: written only by whoever holds the instance's sampling right
@@ -100,6 +126,8 @@ typedef struct tally_slot_acc {
     uint64_t time_ns;
     uint64_t samples;
     uint64_t thread_sum;
+    uint64_t busy_ns;    // exact mode (tally_exact_acc)
+    uint64_t thread_ns;  // exact mode
 } tally_slot_acc;
 
 typedef struct tally_mem_acc {
@@ -118,14 +146,36 @@ struct tally_pipeline;
 
 #define TALLY_WORKER_POOL_SIZE 64
 
+// Exact mode: the run's share clock, a seqlock. Writers (a worker context starting or stopping
+// to count, a wait, the main context going idle) take it by making `seq` odd, advance the
+// integrals to their time and apply the change; readers (every slot switch) retry while it is
+// odd or changed. Its own cache line: readers on every core share it clean between writes.
+typedef struct tally_share_clock {
+    _Alignas(TALLY_CACHE_LINE) _Atomic uint32_t seq;
+    _Atomic int32_t active;       // A: worker contexts counting (active, not suspended)
+    _Atomic int32_t working;      // W: of those, not blocked in a device wait
+    _Atomic int32_t main_idle;    // > 0 while the main context waits or is suspended
+    _Atomic uint64_t share_rate;  // 2^48 / A (0 when A = 0): a reader's share per ns, no division
+    _Atomic uint64_t base_ns;
+    _Atomic uint64_t worker_share;
+    _Atomic uint64_t main_ns;
+    _Atomic uint64_t worker_threads;
+    _Atomic uint64_t run_threads;  // integral of the run's working threads (W, or the main's 1)
+} tally_share_clock;
+
+// One-time costs (tally_profiler_one_time_begin): hidden slots after a pipeline's own.
+#define TALLY_NUM_ONE_TIME 2
+
 typedef struct tally_instance {
     tally_context main;  // must stay first: an instance pointer is its main context
     struct tally_pipeline *pipeline;
     int32_t num_slots;
-    int32_t flags;
-    int32_t live_index;     // index in the sampler's live table of its mode
-    int32_t token;          // Halide's profiler ABI: the run's token (-1 for Tally's own runs)
-    int32_t start_nesting;  // Halide's profiler ABI: tally_task_nesting where the run started
+    int32_t num_acc;     // num_slots + TALLY_NUM_ONE_TIME: the entries of acc and contexts' exact
+    int32_t flags;       // exactly one mode flag (TALLY_PROFILER_FLAG_*), resolved at start
+    int32_t live_index;  // index in the sampler's live table of its mode
+    int32_t token;       // Halide's profiler ABI: the run's token (-1 for Tally's own runs)
+    int32_t start_nesting;    // Halide's profiler ABI: tally_task_nesting where the run started
+    const void *main_thread;  // tally_thread_tag of the thread that started the run
     _Atomic int32_t bad_call_reported;
     // Set when an error is reported while the run is a thread's current context (halide_error):
     // the run is exiting through its error path.
@@ -135,7 +185,7 @@ typedef struct tally_instance {
     uint64_t last_ns;
     uint64_t ticks;
     uint64_t tick_thread_sum;
-    tally_slot_acc *acc;     // [num_slots]
+    tally_slot_acc *acc;     // [num_acc]
     tally_mem_acc *mem;      // [num_slots * 2], index slot * 2 + kind
     tally_copy_acc *copies;  // [num_slots]
     _Atomic int64_t mem_current[2];
@@ -145,6 +195,7 @@ typedef struct tally_instance {
     tally_context *workers;               // [TALLY_WORKER_POOL_SIZE]
     _Atomic int32_t workers_high_water;   // 1 + highest pool index ever claimed
     _Atomic(tally_context *) extra_head;  // overflow contexts, push-only
+    tally_share_clock share;              // exact mode
 } tally_instance;
 
 // Per-slot totals of a pipeline over finished runs (guarded by the registry lock).
@@ -159,6 +210,8 @@ typedef struct tally_slot_total {
     uint64_t time_ns;
     uint64_t samples;
     uint64_t thread_sum;
+    uint64_t busy_ns;    // exact mode
+    uint64_t thread_ns;  // exact mode
     uint64_t copies;
     uint64_t copy_bytes;
     tally_mem_total mem[2];
@@ -177,6 +230,7 @@ typedef struct tally_pipeline {
     uint64_t total_ns;
     uint64_t ticks;
     uint64_t tick_thread_sum;
+    uint64_t run_threads_ns;  // exact mode: integral of working threads over all runs
     uint64_t mem_peak[2];
     uint64_t counters[TALLY_NUM_COUNTERS];
     int32_t active_runs;  // runs in flight
@@ -214,8 +268,41 @@ int tally_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
 // ---- clock.c --------------------------------------------------------------------------------
 
-// The clock every profiler timestamp comes from (CLOCK_MONOTONIC unless a test replaced it).
-uint64_t tally_now_ns(void);
+// The clock's state (clock.c). Exact mode reads the clock on every slot switch, so the read is
+// inline: the test clock hook, then the calibrated TSC conversion
+// ns = base_ns + ((tsc - base_tsc) * mult) >> 32, published by `use_tsc` (release).
+typedef struct tally_tsc_conversion {
+    uint64_t base_tsc;
+    uint64_t base_ns;
+    uint64_t mult;  // ns per tick, 32.32 fixed point
+} tally_tsc_conversion;
+extern _Atomic(tally_testing_clock_t) tally_test_clock __attribute__((visibility("hidden")));
+extern tally_tsc_conversion tally_tsc __attribute__((visibility("hidden")));
+extern _Atomic int32_t tally_use_tsc __attribute__((visibility("hidden")));
+
+// CLOCK_MONOTONIC in ns (what tally_now_ns reads without a calibrated TSC).
+uint64_t tally_monotonic_ns(void);
+
+// The clock every profiler timestamp comes from, in ns on CLOCK_MONOTONIC's time base: the
+// invariant TSC once tally_clock_init has calibrated it, else clock_gettime; a test clock
+// (tally_testing_set_clock) overrides both. Async-signal-safe.
+static inline uint64_t tally_now_ns(void) {
+    tally_testing_clock_t clock = atomic_load_explicit(&tally_test_clock, memory_order_relaxed);
+    if (clock) {
+        return clock();
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    if (atomic_load_explicit(&tally_use_tsc, memory_order_acquire)) {
+        uint64_t d = __builtin_ia32_rdtsc() - tally_tsc.base_tsc;
+        return tally_tsc.base_ns + (uint64_t)(((unsigned __int128)d * tally_tsc.mult) >> 32);
+    }
+#endif
+    return tally_monotonic_ns();
+}
+// Calibrates the TSC (once per process; ~1 ms). Called when a profiled run starts.
+void tally_clock_init(void);
+// What tally_now_ns reads: "tsc", "clock_gettime" or "test clock".
+const char *tally_clock_name(void);
 
 // ---- context.c ------------------------------------------------------------------------------
 
@@ -324,6 +411,22 @@ void tally_timeline_reset(void);
 void tally_timeline_read(const void *pipeline, int32_t num_slots, uint64_t *slot_device_ns,
                          uint64_t *slot_kernels, tally_timeline_summary *out);
 const char *tally_timeline_mode_name(int32_t mode);
+// ---- exact.c --------------------------------------------------------------------------------
+
+// The run's share clock at `now` (lock-free read).
+void tally_exact_read(tally_instance *inst, uint64_t now, tally_exact_point *out);
+// Bills the context's time since its mark to its current slot and moves the mark to `now`.
+// Called by the thread holding the context, before its slot or state changes.
+void tally_exact_bill(tally_context *c, uint64_t now);
+// Bills `c` (may be NULL) up to `now` and changes the share clock's counts by the deltas, as one
+// step: d_active / d_working for worker contexts starting or stopping to count or wait,
+// d_main_idle for the main context. `mark_only` (may be NULL), a context of the calling thread
+// that does not count until now, gets its mark moved to now without billing.
+void tally_exact_change(tally_instance *inst, tally_context *c, uint64_t now, int32_t d_active,
+                        int32_t d_working, int32_t d_main_idle, tally_context *mark_only);
+// Adds every context's accumulators into the instance's acc (time_ns, busy_ns, thread_ns; share
+// rounded to ns). The run's contexts have all billed up to its end.
+void tally_exact_collect(tally_instance *inst);
 
 // ---- sampler_posix.c ------------------------------------------------------------------------
 
@@ -367,6 +470,13 @@ void tally_pipeline_free_unregistered(tally_pipeline *p);
 // thread pool calls it after every task: Halide's code opens a context when a task starts
 // (halide_profiler_incr_active_threads) and never closes it.
 void tally_profiler_end_owned_contexts(tally_context *keep);
+
+// Context state changes outside the hot calls (Halide's profiler ABI): a slot switch, and
+// suspending / resuming a context (a count; only the thread holding the context calls them).
+// In exact mode they bill the context up to now first.
+void tally_profiler_switch_slot(tally_context *ctx, int32_t slot);
+void tally_profiler_suspend(tally_context *ctx);
+void tally_profiler_resume(tally_context *ctx);
 
 // Device waits and counters, used by the device entry points. wait_begin marks the calling
 // thread's current context (if any) waiting and returns it; pass it to wait_end.

@@ -17,9 +17,20 @@
 // tasks. A per-thread pointer ("current context", context.c) lets the device entry points find the
 // run.
 //
-// Sampling: a run registers with the sampler of its mode (sampler_posix.c), which bills ticks by
-// the sampling rule (sampling.c). At the end of a run the sampled times are rescaled to sum to
-// the measured wall time.
+// Modes: each run has one, resolved when it starts (resolve_mode): a mode flag the caller passed
+// (the target's profile_by_timer), else the process default (tally_profiler_set_default_mode,
+// else TALLY_PROFILE_MODE, else TALLY_PROFILER_DEFAULT_MODE).
+//  - exact: every switch of a context's slot or state reads the clock and bills the elapsed time
+//    by the exact rule (exact.c); nothing samples the run and its times need no rescaling.
+//  - sampling / timer: the run registers with the sampler of its mode (sampler_posix.c), which
+//    bills ticks by the sampling rule (sampling.c); at the end of the run the sampled times are
+//    rescaled to sum to the measured wall time.
+// The switch points are the same in all modes (switch_slot, the worker begin/end, suspend and
+// resume, waits); in the sampling modes they only store the new state.
+//
+// One-time costs (device initialisation, kernel compilation in a first run): the thread switches
+// to a hidden slot after the pipeline's own (TALLY_NUM_ONE_TIME of them) for their duration, so
+// they are billed like any slot in every mode and reported as rows of their own.
 //
 // tally_profiler_start is defined by lifetime.c, which installs the process hooks (fork, exit)
 // before the first run and then calls tally_profiler_start_run here.
@@ -83,8 +94,9 @@ static void free_pipeline(tally_pipeline *p) {
 }
 
 static int pipeline_matches(const tally_pipeline *p, const char *name, int32_t num_slots,
-                            const char *const *slot_names, const int32_t *slot_kinds) {
-    if (p->num_slots != num_slots || strcmp(p->name, name) != 0) {
+                            const char *const *slot_names, const int32_t *slot_kinds,
+                            int32_t mode) {
+    if (p->num_slots != num_slots || p->flags != mode || strcmp(p->name, name) != 0) {
         return 0;
     }
     for (int32_t i = 0; i < num_slots; i++) {
@@ -107,7 +119,8 @@ static tally_pipeline *new_pipeline(const char *name, const char *target, int32_
     p->target = dup_string(target ? target : "");
     p->slot_names = (char **)calloc((size_t)num_slots, sizeof(char *));
     p->slot_kinds = (int32_t *)calloc((size_t)num_slots, sizeof(int32_t));
-    p->slots = (tally_slot_total *)calloc((size_t)num_slots, sizeof(tally_slot_total));
+    p->slots = (tally_slot_total *)calloc((size_t)(num_slots + TALLY_NUM_ONE_TIME),
+                                          sizeof(tally_slot_total));
     if (!p->name || !p->target || !p->slot_names || !p->slot_kinds || !p->slots) {
         free_pipeline(p);
         return NULL;
@@ -123,13 +136,15 @@ static tally_pipeline *new_pipeline(const char *name, const char *target, int32_
     return p;
 }
 
-// Finds or creates the pipeline and counts one more run in flight on it.
+// Finds or creates the pipeline and counts one more run in flight on it. Runs of one pipeline in
+// different modes are kept apart (`flags` is the run's one mode flag): their numbers mean
+// different things.
 static tally_pipeline *acquire_pipeline(const char *name, const char *target, int32_t num_slots,
                                         const char *const *slot_names, const int32_t *slot_kinds,
                                         int32_t flags) {
     pthread_mutex_lock(&tally_registry_lock);
     tally_pipeline *p = registry_head;
-    while (p && !pipeline_matches(p, name, num_slots, slot_names, slot_kinds)) {
+    while (p && !pipeline_matches(p, name, num_slots, slot_names, slot_kinds, flags)) {
         p = p->next;
     }
     if (!p) {
@@ -145,7 +160,7 @@ static tally_pipeline *acquire_pipeline(const char *name, const char *target, in
     }
     if (p) {
         p->active_runs++;
-        p->flags |= flags;
+        p->flags = flags;
     }
     pthread_mutex_unlock(&tally_registry_lock);
     return p;
@@ -181,9 +196,14 @@ void tally_profiler_reset(void) {
 
 // One allocation per run: the instance, its worker context pool and its per-slot arrays.
 static tally_instance *new_instance(tally_pipeline *p, int32_t num_slots, int32_t flags) {
+    const int32_t num_acc = num_slots + TALLY_NUM_ONE_TIME;
     size_t off_workers = round_up(sizeof(tally_instance), TALLY_CACHE_LINE);
     size_t off_acc = off_workers + TALLY_WORKER_POOL_SIZE * sizeof(tally_context);
-    size_t off_mem = round_up(off_acc + (size_t)num_slots * sizeof(tally_slot_acc), 8);
+    size_t off_exact = round_up(off_acc + (size_t)num_acc * sizeof(tally_slot_acc), 8);
+    size_t off_mem =
+        round_up(off_exact + ((flags & TALLY_PROFILER_FLAG_EXACT) ? (size_t)num_acc : 0) *
+                                 sizeof(tally_exact_acc),
+                 8);
     size_t off_copies = round_up(off_mem + (size_t)num_slots * 2 * sizeof(tally_mem_acc), 8);
     size_t total =
         round_up(off_copies + (size_t)num_slots * sizeof(tally_copy_acc), TALLY_CACHE_LINE);
@@ -196,10 +216,14 @@ static tally_instance *new_instance(tally_pipeline *p, int32_t num_slots, int32_
     tally_instance *inst = (tally_instance *)block;
     inst->workers = (tally_context *)(block + off_workers);
     inst->acc = (tally_slot_acc *)(block + off_acc);
+    if (flags & TALLY_PROFILER_FLAG_EXACT) {
+        inst->main.exact = (tally_exact_acc *)(block + off_exact);
+    }
     inst->mem = (tally_mem_acc *)(block + off_mem);
     inst->copies = (tally_copy_acc *)(block + off_copies);
     inst->pipeline = p;
     inst->num_slots = num_slots;
+    inst->num_acc = num_acc;
     inst->flags = flags;
     inst->main.instance = inst;
     inst->token = -1;
@@ -214,8 +238,13 @@ static void free_instance(tally_instance *inst) {
     tally_context *c = atomic_load(&inst->extra_head);
     while (c) {
         tally_context *next = atomic_load(&c->next_extra);
+        free(c->exact);
         free(c);
         c = next;
+    }
+    int32_t hw = atomic_load(&inst->workers_high_water);
+    for (int32_t i = 0; i < hw; i++) {
+        free(inst->workers[i].exact);
     }
     free(inst);
 }
@@ -230,6 +259,72 @@ static void report_bad_call_once(tally_instance *inst, const char *what, int32_t
                            what, (int)slot, (int)kind, inst->pipeline->name, (int)inst->num_slots);
     }
 }
+
+// ---- modes ----------------------------------------------------------------------------
+
+static _Atomic int32_t default_mode;  // a mode flag, or 0: not chosen yet
+
+static int32_t mode_from_env(void) {
+    const char *env = getenv("TALLY_PROFILE_MODE");
+    if (env && strcmp(env, "exact") == 0) {
+        return TALLY_PROFILER_FLAG_EXACT;
+    }
+    if (env && strcmp(env, "sampling") == 0) {
+        return TALLY_PROFILER_FLAG_SAMPLING;
+    }
+    if (env && strcmp(env, "timer") == 0) {
+        return TALLY_PROFILER_FLAG_TIMER;
+    }
+    if (env && *env) {
+        tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
+                           "TALLY_PROFILE_MODE=%s: expected exact, sampling or timer; using the "
+                           "default",
+                           env);
+    }
+    return TALLY_PROFILER_DEFAULT_MODE;
+}
+
+int32_t tally_profiler_set_default_mode(int32_t mode) {
+    if (mode != 0 && mode != TALLY_PROFILER_FLAG_EXACT && mode != TALLY_PROFILER_FLAG_SAMPLING &&
+        mode != TALLY_PROFILER_FLAG_TIMER) {
+        return tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
+                                  "tally_profiler_set_default_mode: %d is not a mode flag",
+                                  (int)mode);
+    }
+    atomic_store(&default_mode, mode);
+    return 0;
+}
+
+int32_t tally_profiler_get_default_mode(void) {
+    int32_t mode = atomic_load(&default_mode);
+    if (mode == 0) {
+        int32_t expected = 0;
+        atomic_compare_exchange_strong(&default_mode, &expected, mode_from_env());
+        mode = atomic_load(&default_mode);
+    }
+    return mode;
+}
+
+// The one mode flag a run started with `flags` gets: the first the caller passed (timer before
+// sampling before exact), else the default.
+static int32_t resolve_mode(int32_t flags) {
+    if (flags & TALLY_PROFILER_FLAG_TIMER) {
+        return TALLY_PROFILER_FLAG_TIMER;
+    }
+    if (flags & TALLY_PROFILER_FLAG_SAMPLING) {
+        return TALLY_PROFILER_FLAG_SAMPLING;
+    }
+    if (flags & TALLY_PROFILER_FLAG_EXACT) {
+        return TALLY_PROFILER_FLAG_EXACT;
+    }
+    return tally_profiler_get_default_mode();
+}
+
+static int is_exact(const tally_instance *inst) {
+    return (inst->flags & TALLY_PROFILER_FLAG_EXACT) != 0;
+}
+
+static void end_active_workers(tally_instance *inst, uint64_t now);
 
 void *tally_profiler_start_run(void *user_context, const char *pipeline, const char *target,
                                int32_t num_slots, const char *const *slot_names,
@@ -251,12 +346,14 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
             return NULL;
         }
     }
-    if (flags & ~(int32_t)TALLY_PROFILER_FLAG_TIMER) {
+    if (flags & ~(int32_t)TALLY_PROFILER_MODE_FLAGS) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                            "tally_profiler_start: pipeline %s: unknown flags 0x%x", pipeline,
                            (unsigned)flags);
         return NULL;
     }
+    flags = resolve_mode(flags);
+    tally_clock_init();
     tally_pipeline *p =
         acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags);
     tally_instance *inst = p ? new_instance(p, num_slots, flags) : NULL;
@@ -271,9 +368,12 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
         return NULL;
     }
     inst->main.saved_tls = tally_get_current_context();
+    inst->main_thread = tally_thread_tag();
     inst->start_ns = tally_now_ns();
     inst->last_ns = inst->start_ns;
-    int32_t r = tally_sampler_register(user_context, inst);
+    atomic_store_explicit(&inst->share.base_ns, inst->start_ns, memory_order_relaxed);
+    inst->main.mark.ns = inst->start_ns;
+    int32_t r = is_exact(inst) ? 0 : tally_sampler_register(user_context, inst);
     if (r != 0) {
         pthread_mutex_lock(&tally_registry_lock);
         release_pipeline_locked(p);
@@ -286,12 +386,13 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
 }
 
 // Scales the run's slot times so they sum to `wall` exactly (the rounding remainder goes to the
-// slot with the most time). Sampling bills every nanosecond between start and end already, so
-// this only corrects for ticks that were lost or clipped; it keeps the invariant explicit.
+// slot with the most time). Both rules bill every nanosecond between start and end already, so
+// this only corrects for ticks that were lost or clipped (sampling) or for rounding the shares to
+// whole nanoseconds (exact: a few ns at most); it keeps the invariant explicit.
 static void rescale_to_wall(tally_instance *inst, uint64_t wall) {
     uint64_t sum = 0;
     int32_t largest = 0;
-    for (int32_t s = 0; s < inst->num_slots; s++) {
+    for (int32_t s = 0; s < inst->num_acc; s++) {
         sum += inst->acc[s].time_ns;
         if (inst->acc[s].time_ns > inst->acc[largest].time_ns) {
             largest = s;
@@ -302,11 +403,11 @@ static void rescale_to_wall(tally_instance *inst, uint64_t wall) {
     }
     if (sum == 0) {
         int32_t s = atomic_load_explicit(&inst->main.slot, memory_order_relaxed);
-        inst->acc[tally_valid_slot(inst, s) ? s : 0].time_ns = wall;
+        inst->acc[s >= 0 && s < inst->num_acc ? s : 0].time_ns = wall;
         return;
     }
     uint64_t scaled_sum = 0;
-    for (int32_t s = 0; s < inst->num_slots; s++) {
+    for (int32_t s = 0; s < inst->num_acc; s++) {
         inst->acc[s].time_ns = (uint64_t)((unsigned __int128)inst->acc[s].time_ns * wall / sum);
         scaled_sum += inst->acc[s].time_ns;
     }
@@ -320,6 +421,7 @@ static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
     p->total_ns += wall;
     p->ticks += inst->ticks;
     p->tick_thread_sum += inst->tick_thread_sum;
+    p->run_threads_ns += atomic_load_explicit(&inst->share.run_threads, memory_order_relaxed);
     for (int32_t k = 0; k < 2; k++) {
         uint64_t peak = atomic_load(&inst->mem_peak[k]);
         if (peak > p->mem_peak[k]) {
@@ -329,11 +431,16 @@ static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
     for (int32_t c = 0; c < TALLY_NUM_COUNTERS; c++) {
         p->counters[c] += atomic_load(&inst->counters[c]);
     }
-    for (int32_t s = 0; s < inst->num_slots; s++) {
+    for (int32_t s = 0; s < inst->num_acc; s++) {
         tally_slot_total *t = &p->slots[s];
         t->time_ns += inst->acc[s].time_ns;
         t->samples += inst->acc[s].samples;
         t->thread_sum += inst->acc[s].thread_sum;
+        t->busy_ns += inst->acc[s].busy_ns;
+        t->thread_ns += inst->acc[s].thread_ns;
+        if (s >= inst->num_slots) {
+            continue;  // one-time rows: time only
+        }
         t->copies += atomic_load(&inst->copies[s].count);
         t->copy_bytes += atomic_load(&inst->copies[s].bytes);
         for (int32_t k = 0; k < 2; k++) {
@@ -363,9 +470,17 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
         return 0;
     }
     uint64_t now = tally_now_ns();
-    // After this, no sampler touches the instance: its sampling state is ours.
-    tally_sampler_unregister(inst);
-    tally_sample_instance(inst, now);
+    if (is_exact(inst)) {
+        // Contexts of tasks that never ended bill up to now too (their time is the run's).
+        end_active_workers(inst, now);
+        // A change of nothing: bills the main context and brings the run's integrals to now.
+        tally_exact_change(inst, &inst->main, now, 0, 0, 0, NULL);
+        tally_exact_collect(inst);
+    } else {
+        // After this, no sampler touches the instance: its sampling state is ours.
+        tally_sampler_unregister(inst);
+        tally_sample_instance(inst, now);
+    }
     uint64_t wall = now > inst->start_ns ? now - inst->start_ns : 0;
     rescale_to_wall(inst, wall);
 
@@ -385,13 +500,70 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
 }
 
 // ---- hot calls ------------------------------------------------------------------------
+//
+// State changes of a context. In exact mode each bills the context up to now first (and, when it
+// changes what counts on the run's share clock, changes it in the same step); in the sampling
+// modes they only store the state the sampler reads.
+
+static void switch_slot(tally_context *ctx, int32_t slot) {
+    // Setting the slot a context is in bills nothing: the time since its last event still goes
+    // to that slot at its next one. (Parallel tasks set their loop's slot again on entry.)
+    if (is_exact(ctx->instance) && atomic_load_explicit(&ctx->slot, memory_order_relaxed) != slot) {
+        tally_exact_bill(ctx, tally_now_ns());
+    }
+    atomic_store_explicit(&ctx->slot, slot, memory_order_relaxed);
+}
+
+// Whether a worker context counts on the share clock (exact mode), and whether it works.
+static int worker_counts(const tally_context *c) {
+    return atomic_load_explicit(&c->active, memory_order_relaxed) &&
+           atomic_load_explicit(&c->suspended, memory_order_relaxed) == 0;
+}
+
+static int worker_works(const tally_context *c) {
+    return worker_counts(c) && atomic_load_explicit(&c->waiting, memory_order_relaxed) == 0;
+}
+
+void tally_profiler_suspend(tally_context *c) {
+    tally_instance *inst = c->instance;
+    if (is_exact(inst)) {
+        if (c == &inst->main) {
+            tally_exact_change(inst, c, tally_now_ns(), 0, 0, 1, NULL);
+        } else if (worker_counts(c)) {
+            tally_exact_change(inst, c, tally_now_ns(), -1, worker_works(c) ? -1 : 0, 0, NULL);
+        }
+    }
+    atomic_fetch_add_explicit(&c->suspended, 1, memory_order_release);
+}
+
+void tally_profiler_resume(tally_context *c) {
+    tally_instance *inst = c->instance;
+    int32_t s = atomic_load_explicit(&c->suspended, memory_order_relaxed);
+    if (s <= 0) {
+        return;
+    }
+    if (is_exact(inst)) {
+        if (c == &inst->main) {
+            tally_exact_change(inst, c, tally_now_ns(), 0, 0, -1, NULL);
+        } else if (s == 1 && atomic_load_explicit(&c->active, memory_order_relaxed)) {
+            int works = atomic_load_explicit(&c->waiting, memory_order_relaxed) == 0;
+            tally_exact_change(inst, c, tally_now_ns(), 1, works, 0, NULL);
+        }
+    }
+    // Only the thread holding the context changes its suspension: no race with another resume.
+    atomic_store_explicit(&c->suspended, s - 1, memory_order_release);
+}
 
 void tally_profiler_set_current(void *context, int32_t slot) {
     tally_context *ctx = (tally_context *)context;
     if (ctx) {
-        atomic_store_explicit(&ctx->slot, slot, memory_order_relaxed);
+        switch_slot(ctx, slot);
         tally_set_current_context(ctx);
     }
+}
+
+void tally_profiler_switch_slot(tally_context *ctx, int32_t slot) {
+    switch_slot(ctx, slot);
 }
 
 static tally_context *claim_worker_context(tally_instance *inst) {
@@ -436,6 +608,13 @@ static tally_context *claim_worker_context(tally_instance *inst) {
     return c;
 }
 
+static void release_worker_context(tally_context *c) {
+    c->parent = NULL;
+    c->saved_tls = NULL;
+    c->owner = NULL;
+    atomic_store_explicit(&c->claimed, 0, memory_order_release);
+}
+
 void *tally_profiler_thread_begin(void *instance) {
     tally_instance *inst = instance_of(instance);
     if (!inst) {
@@ -444,6 +623,14 @@ void *tally_profiler_thread_begin(void *instance) {
     tally_context *c = claim_worker_context(inst);
     if (!c) {
         return NULL;
+    }
+    if (is_exact(inst) && !c->exact) {
+        // First claim of this context in the run: its accumulators, kept until the run ends.
+        c->exact = (tally_exact_acc *)calloc((size_t)inst->num_acc, sizeof(tally_exact_acc));
+        if (!c->exact) {
+            release_worker_context(c);
+            return NULL;
+        }
     }
     tally_context *prev = tally_get_current_context();
     c->saved_tls = prev;
@@ -454,6 +641,16 @@ void *tally_profiler_thread_begin(void *instance) {
     atomic_store_explicit(&c->waiting, 0, memory_order_relaxed);
     atomic_store_explicit(&c->suspended, 0, memory_order_relaxed);
     c->owner = NULL;
+    if (is_exact(inst)) {
+        // The new context counts from now on; a parent it nests in stops counting (only the
+        // innermost context of a thread works).
+        uint64_t now = tally_now_ns();
+        int parent_counted = c->parent && worker_counts(c->parent);
+        int parent_works = c->parent && worker_works(c->parent);
+        // The new context is not active yet: the change only sets its mark.
+        tally_exact_change(inst, c->parent, now, parent_counted ? 0 : 1, parent_works ? 0 : 1, 0,
+                           c);
+    }
     atomic_store_explicit(&c->active, 1, memory_order_release);
     if (c->parent) {
         // A nested loop ran serially inside a task: only the innermost context is working.
@@ -468,15 +665,47 @@ void tally_profiler_thread_end(void *context) {
     if (!c || !c->is_worker) {
         return;
     }
+    tally_instance *inst = c->instance;
+    if (is_exact(inst)) {
+        // The context stops counting; the parent it nested in counts again, from now.
+        uint64_t now = tally_now_ns();
+        int counted = worker_counts(c);
+        int works = worker_works(c);
+        tally_context *parent = c->parent;
+        int parent_resumes = parent &&
+                             atomic_load_explicit(&parent->suspended, memory_order_relaxed) == 1 &&
+                             atomic_load_explicit(&parent->active, memory_order_relaxed);
+        int parent_works =
+            parent_resumes && atomic_load_explicit(&parent->waiting, memory_order_relaxed) == 0;
+        // A resuming parent was suspended until now: the change only moves its mark.
+        tally_exact_change(inst, c, now, (parent_resumes ? 1 : 0) - (counted ? 1 : 0),
+                           (parent_works ? 1 : 0) - (works ? 1 : 0), 0,
+                           parent_resumes ? parent : NULL);
+    }
     if (c->parent) {
         atomic_fetch_sub_explicit(&c->parent->suspended, 1, memory_order_release);
     }
     atomic_store_explicit(&c->active, 0, memory_order_release);
     tally_set_current_context(c->saved_tls);
-    c->parent = NULL;
-    c->saved_tls = NULL;
-    c->owner = NULL;
-    atomic_store_explicit(&c->claimed, 0, memory_order_release);
+    release_worker_context(c);
+}
+
+// Exact mode, at the end of a run: bills the worker contexts still active (a task that returned
+// without ending its context) up to `now` and stops them counting.
+static void end_active_workers(tally_instance *inst, uint64_t now) {
+    int32_t hw = atomic_load_explicit(&inst->workers_high_water, memory_order_acquire);
+    for (int32_t i = 0; i < hw; i++) {
+        tally_context *c = &inst->workers[i];
+        if (worker_counts(c)) {
+            tally_exact_change(inst, c, now, -1, worker_works(c) ? -1 : 0, 0, NULL);
+        }
+    }
+    for (tally_context *c = atomic_load_explicit(&inst->extra_head, memory_order_acquire); c;
+         c = atomic_load_explicit(&c->next_extra, memory_order_acquire)) {
+        if (worker_counts(c)) {
+            tally_exact_change(inst, c, now, -1, worker_works(c) ? -1 : 0, 0, NULL);
+        }
+    }
 }
 
 void tally_profiler_end_owned_contexts(tally_context *keep) {
@@ -564,9 +793,35 @@ void tally_profiler_count_copy(int32_t to_device, uint64_t bytes) {
     }
 }
 
+// Whether the calling thread may bill `ctx` (exact mode): a context's accumulators belong to
+// the thread holding it. The calls that find their context through the thread's current context
+// (waits, one-time sections) can meet the main context on a pool thread (the pool makes the
+// caller's context current for tasks that open none); that thread leaves the billing alone.
+static int holds(const tally_context *ctx) {
+    return ctx != &ctx->instance->main || ctx->instance->main_thread == tally_thread_tag();
+}
+
+// A wait changes the run's working threads: in exact mode the context bills up to it first.
+static void exact_wait_change(tally_context *ctx, int32_t d) {
+    tally_instance *inst = ctx->instance;
+    if (!is_exact(inst) || !holds(ctx)) {
+        return;
+    }
+    int32_t w = atomic_load_explicit(&ctx->waiting, memory_order_relaxed);
+    uint64_t now = tally_now_ns();
+    if (ctx == &inst->main) {
+        tally_exact_change(inst, ctx, now, 0, 0, d, NULL);
+    } else if (worker_counts(ctx) && (w == 0 || w + d == 0)) {
+        tally_exact_change(inst, ctx, now, 0, -d, 0, NULL);
+    } else {
+        tally_exact_bill(ctx, now);
+    }
+}
+
 tally_context *tally_profiler_wait_begin(void) {
     tally_context *ctx = tally_get_current_context();
     if (ctx) {
+        exact_wait_change(ctx, 1);
         atomic_fetch_add_explicit(&ctx->waiting, 1, memory_order_relaxed);
     }
     return ctx;
@@ -574,7 +829,27 @@ tally_context *tally_profiler_wait_begin(void) {
 
 void tally_profiler_wait_end(tally_context *ctx) {
     if (ctx) {
+        exact_wait_change(ctx, -1);
         atomic_fetch_sub_explicit(&ctx->waiting, 1, memory_order_relaxed);
+    }
+}
+
+// ---- one-time costs -------------------------------------------------------------------
+
+int32_t tally_profiler_one_time_begin(int32_t kind) {
+    tally_context *ctx = tally_get_current_context();
+    if (!ctx || kind < 0 || kind >= TALLY_NUM_ONE_TIME || !holds(ctx)) {
+        return -1;
+    }
+    int32_t previous = atomic_load_explicit(&ctx->slot, memory_order_relaxed);
+    switch_slot(ctx, ctx->instance->num_slots + kind);
+    return previous;
+}
+
+void tally_profiler_one_time_end(int32_t token) {
+    tally_context *ctx = tally_get_current_context();
+    if (ctx && token >= 0) {
+        switch_slot(ctx, token);
     }
 }
 
@@ -589,7 +864,11 @@ void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_st
     out->runs = p->runs;
     out->total_ns = p->total_ns;
     out->samples = p->ticks;
-    out->average_threads = p->ticks ? (double)p->tick_thread_sum / (double)p->ticks : 0.0;
+    if (p->flags & TALLY_PROFILER_FLAG_EXACT) {
+        out->average_threads = p->total_ns ? (double)p->run_threads_ns / (double)p->total_ns : 0.0;
+    } else {
+        out->average_threads = p->ticks ? (double)p->tick_thread_sum / (double)p->ticks : 0.0;
+    }
     out->heap_peak = p->mem_peak[TALLY_MEMORY_HEAP];
     out->device_peak = p->mem_peak[TALLY_MEMORY_DEVICE];
     out->kernel_launches = p->counters[TALLY_COUNTER_LAUNCHES];
@@ -610,7 +889,11 @@ void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_s
     out->time_ns = t->time_ns;
     out->percent = p->total_ns ? 100.0 * (double)t->time_ns / (double)p->total_ns : 0.0;
     out->samples = t->samples;
-    out->average_threads = t->samples ? (double)t->thread_sum / (double)t->samples : 0.0;
+    if (p->flags & TALLY_PROFILER_FLAG_EXACT) {
+        out->average_threads = t->busy_ns ? (double)t->thread_ns / (double)t->busy_ns : 0.0;
+    } else {
+        out->average_threads = t->samples ? (double)t->thread_sum / (double)t->samples : 0.0;
+    }
     out->copies = t->copies;
     out->copy_bytes = t->copy_bytes;
     tally_memory_stats *dst[2] = {&out->heap, &out->device};
@@ -708,6 +991,24 @@ int32_t tally_profiler_get_slot_stats_by_index(int32_t index, int32_t slot, tall
         return TALLY_ERROR_BAD_ARGUMENT;
     }
     return get_slot_stats(find_index_key, &index, slot, out);
+}
+
+int32_t tally_profiler_get_one_time_ns_by_index(int32_t index, int32_t kind, uint64_t *out) {
+    if (!out || kind < 0 || kind >= TALLY_NUM_ONE_TIME) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    pthread_mutex_lock(&tally_registry_lock);
+    tally_pipeline *p = find_by_index_locked(index);
+    if (p) {
+        *out = p->slots[p->num_slots + kind].time_ns;
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return p ? 0 : TALLY_ERROR_NOT_FOUND;
+}
+
+const char *tally_profiler_clock_name(void) {
+    tally_clock_init();
+    return tally_clock_name();
 }
 
 // ---- fork -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 //
 //   pipeline: <name>
 //     target:           <target string of its first run>
+//     mode:             exact (<clock>) | sampling (sampler thread) | sampling (timer signal)
 //     total time:       <sum of run wall times, ms, 3 decimals> ms
 //     runs:             <count>
 //     time per run:     <total time / runs> ms
@@ -26,7 +27,11 @@
 //       <slot name>       ...
 //
 // Sections come in this order and list every slot of their kind in slot order, zero-time slots
-// included; a section without slots shows "(none)". A section's title line is also its column
+// included; a section without slots shows "(none)". After the funcs, the one-time rows
+// "(device init)" and "(kernel compile)" (tally_profiler_one_time_begin), when they have time.
+// In the sampling modes every row also has a "+-95%" column after "%": the half-width of a 95 %
+// interval of its share, in percentage points (see ci95_pp), so that a share drawn from a few
+// samples reads as what it is. A section's title line is also its column
 // header: the title occupies the name column, the other columns are labelled after it. The name
 // column is as wide as the longest slot name (at least "copies to device"), so all three sections
 // align. Numeric columns are right-aligned; times in ms with 3 decimals, percentages of the total
@@ -38,7 +43,9 @@
 //
 // JSON: {"abi_version": N, "pipelines": [{...header fields..., "slots": [{...}, ...],
 // "warnings": [{kind, slot, value, threshold, message}, ...]}]} with the same numbers (integers in
-// ns and bytes, plus ms and percent as decimals); see write_json.
+// ns and bytes, plus ms and percent as decimals); see write_json. The mode is "mode" ("exact",
+// "sampling" or "timer") and "clock"; sampled slots carry "ci95_pp"; the one-time rows are
+// "device_init_ns" and "kernel_compile_ns".
 //
 // Destinations: tally_profiler_report prints the text through halide_print unless
 // TALLY_PROFILE_OUTPUT says "stdout" or names a file (appended to). At exit (lifetime.c calls
@@ -204,6 +211,124 @@ static void write_text_name(strbuf *b, const char *s, int width) {
     sb_printf(b, "%*s", pad > 0 ? pad : 0, "");
 }
 
+// ---- the profiling mode, sampling error, one-time rows ---------------------------------
+
+static int is_sampled(const tally_pipeline *p) {
+    return (p->flags & TALLY_PROFILER_FLAG_EXACT) == 0;
+}
+
+static const char *mode_key(const tally_pipeline *p) {
+    return (p->flags & TALLY_PROFILER_FLAG_EXACT)   ? "exact"
+           : (p->flags & TALLY_PROFILER_FLAG_TIMER) ? "timer"
+                                                    : "sampling";
+}
+
+static void write_text_mode(strbuf *b, const tally_pipeline *p) {
+    if (!is_sampled(p)) {
+        sb_printf(b, "  %-18sexact (%s)\n", "mode:", tally_clock_name());
+    } else {
+        sb_printf(b, "  %-18ssampling (%s)\n", "mode:",
+                  (p->flags & TALLY_PROFILER_FLAG_TIMER) ? "timer signal" : "sampler thread");
+    }
+}
+
+// Observations behind the shares of a sampled pipeline: one per working context per tick.
+static uint64_t observations(const tally_pipeline *p) {
+    uint64_t n = 0;
+    for (int32_t s = 0; s < p->num_slots + TALLY_NUM_ONE_TIME; s++) {
+        n += p->slots[s].samples;
+    }
+    return n;
+}
+
+// Square root of x in [0, 1] by Newton's iteration from above (the runtime does not link libm).
+static double sqrt_unit(double x) {
+    if (x <= 0.0) {
+        return 0.0;
+    }
+    double r = 1.0;
+    for (int i = 0; i < 64; i++) {
+        double next = 0.5 * (r + x / r);
+        if (next >= r) {
+            break;
+        }
+        r = next;
+    }
+    return r;
+}
+
+// Half-width, in percentage points, of a 95 % confidence interval of a sampled share: the normal
+// approximation to the binomial, 1.96 * sqrt(q (1 - q) / n), with q the reported share and n the
+// pipeline's observations (each observation a Bernoulli draw of "in this slot"). It ignores that
+// ticks are not independent draws and is a floor for the real error, not a bound; with no
+// observations it is the whole range.
+static double ci95_pp(double percent, uint64_t n) {
+    if (n == 0) {
+        return 100.0;
+    }
+    double q = percent / 100.0;
+    double var = q * (1.0 - q) / (double)n;
+    return 100.0 * 1.96 * sqrt_unit(var);
+}
+
+int32_t tally_profiler_get_slot_ci95_by_index(int32_t index, int32_t slot, double *out) {
+    if (!out) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    pthread_mutex_lock(&tally_registry_lock);
+    const tally_pipeline *p = tally_registry_first_locked();
+    for (int32_t i = 0; p && i < index; i++) {
+        p = p->next;
+    }
+    int32_t r = TALLY_ERROR_NOT_FOUND;
+    if (index >= 0 && p && slot >= 0 && slot < p->num_slots) {
+        *out = -1.0;
+        if (is_sampled(p)) {
+            tally_slot_stats ss;
+            tally_fill_slot_stats_locked(p, slot, &ss);
+            *out = ci95_pp(ss.percent, observations(p));
+        }
+        r = 0;
+    }
+    pthread_mutex_unlock(&tally_registry_lock);
+    return r;
+}
+
+static const char *const one_time_names[TALLY_NUM_ONE_TIME] = {"(device init)", "(kernel compile)"};
+static const char *const one_time_keys[TALLY_NUM_ONE_TIME] = {"device_init", "kernel_compile"};
+
+static double share_percent(const tally_pipeline *p, uint64_t ns) {
+    return p->total_ns ? 100.0 * (double)ns / (double)p->total_ns : 0.0;
+}
+
+// The one-time rows with time, after the funcs section's slots.
+static void write_text_one_time(strbuf *b, const tally_pipeline *p, int width) {
+    for (int32_t k = 0; k < TALLY_NUM_ONE_TIME; k++) {
+        const tally_slot_total *t = &p->slots[p->num_slots + k];
+        if (t->time_ns == 0) {
+            continue;
+        }
+        double pct = share_percent(p, t->time_ns);
+        sb_printf(b, "    %-*s%12.3f%8.1f", width, one_time_names[k], ms(t->time_ns), pct);
+        if (is_sampled(p)) {
+            sb_printf(b, "%8.1f", ci95_pp(pct, observations(p)));
+        }
+        sb_printf(b, "%9" PRIu64 "\n", t->samples);
+    }
+}
+
+static void write_json_mode(strbuf *b, const tally_pipeline *p) {
+    sb_printf(b, "      \"mode\": \"%s\",\n      \"clock\": \"%s\",\n", mode_key(p),
+              tally_clock_name());
+}
+
+static void write_json_one_time(strbuf *b, const tally_pipeline *p) {
+    for (int32_t k = 0; k < TALLY_NUM_ONE_TIME; k++) {
+        sb_printf(b, "      \"%s_ns\": %" PRIu64 ",\n", one_time_keys[k],
+                  p->slots[p->num_slots + k].time_ns);
+    }
+}
+
 static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
     tally_pipeline_stats ps;
     tally_fill_pipeline_stats_locked(p, &ps);
@@ -212,6 +337,7 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
     sb_printf(b, "\n  %-18s", "target:");
     write_text_name(b, ps.target, 0);
     sb_printf(b, "\n");
+    write_text_mode(b, p);
     sb_printf(b, "  %-18s%.3f ms\n", "total time:", ms(ps.total_ns));
     sb_printf(b, "  %-18s%" PRIu64 "\n", "runs:", ps.runs);
     sb_printf(b, "  %-18s%.3f ms\n",
@@ -234,15 +360,19 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
         int len = text_name_width(p->slot_names[s]);
         width = len > width ? len : width;
     }
+    const int sampled = is_sampled(p);
+    const uint64_t n_obs = sampled ? observations(p) : 0;
     for (int32_t kind = 0; kind < 3; kind++) {
+        sb_printf(b, "  %-*s%12s%8s", width + 2, section_titles[kind], "time ms", "%");
+        if (sampled) {
+            sb_printf(b, "%8s", "+-95%");
+        }
         if (kind == TALLY_SLOT_FUNC) {
-            sb_printf(b, "  %-*s%12s%8s%9s%9s%12s%12s%13s%14s%12s%12s%14s\n", width + 2,
-                      section_titles[kind], "time ms", "%", "samples", "threads", "heap cur",
+            sb_printf(b, "%9s%9s%12s%12s%13s%14s%12s%12s%14s\n", "samples", "threads", "heap cur",
                       "heap peak", "heap allocs", "heap bytes", "dev peak", "dev allocs",
                       "dev bytes");
         } else {
-            sb_printf(b, "  %-*s%12s%8s%9s%9s%14s\n", width + 2, section_titles[kind], "time ms",
-                      "%", "samples", "count", "bytes");
+            sb_printf(b, "%9s%9s%14s\n", "samples", "count", "bytes");
         }
         int any = 0;
         for (int32_t s = 0; s < p->num_slots; s++) {
@@ -252,21 +382,26 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
             any = 1;
             tally_slot_stats ss;
             tally_fill_slot_stats_locked(p, s, &ss);
-            if (kind == TALLY_SLOT_FUNC) {
-                sb_printf(b, "    ");
-                write_text_name(b, ss.name, width);
-                sb_printf(b,
-                          "%12.3f%8.1f%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64
-                          "%14" PRIu64 "%12" PRIu64 "%12" PRIu64 "%14" PRIu64 "\n",
-                          ms(ss.time_ns), ss.percent, ss.samples, ss.average_threads,
-                          ss.heap.current, ss.heap.peak, ss.heap.num_allocs, ss.heap.total_bytes,
-                          ss.device.peak, ss.device.num_allocs, ss.device.total_bytes);
-            } else {
-                sb_printf(b, "    ");
-                write_text_name(b, ss.name, width);
-                sb_printf(b, "%12.3f%8.1f%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", ms(ss.time_ns),
-                          ss.percent, ss.samples, ss.copies, ss.copy_bytes);
+            sb_printf(b, "    ");
+            write_text_name(b, ss.name, width);
+            sb_printf(b, "%12.3f%8.1f", ms(ss.time_ns), ss.percent);
+            if (sampled) {
+                sb_printf(b, "%8.1f", ci95_pp(ss.percent, n_obs));
             }
+            if (kind == TALLY_SLOT_FUNC) {
+                sb_printf(b,
+                          "%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64 "%14" PRIu64
+                          "%12" PRIu64 "%12" PRIu64 "%14" PRIu64 "\n",
+                          ss.samples, ss.average_threads, ss.heap.current, ss.heap.peak,
+                          ss.heap.num_allocs, ss.heap.total_bytes, ss.device.peak,
+                          ss.device.num_allocs, ss.device.total_bytes);
+            } else {
+                sb_printf(b, "%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", ss.samples, ss.copies,
+                          ss.copy_bytes);
+            }
+        }
+        if (kind == TALLY_SLOT_FUNC) {
+            write_text_one_time(b, p, width);
         }
         if (!any) {
             sb_printf(b, "    (none)\n");
@@ -353,7 +488,9 @@ static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
     write_json_string(b, ps.name);
     sb_printf(b, ",\n      \"target\": ");
     write_json_string(b, ps.target);
-    sb_printf(b, ",\n      \"runs\": %" PRIu64 ",\n", ps.runs);
+    sb_printf(b, ",\n");
+    write_json_mode(b, p);
+    sb_printf(b, "      \"runs\": %" PRIu64 ",\n", ps.runs);
     sb_printf(b, "      \"total_ns\": %" PRIu64 ",\n", ps.total_ns);
     sb_printf(b, "      \"total_ms\": %.6f,\n", ms(ps.total_ns));
     sb_printf(b, "      \"time_per_run_ms\": %.6f,\n",
@@ -369,6 +506,7 @@ static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
     sb_printf(b, "      \"copies_to_device_bytes\": %" PRIu64 ",\n", ps.copies_to_device_bytes);
     sb_printf(b, "      \"copies_to_host\": %" PRIu64 ",\n", ps.copies_to_host);
     sb_printf(b, "      \"copies_to_host_bytes\": %" PRIu64 ",\n", ps.copies_to_host_bytes);
+    write_json_one_time(b, p);
     sb_printf(b, "      \"slots\": [\n");
     for (int32_t s = 0; s < p->num_slots; s++) {
         tally_slot_stats ss;
@@ -382,6 +520,9 @@ static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
                   ", ",
                   kind_name(ss.kind), ss.time_ns, ms(ss.time_ns), ss.percent, ss.samples,
                   ss.average_threads, ss.copies, ss.copy_bytes);
+        if (is_sampled(p)) {
+            sb_printf(b, "\"ci95_pp\": %.4f, ", ci95_pp(ss.percent, observations(p)));
+        }
         write_json_memory(b, "heap", &ss.heap);
         sb_printf(b, ", ");
         write_json_memory(b, "device", &ss.device);

@@ -114,13 +114,40 @@ TEST_F(ProfilerExit, OutputToAFileAndJson) {
 
 TEST_F(ProfilerExit, IntervalFromTheEnvironment) {
     // 30 ms of stages sampled every 5 ms: at most ~6 ticks plus the final sample.
-    std::string env = "TALLY_PROFILE_INTERVAL_US=5000 TALLY_PROFILE_JSON='" + path("r.json") + "'";
+    std::string env = "TALLY_PROFILE_MODE=sampling TALLY_PROFILE_INTERVAL_US=5000 "
+                      "TALLY_PROFILE_JSON='" +
+                      path("r.json") + "'";
     EXPECT_EQ(run_child(env, "ok"), 0);
     tally_test::Json root;
     ASSERT_TRUE(tally_test::JsonParser(read_file(path("r.json"))).parse(&root, nullptr));
     double samples = root["pipelines"][0]["samples"].number;
     EXPECT_GE(samples, 1);
     EXPECT_LE(samples, 10);
+}
+
+// The mode of runs started without a mode flag: TALLY_PROFILE_MODE, else the default (sampling);
+// the header and the JSON name it. A timer-flagged run (profile_by_timer) keeps the timer.
+TEST_F(ProfilerExit, ModeFromTheEnvironment) {
+    static_assert(TALLY_PROFILER_DEFAULT_MODE == TALLY_PROFILER_FLAG_SAMPLING,
+                  "the expectations below assume the sampling default");
+    EXPECT_EQ(run_child("TALLY_PROFILE_MODE=exact", "ok"), 0);
+    EXPECT_NE(err_.find("\n  mode:             exact ("), std::string::npos) << err_;
+    EXPECT_EQ(err_.find("+-95%"), std::string::npos) << err_;
+    EXPECT_EQ(run_child("", "ok"), 0);
+    EXPECT_NE(err_.find("\n  mode:             sampling (sampler thread)\n"), std::string::npos)
+        << err_;
+    EXPECT_NE(err_.find("+-95%"), std::string::npos) << err_;
+    EXPECT_EQ(run_child("TALLY_PROFILE_MODE=exact", "timer"), 0);
+    EXPECT_NE(err_.find("\n  mode:             sampling (timer signal)\n"), std::string::npos)
+        << err_;
+    EXPECT_EQ(
+        run_child("TALLY_PROFILE_MODE=bogus TALLY_PROFILE_JSON='" + path("m.json") + "'", "ok"), 0);
+    EXPECT_NE(err_.find("TALLY_PROFILE_MODE=bogus: expected exact, sampling or timer"),
+              std::string::npos)
+        << err_;
+    tally_test::Json root;
+    ASSERT_TRUE(tally_test::JsonParser(read_file(path("m.json"))).parse(&root, nullptr));
+    EXPECT_EQ(root["pipelines"][0]["mode"].str, "sampling");
 }
 
 TEST_F(ProfilerExit, ThreadCountFromTheEnvironment) {

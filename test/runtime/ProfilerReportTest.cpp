@@ -4,6 +4,7 @@
 #include "Json.h"
 #include "TestUtil.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -92,6 +93,7 @@ protected:
 
 const char *const kGoldenText = R"golden(pipeline: blur
   target:           host-vulkan-profile
+  mode:             sampling (sampler thread)
   total time:       24.000 ms
   runs:             2
   time per run:     12.000 ms
@@ -105,14 +107,14 @@ const char *const kGoldenText = R"golden(pipeline: blur
   copies to device: 2 (2048 bytes)
   copies to host:   2 (2048 bytes)
 
-  funcs                        time ms       %  samples  threads    heap cur   heap peak  heap allocs    heap bytes    dev peak  dev allocs     dev bytes
-    overhead                     4.000    16.7        2     1.00           0           0            0             0           0           0             0
-    blur_x                       4.000    16.7        2     1.00           0        4096            2          8192           0           0             0
-    blur_y                      12.000    50.0        4     0.50           0           0            0             0        1024           2          2048
-  copies to device             time ms       %  samples    count         bytes
-    input (copy to device)       2.000     8.3        2        2          2048
-  copies to host               time ms       %  samples    count         bytes
-    blur_y (copy to host)        2.000     8.3        2        2          2048
+  funcs                        time ms       %   +-95%  samples  threads    heap cur   heap peak  heap allocs    heap bytes    dev peak  dev allocs     dev bytes
+    overhead                     4.000    16.7    21.1        2     1.00           0           0            0             0           0           0             0
+    blur_x                       4.000    16.7    21.1        2     1.00           0        4096            2          8192           0           0             0
+    blur_y                      12.000    50.0    28.3        4     0.50           0           0            0             0        1024           2          2048
+  copies to device             time ms       %   +-95%  samples    count         bytes
+    input (copy to device)       2.000     8.3    15.6        2        2          2048
+  copies to host               time ms       %   +-95%  samples    count         bytes
+    blur_y (copy to host)        2.000     8.3    15.6        2        2          2048
   warnings:
     only 12 samples (warned under 100): a time share is uncertain by up to 14 percentage points; run longer or lower TALLY_PROFILE_INTERVAL_US
 )golden";
@@ -123,6 +125,8 @@ const char *const kGoldenJson = R"golden({
     {
       "name": "blur",
       "target": "host-vulkan-profile",
+      "mode": "sampling",
+      "clock": "test clock",
       "runs": 2,
       "total_ns": 24000000,
       "total_ms": 24.000000,
@@ -138,12 +142,14 @@ const char *const kGoldenJson = R"golden({
       "copies_to_device_bytes": 2048,
       "copies_to_host": 2,
       "copies_to_host_bytes": 2048,
+      "device_init_ns": 0,
+      "kernel_compile_ns": 0,
       "slots": [
-        {"id": 0, "name": "overhead", "kind": "func", "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
-        {"id": 1, "name": "blur_x", "kind": "func", "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "heap": {"current": 0, "peak": 4096, "allocs": 2, "bytes": 8192}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
-        {"id": 2, "name": "blur_y", "kind": "func", "time_ns": 12000000, "time_ms": 12.000000, "percent": 50.0000, "samples": 4, "average_threads": 0.5000, "copies": 0, "copy_bytes": 0, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 1024, "allocs": 2, "bytes": 2048}},
-        {"id": 3, "name": "input (copy to device)", "kind": "copy_to_device", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
-        {"id": 4, "name": "blur_y (copy to host)", "kind": "copy_to_host", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}}
+        {"id": 0, "name": "overhead", "kind": "func", "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "ci95_pp": 21.0862, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
+        {"id": 1, "name": "blur_x", "kind": "func", "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "ci95_pp": 21.0862, "heap": {"current": 0, "peak": 4096, "allocs": 2, "bytes": 8192}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
+        {"id": 2, "name": "blur_y", "kind": "func", "time_ns": 12000000, "time_ms": 12.000000, "percent": 50.0000, "samples": 4, "average_threads": 0.5000, "copies": 0, "copy_bytes": 0, "ci95_pp": 28.2902, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 1024, "allocs": 2, "bytes": 2048}},
+        {"id": 3, "name": "input (copy to device)", "kind": "copy_to_device", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "ci95_pp": 15.6380, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
+        {"id": 4, "name": "blur_y (copy to host)", "kind": "copy_to_host", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "ci95_pp": 15.6380, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}}
       ],
       "warnings": [
         {"kind": "few_samples", "slot": -1, "value": 12.0000, "threshold": 100.0000, "message": "only 12 samples (warned under 100): a time share is uncertain by up to 14 percentage points; run longer or lower TALLY_PROFILE_INTERVAL_US"}
@@ -205,6 +211,10 @@ TEST_F(ProfilerReport, JsonParsesBackToTheStats) {
         EXPECT_EQ(j["device"]["bytes"].number, double(ss.device.total_bytes));
     }
     EXPECT_EQ(slots[2]["average_threads"].number, 0.5);
+    double ci95 = 0;
+    ASSERT_EQ(tally_profiler_get_slot_ci95_by_index(0, 2, &ci95), 0);
+    EXPECT_NEAR(slots[2]["ci95_pp"].number, ci95, 1e-4);
+    EXPECT_NEAR(ci95, 100.0 * 1.96 * std::sqrt(0.25 / 12.0), 1e-9);  // 50 % of 12 observations
     EXPECT_EQ(slots[2]["time_ns"].number, 12e6);
 }
 
@@ -245,8 +255,8 @@ TEST_F(ProfilerReport, SeveralPipelinesAndAnEmptySection) {
     size_t second = text.find("\npipeline: second\n");
     ASSERT_NE(second, std::string::npos);
     EXPECT_EQ(text.compare(0, std::strlen(kGoldenText), kGoldenText), 0);
-    EXPECT_NE(text.find("\n  copies to device       time ms       %  samples    count         "
-                        "bytes\n    (none)\n",
+    EXPECT_NE(text.find("\n  copies to device       time ms       %   +-95%  samples    count"
+                        "         bytes\n    (none)\n",
                         second),
               std::string::npos);
     EXPECT_NE(text.find("    (none)\n", second), std::string::npos);
@@ -254,6 +264,70 @@ TEST_F(ProfilerReport, SeveralPipelinesAndAnEmptySection) {
     ASSERT_TRUE(tally_test::JsonParser(tally_test::report_text(1)).parse(&root, nullptr));
     EXPECT_EQ(root["pipelines"].items.size(), 2u);
     EXPECT_EQ(root["pipelines"][1]["name"].str, "second");
+}
+
+// The same scripted runs in exact mode: the header names the mode and its clock, no row has a
+// sampling interval, every nanosecond is billed where it was spent (blur_y: 2 ms working and
+// 4 ms waiting on the device per run, so 0.33 threads) and the pipeline averages its working
+// threads over time (8 of 12 ms per run).
+class ProfilerReportExact : public tally_test::ProfilerTest {
+protected:
+    void SetUp() override {
+        ProfilerTest::SetUp();
+        tally_profiler_set_default_mode(TALLY_PROFILER_FLAG_EXACT);
+        tally_testing_set_clock(fake_clock);
+        device_ = *halide_host_device_interface();
+        device_.name = "slow";
+        device_.device_sync_global = slow_sync_global;
+        scripted_run(&device_);
+        scripted_run(&device_);
+    }
+    halide_device_interface_t device_;
+};
+
+const char *const kGoldenExactText = R"golden(pipeline: blur
+  target:           host-vulkan-profile
+  mode:             exact (test clock)
+  total time:       24.000 ms
+  runs:             2
+  time per run:     12.000 ms
+  samples:          0
+  average threads:  0.67
+  heap peak:        4096 bytes
+  device peak:      1024 bytes
+  kernel launches:  2
+  injected syncs:   2
+  explicit syncs:   0
+  copies to device: 2 (2048 bytes)
+  copies to host:   2 (2048 bytes)
+
+  funcs                        time ms       %  samples  threads    heap cur   heap peak  heap allocs    heap bytes    dev peak  dev allocs     dev bytes
+    overhead                     4.000    16.7        0     1.00           0           0            0             0           0           0             0
+    blur_x                       4.000    16.7        0     1.00           0        4096            2          8192           0           0             0
+    blur_y                      12.000    50.0        0     0.33           0           0            0             0        1024           2          2048
+  copies to device             time ms       %  samples    count         bytes
+    input (copy to device)       2.000     8.3        0        2          2048
+  copies to host               time ms       %  samples    count         bytes
+    blur_y (copy to host)        2.000     8.3        0        2          2048
+)golden";
+
+TEST_F(ProfilerReportExact, TextMatchesGolden) {
+    std::string text = tally_test::report_text(0);
+    EXPECT_EQ(text, kGoldenExactText) << "actual report:\n" << text;
+}
+
+TEST_F(ProfilerReportExact, JsonNamesTheModeAndHasNoInterval) {
+    tally_test::Json root;
+    std::string text = tally_test::report_text(1);
+    ASSERT_TRUE(tally_test::JsonParser(text).parse(&root, nullptr)) << text;
+    const tally_test::Json &p = root["pipelines"][0];
+    EXPECT_EQ(p["mode"].str, "exact");
+    EXPECT_EQ(p["clock"].str, "test clock");
+    EXPECT_EQ(text.find("ci95_pp"), std::string::npos);
+    EXPECT_EQ(p["slots"][2]["time_ns"].number, 12e6);
+    EXPECT_NEAR(p["slots"][2]["average_threads"].number, 1.0 / 3.0, 1e-4);
+    EXPECT_EQ(p["device_init_ns"].number, 0);
+    EXPECT_EQ(p["kernel_compile_ns"].number, 0);
 }
 
 TEST(ProfilerReportEmpty, EmptyRegistry) {

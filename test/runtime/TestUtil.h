@@ -97,18 +97,22 @@ inline uint64_t fake_clock() {
     return fake_time_ns().load();
 }
 
-// Profiler tests start and end with an empty registry, the real clock, the default interval.
+// Profiler tests start and end with an empty registry, the real clock, the default interval. They
+// test the sampling rule unless they choose another mode: runs without a mode flag sample from
+// the sampler thread (ProfilerExactTest.cpp sets exact mode).
 class ProfilerTest : public ::testing::Test {
 protected:
     void SetUp() override {
         tally_testing_set_clock(nullptr);
         tally_profiler_set_interval_us(1000);
         tally_profiler_reset();
+        tally_profiler_set_default_mode(TALLY_PROFILER_FLAG_SAMPLING);
     }
     void TearDown() override {
         tally_testing_set_clock(nullptr);
         tally_profiler_set_interval_us(1000);
         tally_profiler_reset();
+        tally_profiler_set_default_mode(0);
     }
 };
 

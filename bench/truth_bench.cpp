@@ -1,0 +1,568 @@
+// How truthful the profiler's shares are, and what profiling costs, in exact and sampling mode.
+//
+// Pipelines: `float_chain` as Halide 14 lowered it (test/conformance/float_chain/
+// float_chain.host.stmt: three pointwise float32 stages s1 -> s2 -> s3, each compute_root, rows
+// parallel, x vectorized by 8) and the `blur` app (blur_x -> blur_y). Tally compiles each for
+// `host-profile` (its own instrumentation: one slot per Func, worker contexts per parallel task)
+// and, for the truth, once per stage for `host` with every other `produce` emptied: each stage
+// run alone as its own pipeline, with the same schedule, on the same warm buffers. A stage's
+// time = its median alone run less the median run of the pipeline with every `produce` emptied
+// (the fixed costs each alone run pays, which a profile bills to `overhead`); truth of a stage =
+// its time over the sum of the stages' times; the error of a profile = max over the stages of
+// |reported share - true share|, in percentage points. The truth is measured anew in each
+// repetition, just before the profiles it judges, under the same conditions (threads, CPU hog).
+// Each profile starts with one profiled run whose numbers are dropped (warm code and buffers:
+// the error of a cold first run is another question).
+//
+// Image heights are calibrated at start-up so that a 2-thread (or 1-thread) run takes the
+// scenario's time: ~60 ms (long), ~2 ms, ~0.5 ms; width 2048.
+//
+//   BM_Truth/<pipeline>/<scenario>/<threads>[/hog]
+//     scenario 0: long runs, the profile accumulated over 21 runs;
+//              1: one long run (median error over 7 single-run profiles);
+//              2: ~2 ms runs in blocks of 10 (median over 7 blocks);
+//              3: a single ~0.5 ms run (median over 21 single-run profiles).
+//     hog: two processes spinning on the CPUs throughout (truth and profiles alike).
+//     Counters: exact_pp, sampling_pp (the errors), run_ms (the fastest of 7 unprofiled runs:
+//     the run's size without interference from other load),
+//     exact_overhead_pct / sampling_overhead_pct (share billed to `overhead`).
+//   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
+//     for 31 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
+//     median unprofiled run; *_min_ratio = fastest over fastest (the runs least disturbed by
+//     other load); *_cpu_ratio = the same as the ratio in process CPU time (all threads, the
+//     sampler's included); rows = the image height (tasks per stage).
+//   BM_SwitchCost/<mode>: ns of the calling thread's CPU time per tally_profiler_set_current
+//     between two slots of a live run (mode 0 exact, 1 sampling with the sampler thread at
+//     1 kHz), and per worker begin + set_current + end (a parallel task's profiler calls, the
+//     task setting its loop's slot) on one thread (task_ns) and on two at once
+//     (task_2threads_ns).
+//
+// bench/run_benchmarks.py adds 5 repetitions and reports the median of each counter.
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <time.h>
+#include <unistd.h>
+#include <vector>
+
+#include "tally/Compiler.h"
+#include "tally/IRMutator.h"
+#include "tally/Lower.h"
+#include "tally/Parser.h"
+#include "tally_runtime.h"
+
+#ifndef TALLY_CONFORMANCE_DIR
+#error "TALLY_CONFORMANCE_DIR must name test/conformance"
+#endif
+#ifndef TALLY_APPS_DIR
+#error "TALLY_APPS_DIR must name apps/"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWidth = 2048;
+constexpr double kLongMs = 60.0, kShortMs = 2.0, kTinyMs = 0.5;
+constexpr int kWallRounds = 31;
+// At most 16384 rows (128 MiB per float buffer): halide_malloc keeps freed blocks of that size,
+// so every run finds its intermediates warm. Beyond it (measured with 65536 rows) each run maps
+// fresh pages, and a stage alone that only reads an intermediate no stage wrote touches the zero
+// page instead of faulting: the stage-alone truth is then wrong by ~18 pp for both modes alike.
+constexpr int kMaxHeight = 1 << 14;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double process_cpu_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+double thread_cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/** Replaces every `produce` but `keep`'s with a no-op: the pipeline runs one stage. */
+class KeepOneStage : public tally::IRMutator {
+public:
+    explicit KeepOneStage(std::string keep) : keep_(std::move(keep)) {}
+    using tally::IRMutator::visit;
+    tally::Stmt visit(const tally::ProducerConsumer *op) override {
+        if (op->is_producer && op->name != keep_) {
+            return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
+        }
+        return tally::IRMutator::visit(op);
+    }
+
+private:
+    std::string keep_;
+};
+
+std::unique_ptr<tally::JITModule> compile(tally::Module m, const std::string &target) {
+    return tally::compile_jit(tally::lower(m, tally::Target::parse(target)));
+}
+
+/** A 2-D image, dense, extents[0] fastest. */
+template <typename T>
+struct Image {
+    Image(int w, int h, halide_type_t type) : data(size_t(w) * size_t(h)) {
+        dims[0] = {0, w, 1, 0};
+        dims[1] = {0, h, w, 0};
+        std::memset(&buf, 0, sizeof(buf));
+        buf.host = reinterpret_cast<uint8_t *>(data.data());
+        buf.type = type;
+        buf.dimensions = 2;
+        buf.dim = dims;
+    }
+    std::vector<T> data;
+    halide_dimension_t dims[2];
+    halide_buffer_t buf;
+};
+
+/** One pipeline at one size: its profiled build, its stage-alone builds, its buffers. */
+class Pipeline {
+public:
+    virtual ~Pipeline() = default;
+    virtual const std::vector<std::string> &stages() const = 0;
+    virtual int run(const tally::JITModule &jit) = 0;
+    virtual void resize(int height) = 0;
+    virtual int height() const = 0;
+
+    void build(const tally::Module &m) {
+        host = compile(m, "host");
+        profiled = compile(m, "host-profile");
+        alone.clear();
+        for (const std::string &s : stages()) {
+            alone.push_back(compile(keep_one(m, s), "host"));
+        }
+        empty = compile(keep_one(m, ""), "host");
+    }
+
+    static tally::Module keep_one(const tally::Module &m, const std::string &stage) {
+        tally::Module one = m;
+        for (tally::LoweredFunc &f : one.functions) {
+            f.body = KeepOneStage(stage).mutate(f.body);
+        }
+        return one;
+    }
+
+    std::unique_ptr<tally::JITModule> host, profiled, empty;
+    std::vector<std::unique_ptr<tally::JITModule>> alone;
+};
+
+/** float_chain as Halide 14 lowered it: in (float32) -> s1 -> s2 -> s3 (the output). */
+class FloatChain : public Pipeline {
+public:
+    FloatChain() {
+        build(tally::parse_module_file(std::string(TALLY_CONFORMANCE_DIR) +
+                                       "/float_chain/float_chain.host.stmt"));
+    }
+    const std::vector<std::string> &stages() const override { return stages_; }
+    void resize(int h) override {
+        in = std::make_unique<Image<float>>(kWidth, h, halide_type_t{halide_type_float, 32, 1});
+        out = std::make_unique<Image<float>>(kWidth, h, halide_type_t{halide_type_float, 32, 1});
+        uint64_t s = 12345;
+        for (float &v : in->data) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v = -2.0f + 4.0f * float(s >> 40) / 16777216.0f;
+        }
+        h_ = h;
+    }
+    int height() const override { return h_; }
+    int run(const tally::JITModule &jit) override {
+        void *args[] = {&in->buf, &out->buf};
+        // By name: in a stage-alone build the other stages' closures are called by no one, so
+        // they would look like entry points too.
+        return jit.run("float_chain", args);
+    }
+
+private:
+    std::vector<std::string> stages_{"s1$0", "s2$0", "s3$0"};
+    std::unique_ptr<Image<float>> in, out;
+    int h_ = 0;
+};
+
+/** The blur app: input (uint16, (w+2) x (h+2)) -> blur_x -> blur_y (the output). */
+class Blur : public Pipeline {
+public:
+    Blur() { build(tally::parse_module_file(std::string(TALLY_APPS_DIR) + "/blur/blur.stmt")); }
+    const std::vector<std::string> &stages() const override { return stages_; }
+    void resize(int h) override {
+        in = std::make_unique<Image<uint16_t>>(kWidth + 2, h + 2,
+                                               halide_type_t{halide_type_uint, 16, 1});
+        out = std::make_unique<Image<uint16_t>>(kWidth, h, halide_type_t{halide_type_uint, 16, 1});
+        uint64_t s = 777;
+        for (uint16_t &v : in->data) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v = uint16_t(s >> 48);
+        }
+        h_ = h;
+    }
+    int height() const override { return h_; }
+    int run(const tally::JITModule &jit) override {
+        int32_t w = kWidth, h = h_;
+        void *args[] = {&in->buf, &out->buf, &w, &h};
+        return jit.run("blur", args);
+    }
+
+private:
+    std::vector<std::string> stages_{"blur_x", "blur_y"};
+    std::unique_ptr<Image<uint16_t>> in, out;
+    int h_ = 0;
+};
+
+std::unique_ptr<Pipeline> make_pipeline(int which) {
+    if (which == 0) {
+        return std::make_unique<FloatChain>();
+    }
+    return std::make_unique<Blur>();
+}
+
+/** Unprofiled run times in ms over `n` runs after one warm-up. */
+std::vector<double> run_times_ms(Pipeline &p, int n) {
+    std::vector<double> t;
+    p.run(*p.host);
+    for (int i = 0; i < n; i++) {
+        Clock::time_point t0 = Clock::now();
+        p.run(*p.host);
+        t.push_back(ms_since(t0));
+    }
+    return t;
+}
+
+/** Sets the image height so that an unprofiled run takes about `target_ms` (judged by the
+ * fastest of 7 runs: the least disturbed by other load). */
+void calibrate(Pipeline &p, double target_ms) {
+    int h = 64;
+    for (int step = 0; step < 6; step++) {
+        p.resize(h);
+        std::vector<double> t = run_times_ms(p, 7);
+        double ms = *std::min_element(t.begin(), t.end());
+        int next = int(std::lround(double(h) * target_ms / std::max(ms, 1e-3)));
+        next = std::max(8, std::min(next, kMaxHeight));
+        if (std::abs(next - h) <= h / 20) {
+            break;
+        }
+        h = next;
+    }
+    p.resize(h);
+}
+
+/** Two processes spinning on the CPUs while alive. fork() from a multi-threaded process: the
+ * children only spin (no locks, no allocation) until they are killed. */
+class CpuHog {
+public:
+    explicit CpuHog(int n) {
+        for (int i = 0; i < n; i++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                volatile uint64_t x = 0;
+                for (;;) {
+                    x = x + 1;
+                }
+            }
+            if (pid > 0) {
+                pids_.push_back(pid);
+            }
+        }
+    }
+    ~CpuHog() {
+        for (pid_t pid : pids_) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+    }
+
+private:
+    std::vector<pid_t> pids_;
+};
+
+/** True shares (percent) of the stages: medians of interleaved alone runs, each less the
+ * median run of the pipeline with no stage at all (its fixed costs: argument checks, allocations,
+ * which a profile bills to `overhead`, and which every alone run pays once). */
+std::vector<double> true_shares(Pipeline &p, int rounds) {
+    const size_t n = p.alone.size();
+    std::vector<std::vector<double>> t(n + 1);
+    for (int r = -1; r < rounds; r++) {
+        for (size_t k = 0; k <= n; k++) {
+            size_t v = (size_t(std::max(r, 0)) + k) % (n + 1);
+            Clock::time_point t0 = Clock::now();
+            p.run(v < n ? *p.alone[v] : *p.empty);
+            if (r >= 0) {
+                t[v].push_back(ms_since(t0));
+            }
+        }
+    }
+    const double fixed = median(t[n]);
+    std::vector<double> share(n);
+    double sum = 0;
+    for (size_t k = 0; k < n; k++) {
+        share[k] = std::max(0.0, median(t[k]) - fixed);
+        sum += share[k];
+    }
+    for (double &s : share) {
+        s = 100.0 * s / sum;
+    }
+    if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+        for (size_t k = 0; k < n; k++) {
+            std::fprintf(stderr, "  T %-10s %6.2f%% (%.3f ms)%s", p.stages()[k].c_str(), share[k],
+                         median(t[k]), k + 1 == n ? "\n" : "");
+        }
+    }
+    return share;
+}
+
+struct Profile {
+    double error_pp;
+    double overhead_pct;
+};
+
+/** Runs the profiled build `runs` times in `mode` on a fresh registry, after one warm-up run
+ * whose profile is dropped; the error of the accumulated profile against `truth`. */
+Profile profile(Pipeline &p, int32_t mode, int runs, const std::vector<double> &truth) {
+    tally_profiler_set_default_mode(mode);
+    p.run(*p.profiled);
+    tally_profiler_reset();
+    for (int i = 0; i < runs; i++) {
+        p.run(*p.profiled);
+    }
+    tally_pipeline_stats ps{};
+    tally_profiler_get_pipeline_stats_by_index(0, &ps);
+    Profile out{0.0, 0.0};
+    const bool verbose = std::getenv("TRUTH_BENCH_VERBOSE") != nullptr;
+    for (int32_t s = 0; s < ps.num_slots; s++) {
+        tally_slot_stats ss{};
+        tally_profiler_get_slot_stats_by_index(0, s, &ss);
+        if (verbose) {
+            std::fprintf(stderr, "  %s %-10s %6.2f%%%s",
+                         mode == TALLY_PROFILER_FLAG_EXACT ? "E" : "S", ss.name, ss.percent,
+                         s + 1 == ps.num_slots ? "\n" : "");
+        }
+        if (s == 0) {
+            out.overhead_pct = ss.percent;
+        }
+        for (size_t k = 0; k < truth.size(); k++) {
+            if (p.stages()[k] == ss.name) {
+                out.error_pp = std::max(out.error_pp, std::fabs(ss.percent - truth[k]));
+            }
+        }
+    }
+    tally_profiler_reset();
+    return out;
+}
+
+struct Scenario {
+    double run_ms;  // calibration target
+    int runs;       // profiled runs per profile
+    int profiles;   // profiles per repetition (the median error is reported)
+    int truth_rounds;
+};
+
+const Scenario kScenarios[] = {
+    {kLongMs, 21, 1, 9},
+    {kLongMs, 1, 7, 9},
+    {kShortMs, 10, 7, 31},
+    {kTinyMs, 1, 21, 61},
+};
+
+/** Pipelines per (pipeline, scenario, threads), calibrated once and kept. */
+Pipeline &pipeline_for(int which, int scenario, int threads) {
+    static std::unique_ptr<Pipeline> cache[2][4][3];
+    std::unique_ptr<Pipeline> &p = cache[which][scenario][threads];
+    if (!p) {
+        p = make_pipeline(which);
+        calibrate(*p, kScenarios[scenario].run_ms);
+    }
+    return *p;
+}
+
+void BM_Truth(benchmark::State &state) {
+    const int which = int(state.range(0)), scenario = int(state.range(1));
+    const int threads = int(state.range(2));
+    const bool hog = state.range(3) != 0;
+    const Scenario &sc = kScenarios[scenario];
+    tally_set_num_threads(threads);
+    Pipeline &p = pipeline_for(which, scenario, threads);
+    for (auto _ : state) {
+        std::unique_ptr<CpuHog> hogs;
+        if (hog) {
+            hogs = std::make_unique<CpuHog>(2);
+        }
+        Clock::time_point t0 = Clock::now();
+        std::vector<double> truth = true_shares(p, sc.truth_rounds);
+        std::vector<double> exact, sampling, exact_over, sampling_over;
+        for (int i = 0; i < sc.profiles; i++) {
+            // Alternate which mode goes first.
+            for (int m = 0; m < 2; m++) {
+                bool do_exact = (m + i) % 2 == 0;
+                Profile r =
+                    profile(p, do_exact ? TALLY_PROFILER_FLAG_EXACT : TALLY_PROFILER_FLAG_SAMPLING,
+                            sc.runs, truth);
+                (do_exact ? exact : sampling).push_back(r.error_pp);
+                (do_exact ? exact_over : sampling_over).push_back(r.overhead_pct);
+            }
+        }
+        std::vector<double> runs = run_times_ms(p, 7);
+        double run_ms = *std::min_element(runs.begin(), runs.end());
+        state.SetIterationTime(ms_since(t0) / 1e3);
+        state.counters["exact_pp"] = median(exact);
+        state.counters["sampling_pp"] = median(sampling);
+        state.counters["exact_overhead_pct"] = median(exact_over);
+        state.counters["sampling_overhead_pct"] = median(sampling_over);
+        state.counters["run_ms"] = run_ms;
+    }
+    tally_profiler_set_default_mode(0);
+    tally_set_num_threads(0);
+}
+
+void BM_WallRatio(benchmark::State &state) {
+    const int which = int(state.range(0));
+    tally_set_num_threads(2);
+    Pipeline &p = pipeline_for(which, 0, 2);
+    const int32_t modes[2] = {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_SAMPLING};
+    for (auto _ : state) {
+        std::vector<double> t[3], cpu[3];
+        for (int round = -1; round < kWallRounds; round++) {
+            for (int k = 0; k < 3; k++) {
+                int v = (std::max(round, 0) + k) % 3;
+                if (v > 0) {
+                    tally_profiler_set_default_mode(modes[v - 1]);
+                }
+                double c0 = process_cpu_ms();
+                Clock::time_point t0 = Clock::now();
+                p.run(v == 0 ? *p.host : *p.profiled);
+                if (round >= 0) {
+                    t[v].push_back(ms_since(t0));
+                    cpu[v].push_back(process_cpu_ms() - c0);
+                }
+            }
+        }
+        tally_profiler_reset();
+        double host = median(t[0]);
+        auto fastest = [](const std::vector<double> &v) {
+            return *std::min_element(v.begin(), v.end());
+        };
+        state.SetIterationTime(host / 1e3);
+        state.counters["host_ms"] = host;
+        state.counters["exact_ratio"] = median(t[1]) / host;
+        state.counters["sampling_ratio"] = median(t[2]) / host;
+        state.counters["exact_min_ratio"] = fastest(t[1]) / fastest(t[0]);
+        state.counters["sampling_min_ratio"] = fastest(t[2]) / fastest(t[0]);
+        state.counters["exact_cpu_ratio"] = median(cpu[1]) / median(cpu[0]);
+        state.counters["sampling_cpu_ratio"] = median(cpu[2]) / median(cpu[0]);
+        state.counters["rows"] = p.height();
+    }
+    tally_profiler_set_default_mode(0);
+    tally_set_num_threads(0);
+}
+
+void BM_SwitchCost(benchmark::State &state) {
+    const int32_t mode =
+        state.range(0) == 0 ? TALLY_PROFILER_FLAG_EXACT : TALLY_PROFILER_FLAG_SAMPLING;
+    const char *const names[] = {"overhead", "a", "b"};
+    tally_profiler_reset();
+    void *inst =
+        tally_profiler_start(nullptr, "switch_cost", "host-profile", 3, names, nullptr, mode);
+    constexpr int kSwitches = 1 << 22, kTasks = 1 << 20;
+    for (auto _ : state) {
+        // Thread CPU time, not wall time: on a shared machine the loop is preempted, and the
+        // time other processes hold the CPU is no cost of a switch.
+        double t0 = thread_cpu_ns();
+        for (int i = 0; i < kSwitches; i += 2) {
+            tally_profiler_set_current(inst, 1);
+            tally_profiler_set_current(inst, 2);
+        }
+        double switch_ns = (thread_cpu_ns() - t0) / kSwitches;
+        // Tasks as the generated code makes them: a parallel loop inside `produce a`; each task
+        // claims a worker context and sets the loop's slot.
+        tally_profiler_set_current(inst, 1);
+        t0 = thread_cpu_ns();
+        for (int i = 0; i < kTasks; i++) {
+            void *c = tally_profiler_thread_begin(inst);
+            tally_profiler_set_current(c, 1);
+            tally_profiler_thread_end(c);
+        }
+        double task_ns = (thread_cpu_ns() - t0) / kTasks;
+        // The same on two threads at once (a parallel loop's workers): contention on the run's
+        // shared state, if any.
+        double cpu2[2] = {0, 0};
+        std::vector<std::thread> workers;
+        for (int w = 0; w < 2; w++) {
+            workers.emplace_back([&, w] {
+                double c0 = thread_cpu_ns();
+                for (int i = 0; i < kTasks / 4; i++) {
+                    void *c = tally_profiler_thread_begin(inst);
+                    tally_profiler_set_current(c, 1);
+                    tally_profiler_thread_end(c);
+                }
+                cpu2[w] = (thread_cpu_ns() - c0) / (kTasks / 4);
+            });
+        }
+        for (std::thread &w : workers) {
+            w.join();
+        }
+        state.counters["task_2threads_ns"] = 0.5 * (cpu2[0] + cpu2[1]);
+        state.SetIterationTime(switch_ns * 1e-9);
+        state.counters["switch_ns"] = switch_ns;
+        state.counters["task_ns"] = task_ns;
+    }
+    tally_profiler_end(nullptr, inst);
+    tally_profiler_reset();
+}
+
+void truth_args(benchmark::internal::Benchmark *b) {
+    for (int scenario = 0; scenario < 4; scenario++) {
+        for (int threads : {1, 2}) {
+            b->Args({0, scenario, threads, 0});
+        }
+    }
+    for (int scenario = 0; scenario < 4; scenario++) {
+        b->Args({0, scenario, 2, 1});
+    }
+    for (int scenario = 0; scenario < 4; scenario++) {
+        b->Args({1, scenario, 2, 0});
+    }
+    b->ArgNames({"pipeline", "scenario", "threads", "hog"});
+}
+
+BENCHMARK(BM_Truth)
+    ->Apply(truth_args)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WallRatio)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("pipeline")
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SwitchCost)->Arg(0)->Arg(1)->ArgName("mode")->Iterations(1)->UseManualTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
