@@ -125,9 +125,7 @@ py::dict pipeline_dict(int32_t index) {
     d["num_slots"] = p.num_slots;
     d["flags"] = p.flags;
     d["profile_by_timer"] = (p.flags & TALLY_PROFILER_FLAG_TIMER) != 0;
-    d["mode"] = (p.flags & TALLY_PROFILER_FLAG_EXACT)   ? "exact"
-                : (p.flags & TALLY_PROFILER_FLAG_TIMER) ? "timer"
-                                                        : "sampling";
+    d["mode"] = tally_profiler_mode_name(p.flags);
     d["clock"] = tally_profiler_clock_name();
     const char *const one_time_keys[2] = {"device_init_ns", "kernel_compile_ns"};
     for (int32_t k = 0; k < 2; k++) {

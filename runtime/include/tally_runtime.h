@@ -836,6 +836,12 @@ int32_t tally_profiler_get_slot_ci95_by_index(int32_t index, int32_t slot, doubl
  * clock" (tally_testing_set_clock). Calibrates the TSC first if no run has. */
 const char *tally_profiler_clock_name(void);
 
+/** The name of the mode a pipeline's runs were profiled in, from its flags
+ * (tally_pipeline_stats::flags), as the report, the JSON ("mode") and the pprof label say it:
+ * "exact", "timer" (sampled from a timer signal) or "sampling" (sampled by the sampler thread).
+ * Never NULL. */
+const char *tally_profiler_mode_name(int32_t flags);
+
 /* ---------------------------------------------------------------------------------------------
  * Device waits: every time the runtime itself blocks the host on a device queue
  *

@@ -10,8 +10,8 @@
 //     finished runs (tally_slot_stats: time_ns, samples, heap and device num_allocs/total_bytes,
 //     copies, copy_bytes),
 //     its stack the slot's stack (export.h: pipeline ; Func [; copy]), leaf first as pprof wants;
-//   - labels on each sample: "target" (the pipeline's target), "mode" ("sampler" or "timer", the
-//     sampling mode its runs used), "kind" (func, copy_to_device or copy_to_host) and the number
+//   - labels on each sample: "target" (the pipeline's target), "mode" (tally_profiler_mode_name:
+//     exact, sampling or timer), "kind" (func, copy_to_device or copy_to_host) and the number
 //     "runs" (the pipeline's finished runs);
 //   - one function and one location per distinct frame (a frame is its name and its parent
 //     frame, so the same Func name in two pipelines gets two locations, which share the function
@@ -299,8 +299,7 @@ static void encode_sample(pb *out, tables *t, const tally_export_pipeline *p, in
     pb_packed(sample, SAMPLE_LOCATION_ID, ids, (size_t)depth, scratch);
     pb_packed(sample, SAMPLE_VALUE, values, NUM_SAMPLE_TYPES, scratch);
     encode_label(sample, t, "target", p->stats.target, 0, scratch);
-    encode_label(sample, t, "mode",
-                 (p->stats.flags & TALLY_PROFILER_FLAG_TIMER) ? "timer" : "sampler", 0, scratch);
+    encode_label(sample, t, "mode", tally_profiler_mode_name(p->stats.flags), 0, scratch);
     encode_label(sample, t, "kind", kind_label(ss->kind), 0, scratch);
     encode_label(sample, t, "runs", NULL, (int64_t)p->stats.runs, scratch);
     pb_message(out, PROFILE_SAMPLE, sample);

@@ -217,10 +217,14 @@ static int is_sampled(const tally_pipeline *p) {
     return (p->flags & TALLY_PROFILER_FLAG_EXACT) == 0;
 }
 
+const char *tally_profiler_mode_name(int32_t flags) {
+    return (flags & TALLY_PROFILER_FLAG_EXACT)   ? "exact"
+           : (flags & TALLY_PROFILER_FLAG_TIMER) ? "timer"
+                                                 : "sampling";
+}
+
 static const char *mode_key(const tally_pipeline *p) {
-    return (p->flags & TALLY_PROFILER_FLAG_EXACT)   ? "exact"
-           : (p->flags & TALLY_PROFILER_FLAG_TIMER) ? "timer"
-                                                    : "sampling";
+    return tally_profiler_mode_name(p->flags);
 }
 
 static void write_text_mode(strbuf *b, const tally_pipeline *p) {

@@ -83,11 +83,20 @@ static void check_time(sink *k, const tally_pipeline_stats *p, const tally_slot_
              "copies take %.1f%% of the time (%.3f of %.3f ms; warned at %.0f%%)", percent,
              (double)copy_ns / 1e6, (double)p->total_ns / 1e6, TALLY_WARN_COPY_PERCENT);
     }
-    if (p->kernel_launches > 0 && p->samples > 0 && p->average_threads < TALLY_WARN_WAIT_THREADS) {
-        warn(k, TALLY_WARNING_SYNC_WAIT, -1, p->average_threads, TALLY_WARN_WAIT_THREADS,
-             "the host mostly waits for the device: %.2f threads working on average over %" PRIu64
-             " samples (warned under %.2f)",
-             p->average_threads, p->samples, TALLY_WARN_WAIT_THREADS);
+    const int exact = (p->flags & TALLY_PROFILER_FLAG_EXACT) != 0;
+    if (p->kernel_launches > 0 && (exact || p->samples > 0) &&
+        p->average_threads < TALLY_WARN_WAIT_THREADS) {
+        if (exact) {
+            warn(k, TALLY_WARNING_SYNC_WAIT, -1, p->average_threads, TALLY_WARN_WAIT_THREADS,
+                 "the host mostly waits for the device: %.2f threads working on average, timed "
+                 "exactly (warned under %.2f)",
+                 p->average_threads, TALLY_WARN_WAIT_THREADS);
+        } else {
+            warn(k, TALLY_WARNING_SYNC_WAIT, -1, p->average_threads, TALLY_WARN_WAIT_THREADS,
+                 "the host mostly waits for the device: %.2f threads working on average over "
+                 "%" PRIu64 " samples (warned under %.2f)",
+                 p->average_threads, p->samples, TALLY_WARN_WAIT_THREADS);
+        }
     }
 }
 
@@ -123,7 +132,8 @@ static void check_peak(sink *k, const tally_pipeline_stats *p, const tally_slot_
 }
 
 static void check_samples(sink *k, const tally_pipeline_stats *p) {
-    if (p->samples >= TALLY_WARN_MIN_SAMPLES) {
+    // Exact mode measures every switch: its shares come from no samples.
+    if ((p->flags & TALLY_PROFILER_FLAG_EXACT) || p->samples >= TALLY_WARN_MIN_SAMPLES) {
         return;
     }
     // A share p of n samples has a standard error of sqrt(p (1 - p) / n), at most 0.5 / sqrt(n).

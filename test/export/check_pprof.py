@@ -145,9 +145,7 @@ def main():
         got[stack] = (values, labels)
     expected = {}
     for p in report["pipelines"]:
-        mode = "sampler"  # tally-run profiles with the sampler thread unless the target says timer
-        if "profile_by_timer" in p["target"]:
-            mode = "timer"
+        mode = p["mode"]  # the report's mode name is the label's value
         for s in p["slots"]:
             values = slot_values(s)
             if any(values):

@@ -252,7 +252,7 @@ TEST_F(ProfileExport, PprofIsGzippedProfileProto) {
     // Key 0x32 = field 6, length-delimited; length 0.
     EXPECT_NE(raw.find(std::string("\x32\x00", 2)), std::string::npos);
     for (const char *s : {"time", "nanoseconds", "alloc_space", "blur_x", "copy to host",
-                          "host-profile", "sampler", "timer", "a;b\nc"}) {
+                          "host-profile", "sampling", "timer", "a;b\nc"}) {
         EXPECT_NE(raw.find(s), std::string::npos) << s;
     }
 }

@@ -149,6 +149,24 @@ TEST(Warnings, FewSamples) {
                                "TALLY_PROFILE_INTERVAL_US");
     n.p.samples = 100;
     EXPECT_TRUE(n.check().empty());
+    // Exact mode times every switch: its shares rest on no samples, so none is too few.
+    n.p.samples = 0;
+    n.p.flags = TALLY_PROFILER_FLAG_EXACT;
+    EXPECT_TRUE(n.check().empty());
+}
+
+TEST(Warnings, HostWaitsForTheDeviceInExactMode) {
+    Numbers n;
+    n.p.flags = TALLY_PROFILER_FLAG_EXACT;
+    n.p.samples = 0;
+    n.p.kernel_launches = 10;
+    n.p.injected_syncs = 10;
+    n.p.average_threads = 0.25;
+    std::vector<tally_warning> w = n.check();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].kind, TALLY_WARNING_SYNC_WAIT);
+    EXPECT_STREQ(w[0].message, "the host mostly waits for the device: 0.25 threads working on "
+                               "average, timed exactly (warned under 0.50)");
 }
 
 TEST(Warnings, OrderCountAndArguments) {
