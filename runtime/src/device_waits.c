@@ -3,8 +3,9 @@
 // measures (waits only where the pipeline itself blocks: copies to the host and its own syncs),
 // and that no halide_device_free waited for in-flight work but deferred the release instead.
 //
-// Process-wide atomics; the back ends (layer 6) write, the report and tests read. Calls the
-// profiler's clock and device_timeline.c (which bills each wait to the calling thread's run).
+// Process-wide atomics; the back ends (layer 6) write, the report and tests read. A testing hook
+// (tally_testing_set_device_wait_hook) runs at the start of each wait, on the waiting thread. Calls
+// the profiler's clock and device_timeline.c (which bills each wait to the calling thread's run).
 
 #include "internal.h"
 
@@ -18,8 +19,19 @@ static const char *const reason_names[TALLY_NUM_DEVICE_WAIT_REASONS] = {
     "free",         "throttle",       "release", "timestamp_fallback",
 };
 
+static _Atomic(tally_testing_device_wait_hook_t) wait_hook;
+
+void tally_testing_set_device_wait_hook(tally_testing_device_wait_hook_t hook) {
+    atomic_store_explicit(&wait_hook, hook, memory_order_release);
+}
+
 uint64_t tally_device_wait_begin(void) {
-    return tally_now_ns();
+    tally_testing_device_wait_hook_t hook = atomic_load_explicit(&wait_hook, memory_order_acquire);
+    uint64_t begin = tally_now_ns();
+    if (hook) {
+        hook();
+    }
+    return begin;
 }
 
 void tally_device_wait_end(int32_t reason, uint64_t begin_ns) {
