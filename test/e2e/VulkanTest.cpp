@@ -851,6 +851,7 @@ TEST(VulkanAttribution, GpuGpuCpuSharesWithAndWithoutSyncs) {
     EXPECT_EQ(synced.ns("C"), 0u);
     EXPECT_EQ(synced.ns("B (copy to host)"), 0u) << "B's copy waited for a kernel after its sync";
     EXPECT_EQ(synced.waits_for(TALLY_DEVICE_WAIT_COPY_TO_HOST), 0u);
+    ASSERT_GE(synced.waits(), uint64_t(2 * runs));
     uint64_t staged_waits = synced.waits() - uint64_t(2 * runs);
     EXPECT_TRUE(staged_waits == 0 || staged_waits == uint64_t(runs)) << staged_waits;
     EXPECT_EQ(synced.ns("input (copy to device)"), staged_waits * kWaitNs);
