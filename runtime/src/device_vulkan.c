@@ -45,9 +45,10 @@
 //
 // profile_timestamps: a launch made while such a run is current brackets its dispatch with
 // timestamp queries (see halide_vulkan_run and bill_timestamps_locked); the pair is read when its
-// submission is reclaimed, i.e. once its fence is known signaled, and billed to the Func that
-// launched it (device_timeline.c). Clocks are correlated once per initialization through
-// VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
+// submission is reclaimed, i.e. once its fence is known signaled (also polled at the end of each
+// such run; the at-exit report first waits for all queued work, vk_drain), and billed
+// to the Func that launched it (device_timeline.c). Clocks are correlated once per initialization
+// through VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
 // corrected). Staged copies (vkCmdCopyBuffer) are timed the same way and billed to their copy
 // slot; copies through mapped memory are host memcpys, in the copy slot's host time.
 
@@ -82,6 +83,12 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
                               "halide_vulkan_run: kernel %s: the runtime was built without the "
                               "Vulkan headers",
                               entry_name ? entry_name : "(null)");
+}
+
+static void vk_collect_completed(void) {}
+
+static void vk_drain(int32_t reason) {
+    (void)reason;
 }
 
 int32_t tally_testing_vulkan_hold(int32_t mode) {
@@ -685,6 +692,8 @@ static int create_device_locked(char *why, size_t why_size) {
 }
 
 static void release_at_exit(void);
+static void vk_collect_completed(void);
+static void vk_drain(int32_t reason);
 
 // Opens the loader (once per process) and checks it offers Vulkan 1.1. Returns 0, or -1 with
 // the reason in `why`.
@@ -845,6 +854,7 @@ static int init_locked(char *why, size_t why_size) {
         vk.atexit_registered = 1;
         atexit(release_at_exit);
     }
+    tally_device_register_drain(TALLY_DEVICE_API_VULKAN, vk_collect_completed, vk_drain);
     return 0;
 }
 
@@ -1804,6 +1814,33 @@ static int32_t vk_release(void *user_context, const halide_device_interface_t *i
     teardown_locked();
     pthread_mutex_unlock(&vk_lock);
     return 0;
+}
+
+static void vk_collect_completed(void) {
+    if (atomic_load_explicit(&vk_ready, memory_order_acquire)) {
+        pthread_mutex_lock(&vk_lock);
+        if (atomic_load_explicit(&vk_ready, memory_order_relaxed)) {
+            reclaim_locked();
+        }
+        pthread_mutex_unlock(&vk_lock);
+    }
+}
+
+static void vk_drain(int32_t reason) {
+    // At exit: never block on a lock some other thread holds (as release_at_exit), never
+    // initialize, and never wait behind a closed testing gate.
+    if (!atomic_load_explicit(&vk_ready, memory_order_acquire) ||
+        pthread_mutex_trylock(&vk_lock) != 0) {
+        return;
+    }
+    int ready = atomic_load_explicit(&vk_ready, memory_order_relaxed);
+    if (ready) {
+        open_gate_locked();
+    }
+    pthread_mutex_unlock(&vk_lock);
+    if (ready) {
+        (void)wait_serial(NULL, UINT64_MAX, reason, "the at-exit report (vulkan)");
+    }
 }
 
 static void release_at_exit(void) {

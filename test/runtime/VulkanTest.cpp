@@ -32,10 +32,12 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <time.h>
 #include <type_traits>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -1098,6 +1100,65 @@ TEST_F(VulkanTest, TimestampsBillEachKernelToTheFuncThatLaunchedIt) {
     printf("%s", text.data());
     EXPECT_NE(std::string(text.data()).find("device busy:"), std::string::npos);
     tally_profiler_reset();
+}
+
+// A profile_timestamps run whose kernels are still queued when it ends (held, so by
+// construction) and are never waited for by the program: the at-exit report first waits for the
+// device (one exit_report wait) and bills them, so the report's kernel count equals the launches.
+// Checked in a child process (re-executed, so its Vulkan is its own) that exits with the work
+// still held; the parent reads the child's JSON report.
+TEST_F(VulkanTest, ExitReportBillsKernelsStillRunningAtRunEnd) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    // The child re-runs this test from the start: the path reaches it through the environment.
+    const char *inherited = getenv("TALLY_TEST_EXIT_REPORT_JSON");
+    const std::string json_path = inherited ? std::string(inherited)
+                                            : ::testing::TempDir() + "tally_vk_exit_report_" +
+                                                  std::to_string(getpid()) + ".json";
+    ScopedEnv path_for_child("TALLY_TEST_EXIT_REPORT_JSON", json_path.c_str());
+    std::remove(json_path.c_str());
+    const int launches = 3;
+    auto child = [&] {
+        setenv("TALLY_PROFILE_JSON", json_path.c_str(), 1);
+        setenv("TALLY_PROFILE_OUTPUT", "/dev/null", 1);
+        tally_profiler_reset();
+        Buffer<int32_t> b(256, 0);
+        upload(b);
+        if (halide_device_sync_global(nullptr, iface) != 0 || tally_testing_vulkan_hold(1) != 0) {
+            std::_Exit(3);
+        }
+        const char *names[] = {"overhead", "f"};
+        void *inst = tally_profiler_start(nullptr, "vk_exit", "host-profile_timestamps-vulkan", 2,
+                                          names, nullptr, 0);
+        tally_profiler_set_current(inst, 1);
+        for (int i = 0; i < launches; i++) {
+            if (add_scalar(table, b, 1) != 0) {
+                std::_Exit(4);
+            }
+        }
+        tally_profiler_set_current(inst, 0);
+        tally_profiler_end(nullptr, inst);
+        std::exit(0);
+    };
+    EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
+    std::ifstream in(json_path);
+    ASSERT_TRUE(in.good()) << "the child wrote no JSON report to " << json_path;
+    std::stringstream text;
+    text << in.rdbuf();
+    std::remove(json_path.c_str());
+    tally_test::Json root;
+    std::string error;
+    ASSERT_TRUE(tally_test::JsonParser(text.str()).parse(&root, &error)) << error;
+    const tally_test::Json *timeline = nullptr;
+    for (const tally_test::Json &p : root["pipelines"].items) {
+        if (p["name"].str == "vk_exit") {
+            timeline = &p["device_timeline"];
+        }
+    }
+    ASSERT_NE(timeline, nullptr) << text.str();
+    EXPECT_EQ(func_named(*timeline, "f")["kernels"].number, launches) << text.str();
+    EXPECT_EQ((*timeline)["kernels"].number, launches);
+    EXPECT_EQ((*timeline)["records_lost"].number, 0);
+    EXPECT_NE(text.str().find("\"exit_report\": {\"count\": 1"), std::string::npos) << text.str();
 }
 
 // More timed launches than one query pool holds, without a blocking point in between: pairs are
