@@ -601,14 +601,17 @@ private:
 };
 
 std::unique_ptr<tally::JITModule> compile_text(const std::string &text, const std::string &target,
-                                               const std::string &keep = "*") {
+                                               const std::string &keep = "*",
+                                               bool inject_sync = true) {
     tally::Module m = tally::parse_module(text);
     if (keep != "*") {
         for (tally::LoweredFunc &f : m.functions) {
             f.body = KeepOnlyStage(keep).mutate(f.body);
         }
     }
-    return tally::compile_jit(tally::lower(m, tally::Target::parse(target)));
+    tally::LowerOptions opts;
+    opts.profiling.inject_device_sync = inject_sync;
+    return tally::compile_jit(tally::lower(m, tally::Target::parse(target), opts));
 }
 
 // The device time billed to Func `func` in the JSON report's device_timeline of `pipeline`.
@@ -643,13 +646,16 @@ double slot_percent(const char *pipeline, const std::string &name) {
 }
 
 struct TimestampsSetup {
-    std::unique_ptr<tally::JITModule> plain, sync, timestamps, only_a, only_b, none;
+    std::unique_ptr<tally::JITModule> plain, sync, nosync, timestamps, only_a, only_b, none;
 };
 std::map<std::string, std::unique_ptr<TimestampsSetup>> g_timestamps_setups;
 
 // A and B device shares under profile_timestamps (device ms / run wall time) and under profile
 // (sampled %) against the truth (each stage alone, fenced, over the whole pipeline fenced), all
-// in percent; wall time of profile_timestamps and profile over the unprofiled pipeline.
+// in percent; wall time of profile_timestamps and profile over the unprofiled pipeline. Also the
+// sampled shares of profile lowered without syncs (nosync_ab_pct: A + B, nosync_copy_b_pct: the
+// copy of B to the host, where their kernels surface): the real-time side of ctest's
+// e2e.VulkanAttribution, which checks the same attribution deterministically.
 void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
     if (!halide_vulkan_device_interface()) {
         state.SkipWithError(
@@ -662,6 +668,7 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
         slot = std::make_unique<TimestampsSetup>();
         slot->plain = compile_text(text, "host-vulkan");
         slot->sync = compile_text(text, "host-vulkan-profile");
+        slot->nosync = compile_text(text, "host-vulkan-profile", "*", false);
         slot->timestamps = compile_text(text, "host-vulkan-profile_timestamps");
         slot->only_a = compile_text(text, "host-vulkan", "A");
         slot->only_b = compile_text(text, "host-vulkan", "B");
@@ -701,6 +708,14 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
             rc = run(*v.sync);
         }
         double sync_a = slot_percent("gpu_gpu_cpu", "A"), sync_b = slot_percent("gpu_gpu_cpu", "B");
+        // Sampled, without syncs: A and B are billed their launches only, and their kernels
+        // surface in the blocking copy of B to the host.
+        tally_profiler_reset();
+        for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
+            rc = run(*v.nosync);
+        }
+        double nosync_ab = slot_percent("gpu_gpu_cpu", "A") + slot_percent("gpu_gpu_cpu", "B");
+        double nosync_copy_b = slot_percent("gpu_gpu_cpu", "B (copy to host)");
         tally_profiler_reset();
         for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
             rc = run(*v.timestamps);
@@ -732,6 +747,8 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
         state.counters["timestamps_b_pp"] = std::abs(ts_b - truth_b);
         state.counters["sync_a_pp"] = std::abs(sync_a - truth_a);
         state.counters["sync_b_pp"] = std::abs(sync_b - truth_b);
+        state.counters["nosync_ab_pct"] = nosync_ab;
+        state.counters["nosync_copy_b_pct"] = nosync_copy_b;
     }
 }
 

@@ -869,6 +869,8 @@ typedef enum tally_device_wait_reason {
     TALLY_DEVICE_WAIT_RELEASE,
     /** profile_timestamps on a device without timestamps: a sync after each launch instead. */
     TALLY_DEVICE_WAIT_TIMESTAMP_FALLBACK,
+    /** The at-exit report waiting for queued work, so that every timed kernel is billed. */
+    TALLY_DEVICE_WAIT_EXIT_REPORT,
     TALLY_NUM_DEVICE_WAIT_REASONS
 } tally_device_wait_reason;
 

@@ -45,6 +45,23 @@ int32_t tally_testing_set_fault(const char *spec);
 /** Number of faults injected since the process started (by TALLY_FAULT or the call above). */
 int64_t tally_testing_faults_injected(void);
 
+/** Vulkan back end: a host gate in front of the queue, so tests order host calls against device
+ * work by construction. mode 1: every later submission waits on the device for a host-set event
+ * before running, until the gate is opened (mode 0), so work queued meanwhile has neither started
+ * nor completed; a wait for held work (a sync, a copy to the host) blocks until another thread
+ * opens it. mode 2: the same, but each runtime device wait on held work first lets everything
+ * queued so far run (what is submitted later is held again): no work completes before the host
+ * waits for it. A release opens the gate. Returns 0, or a negative error code (reported): no
+ * Vulkan, a bad mode. */
+int32_t tally_testing_vulkan_hold(int32_t mode);
+
+/** Called on the waiting thread each time a device back end is about to block the host on its
+ * queue (the start of every wait the device-wait ledger counts), after the thread was marked
+ * waiting for the profiler; it may move the testing clock and call tally_testing_sample_now, and
+ * must not call into a device back end. NULL removes it. */
+typedef void (*tally_testing_device_wait_hook_t)(void);
+void tally_testing_set_device_wait_hook(tally_testing_device_wait_hook_t hook);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

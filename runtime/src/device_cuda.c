@@ -19,7 +19,8 @@
 // (cuCtxSynchronize), which is also where asynchronous kernel faults surface.
 //
 // Memory: buf->device is a CUdeviceptr to an allocation mirroring the buffer's span
-// (tally_buffer_begin .. + tally_buffer_size_in_bytes), as for the host interface. A kernel
+// (tally_buffer_begin .. + tally_buffer_size_in_bytes), as for the host interface. Frees never
+// wait for the device (see "stream-ordered frees"). A kernel
 // receives the address of the element buf->host points at, inside that span.
 //
 // Kernels: each tally_kernel_source holds one PTX module (NUL-terminated text). A table's
@@ -54,6 +55,7 @@ enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
     CU_EVENT_DEFAULT = 0,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
@@ -96,6 +98,9 @@ typedef struct cuda_api {
     // Optional: only for messages.
     CUresult (*GetErrorName)(CUresult error, const char **name);
     CUresult (*GetErrorString)(CUresult error, const char **text);
+    // Optional (driver 11.2+): a free ordered on the stream; CUDA_ERROR_NOT_SUPPORTED on devices
+    // without memory pools.
+    CUresult (*MemFreeAsync)(CUdeviceptr ptr, CUstream stream);
 } cuda_api;
 
 // The symbols, in the order of cuda_api's fields.
@@ -131,6 +136,7 @@ static const struct {
     {"cuEventElapsedTime", 0},
     {"cuGetErrorName", 0},
     {"cuGetErrorString", 0},
+    {"cuMemFreeAsync", 0},
 };
 _Static_assert(sizeof(cuda_symbols) / sizeof(cuda_symbols[0]) ==
                    sizeof(cuda_api) / sizeof(CUresult(*)(void)),
@@ -519,6 +525,78 @@ static void release_timing(void) {
     pthread_mutex_unlock(&timing_lock);
 }
 
+// ---- stream-ordered frees ----------------------------------------------------------------------
+//
+// halide_device_free never waits for the device (cuMemFree may synchronize it; a free that waited
+// right after a consumer's launch would bill the producer's kernel to the consumer). With
+// cuMemFreeAsync the free is queued on the stream, behind the buffer's last use; without it (not
+// exported, or CUDA_ERROR_NOT_SUPPORTED: no memory pools) the pointer is kept and given to
+// cuMemFree at the next point where the runtime waits for the stream anyway (a copy to the host,
+// a sync, release), when the stream is idle. Either way the free counts as deferred, and as
+// released at that next idle point. Should the list not grow, the free is done at once and
+// counted as a `free` wait. free_lock guards the list; it is a leaf.
+
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUdeviceptr *retired;  // freed, awaiting an idle stream
+static int32_t num_retired, cap_retired;
+static int32_t queued_async_frees;  // cuMemFreeAsync calls since the last idle point
+static _Atomic int32_t free_async_unsupported;
+
+// The context pushed and the stream idle: frees the kept pointers; queued frees are done too.
+static void stream_idle(void) {
+    pthread_mutex_lock(&free_lock);
+    for (int32_t i = 0; i < num_retired; i++) {
+        cu.MemFree(retired[i]);
+        tally_device_count_deferred_release();
+    }
+    num_retired = 0;
+    for (; queued_async_frees > 0; queued_async_frees--) {
+        tally_device_count_deferred_release();
+    }
+    pthread_mutex_unlock(&free_lock);
+}
+
+// Frees `ptr` without waiting for the device (context pushed). Returns the driver's result.
+static CUresult free_in_stream_order(CUdeviceptr ptr) {
+    if (cu.MemFreeAsync && !atomic_load_explicit(&free_async_unsupported, memory_order_relaxed)) {
+        CUresult c = cu.MemFreeAsync(ptr, cuda_stream);
+        if (c == CUDA_SUCCESS) {
+            pthread_mutex_lock(&free_lock);
+            queued_async_frees++;
+            pthread_mutex_unlock(&free_lock);
+            tally_device_count_deferred_free();
+            return c;
+        }
+        if (c != CUDA_ERROR_NOT_SUPPORTED) {
+            return c;
+        }
+        atomic_store_explicit(&free_async_unsupported, 1, memory_order_relaxed);
+    }
+    pthread_mutex_lock(&free_lock);
+    int kept = num_retired < cap_retired;
+    if (!kept) {
+        int32_t cap = cap_retired ? 2 * cap_retired : 64;
+        CUdeviceptr *grown = (CUdeviceptr *)realloc(retired, (size_t)cap * sizeof(CUdeviceptr));
+        if (grown) {
+            retired = grown;
+            cap_retired = cap;
+            kept = 1;
+        }
+    }
+    if (kept) {
+        retired[num_retired++] = ptr;
+    }
+    pthread_mutex_unlock(&free_lock);
+    if (kept) {
+        tally_device_count_deferred_free();
+        return CUDA_SUCCESS;
+    }
+    uint64_t begin = tally_device_wait_begin();
+    CUresult c = cu.MemFree(ptr);
+    tally_device_wait_end(TALLY_DEVICE_WAIT_FREE, begin);
+    return c;
+}
+
 // ---- the device interface --------------------------------------------------------------------
 
 static int32_t cuda_device_malloc(void *user_context, halide_buffer_t *buf,
@@ -550,10 +628,11 @@ static int32_t cuda_device_free(void *user_context, halide_buffer_t *buf) {
     if (r != 0) {
         return r;
     }
-    CUresult c = cu.MemFree((CUdeviceptr)buf->device);
+    CUresult c = free_in_stream_order((CUdeviceptr)buf->device);
     cuda_leave();
     if (c != CUDA_SUCCESS) {
-        return cuda_error(user_context, TALLY_ERROR_DEVICE_FREE_FAILED, "cuMemFree", c);
+        return cuda_error(user_context, TALLY_ERROR_DEVICE_FREE_FAILED,
+                          cu.MemFreeAsync ? "cuMemFreeAsync" : "cuMemFree", c);
     }
     buf->device = 0;
     return 0;
@@ -587,6 +666,7 @@ static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device
             what = "cuStreamSynchronize after a copy to the host";
             if (c == CUDA_SUCCESS) {
                 read_timed_launches();
+                stream_idle();
             }
         }
     }
@@ -613,6 +693,7 @@ static int32_t cuda_wait(void *user_context, int global) {
     tally_device_wait_end(global ? TALLY_DEVICE_WAIT_SYNC_GLOBAL : TALLY_DEVICE_WAIT_SYNC, begin);
     if (c == CUDA_SUCCESS) {
         read_timed_launches();
+        stream_idle();
     }
     cuda_leave();
     return c == CUDA_SUCCESS ? 0
@@ -639,6 +720,7 @@ static void cuda_release_locked(void) {
         if (cu.CtxPushCurrent(cuda_context) == CUDA_SUCCESS) {
             cu.CtxSynchronize();
             release_timing();
+            stream_idle();
             for (cuda_kernels *k = cuda_all_kernels; k; k = k->next) {
                 for (int32_t i = 0; i < k->num_kernels; i++) {
                     atomic_store_explicit(&k->functions[i], NULL, memory_order_release);
@@ -654,6 +736,7 @@ static void cuda_release_locked(void) {
         cu.DevicePrimaryCtxRelease(cuda_device);
         cuda_stream = NULL;
         cuda_context = NULL;
+        atomic_store_explicit(&free_async_unsupported, 0, memory_order_relaxed);
         atomic_store_explicit(&cuda_ready, 0, memory_order_release);
     }
     cuda_failed = 0;

@@ -15,6 +15,8 @@
 //                         through staging buffers (the path of discrete GPUs; for tests).
 //   TALLY_VULKAN_NO_TIMESTAMPS  non-empty and not "0": act as if the queue had no timestamps
 //                         (profile_timestamps then falls back to a sync per launch; for tests).
+// Testing seam: tally_testing_vulkan_hold puts a host-set event in front of later submissions,
+// so tests order host calls against device work by construction instead of by timing.
 //
 // The kernel ABI the compiler side emits (one tally_kernel_source per kernel, device_api
 // TALLY_DEVICE_API_VULKAN): SPIR-V words with entry point "main"; buffer arguments are storage
@@ -43,9 +45,10 @@
 //
 // profile_timestamps: a launch made while such a run is current brackets its dispatch with
 // timestamp queries (see halide_vulkan_run and bill_timestamps_locked); the pair is read when its
-// submission is reclaimed, i.e. once its fence is known signaled, and billed to the Func that
-// launched it (device_timeline.c). Clocks are correlated once per initialization through
-// VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
+// submission is reclaimed, i.e. once its fence is known signaled (also polled at the end of each
+// such run; the at-exit report first waits for all queued work, vk_drain), and billed
+// to the Func that launched it (device_timeline.c). Clocks are correlated once per initialization
+// through VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
 // corrected). Staged copies (vkCmdCopyBuffer) are timed the same way and billed to their copy
 // slot; copies through mapped memory are host memcpys, in the copy slot's host time.
 
@@ -80,6 +83,19 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
                               "halide_vulkan_run: kernel %s: the runtime was built without the "
                               "Vulkan headers",
                               entry_name ? entry_name : "(null)");
+}
+
+static void vk_collect_completed(void) {}
+
+static void vk_drain(int32_t reason) {
+    (void)reason;
+}
+
+int32_t tally_testing_vulkan_hold(int32_t mode) {
+    (void)mode;
+    return tally_report_error(NULL, TALLY_ERROR_NO_DEVICE_INTERFACE,
+                              "tally_testing_vulkan_hold: the runtime was built without the "
+                              "Vulkan headers");
 }
 
 #else
@@ -151,7 +167,11 @@ int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_nam
     X(vkDestroyQueryPool)                                                                          \
     X(vkCmdResetQueryPool)                                                                         \
     X(vkCmdWriteTimestamp)                                                                         \
-    X(vkGetQueryPoolResults)
+    X(vkGetQueryPoolResults)                                                                       \
+    X(vkCreateEvent)                                                                               \
+    X(vkDestroyEvent)                                                                              \
+    X(vkSetEvent)                                                                                  \
+    X(vkCmdWaitEvents)
 
 #define TALLY_VK_DECLARE(name) PFN_##name name;
 
@@ -178,6 +198,8 @@ typedef struct vk_funcs {
 #define TALLY_VK_MAX_QUERY_POOLS 16
 // Largest push-constant block a launch may build on the stack.
 #define TALLY_VK_MAX_PUSH_BYTES 1024
+// Host gates (tally_testing_vulkan_hold) per initialization.
+#define TALLY_VK_MAX_GATES 64
 
 // One device allocation; buf->device points at it.
 typedef struct vk_buffer {
@@ -282,6 +304,11 @@ static struct {
     double device_to_host_offset_ns;
     int32_t num_query_pools;
     vk_query_pool *query_pools[TALLY_VK_MAX_QUERY_POOLS];
+    // tally_testing_vulkan_hold: while `gate_closed`, each new command buffer first waits for
+    // the last of `gates` (a host-set event). Opened gates stay set until teardown.
+    int32_t gate_closed;
+    int32_t num_gates;
+    VkEvent gates[TALLY_VK_MAX_GATES];
     // Initialization failure: the reason, and whether it was reported yet.
     int32_t failed;
     int32_t failure_reported;
@@ -665,6 +692,8 @@ static int create_device_locked(char *why, size_t why_size) {
 }
 
 static void release_at_exit(void);
+static void vk_collect_completed(void);
+static void vk_drain(int32_t reason);
 
 // Opens the loader (once per process) and checks it offers Vulkan 1.1. Returns 0, or -1 with
 // the reason in `why`.
@@ -825,6 +854,7 @@ static int init_locked(char *why, size_t why_size) {
         vk.atexit_registered = 1;
         atexit(release_at_exit);
     }
+    tally_device_register_drain(TALLY_DEVICE_API_VULKAN, vk_collect_completed, vk_drain);
     return 0;
 }
 
@@ -1044,6 +1074,8 @@ static uint64_t reclaim_locked(void) {
     return oldest_busy;
 }
 
+static void reopen_gate_locked(void);
+
 // Waits until every submission with serial <= target has completed. The fences are waited for
 // outside the lock (marked with `waiters` so nobody destroys them meanwhile); the calling thread
 // counts as waiting for the profiler; each blocking wait is counted under `reason` (a
@@ -1073,6 +1105,9 @@ static int32_t wait_serial(void *user_context, uint64_t target, int32_t reason,
             p->waiters++;
             entries[n] = p;
             fences[n++] = p->fence;
+        }
+        if (n > 0 && vk.gate_closed == 2) {
+            reopen_gate_locked();
         }
         pthread_mutex_unlock(&vk_lock);
         if (n == 0) {
@@ -1161,6 +1196,10 @@ static int32_t begin_commands_locked(void *user_context, int32_t code, const cha
     cmd_barrier(*out, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                 VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
                 VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    if (vk.gate_closed) {
+        vk.f.vkCmdWaitEvents(*out, 1, &vk.gates[vk.num_gates - 1], VK_PIPELINE_STAGE_HOST_BIT,
+                             VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, NULL, 0, NULL, 0, NULL);
+    }
     return 0;
 }
 
@@ -1630,9 +1669,78 @@ static int32_t vk_device_sync_global(void *user_context, const halide_device_int
                        "halide_device_sync_global (vulkan)");
 }
 
+// ---- testing gate ------------------------------------------------------------------------------
+
+// Lets the device run what was held back (a no-op when the gate is open). vk_lock held.
+static void open_gate_locked(void) {
+    if (vk.gate_closed) {
+        vk.f.vkSetEvent(vk.device, vk.gates[vk.num_gates - 1]);
+        vk.gate_closed = 0;
+    }
+}
+
+// Closes the gate (mode 1 or 2) behind a fresh event: one that queued work may still wait on is
+// never reset. Returns 0, or -1 with the gate left open. vk_lock held.
+static int32_t close_gate_locked(int32_t mode, VkResult *result) {
+    *result = VK_SUCCESS;
+    if (vk.num_gates == TALLY_VK_MAX_GATES) {
+        return -1;
+    }
+    VkEventCreateInfo info;
+    memset(&info, 0, sizeof(info));
+    info.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO;
+    *result = vk.f.vkCreateEvent(vk.device, &info, NULL, &vk.gates[vk.num_gates]);
+    if (*result != VK_SUCCESS) {
+        return -1;
+    }
+    vk.num_gates++;
+    vk.gate_closed = mode;
+    return 0;
+}
+
+// Mode 2, at a wait: lets everything queued so far run and holds what is submitted later (the
+// gate stays open when no more events can be made). vk_lock held.
+static void reopen_gate_locked(void) {
+    open_gate_locked();
+    VkResult ignored;
+    (void)close_gate_locked(2, &ignored);
+}
+
+// A host gate in front of the queue, so tests can order host calls against device work without
+// timing it: closed, every later submission starts with vkCmdWaitEvents on an event that only
+// the host sets: when the gate opens, in mode 2 when a thread waits for queued work (the work
+// queued so far is let through, later work is held again), and at teardown (which never waits
+// on a closed gate).
+int32_t tally_testing_vulkan_hold(int32_t mode) {
+    const char *routine = "tally_testing_vulkan_hold";
+    if (mode < 0 || mode > 2) {
+        return tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT, "%s: mode %d is not 0, 1 or 2",
+                                  routine, (int)mode);
+    }
+    int32_t r = ensure_ready(NULL, routine);
+    if (r != 0) {
+        return r;
+    }
+    pthread_mutex_lock(&vk_lock);
+    open_gate_locked();
+    VkResult vr = VK_SUCCESS;
+    int32_t failed = mode != 0 && close_gate_locked(mode, &vr) != 0;
+    pthread_mutex_unlock(&vk_lock);
+    if (failed && vr != VK_SUCCESS) {
+        return vk_fail(NULL, TALLY_ERROR_DEVICE_MALLOC_FAILED, routine, "vkCreateEvent", vr);
+    }
+    if (failed) {
+        return tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
+                                  "%s: more than %d closings before a release", routine,
+                                  TALLY_VK_MAX_GATES);
+    }
+    return 0;
+}
+
 // Destroys every Vulkan object (waiting for the device first). vk_lock held.
 static void teardown_locked(void) {
     if (atomic_load_explicit(&vk_ready, memory_order_relaxed)) {
+        open_gate_locked();
         // Counted as a wait only when submissions were still in flight.
         int busy = reclaim_locked() < vk.next_serial;
         uint64_t begin = tally_device_wait_begin();
@@ -1653,6 +1761,10 @@ static void teardown_locked(void) {
             vk.query_pools[i] = NULL;
         }
         vk.num_query_pools = 0;
+        for (int32_t i = 0; i < vk.num_gates; i++) {
+            vk.f.vkDestroyEvent(vk.device, vk.gates[i], NULL);
+        }
+        vk.num_gates = 0;
         vk.pending_head = vk.pending_tail = NULL;
         vk.num_pending = 0;
         for (vk_module_cache *c = vk.caches; c; c = c->next) {
@@ -1704,6 +1816,33 @@ static int32_t vk_release(void *user_context, const halide_device_interface_t *i
     teardown_locked();
     pthread_mutex_unlock(&vk_lock);
     return 0;
+}
+
+static void vk_collect_completed(void) {
+    if (atomic_load_explicit(&vk_ready, memory_order_acquire)) {
+        pthread_mutex_lock(&vk_lock);
+        if (atomic_load_explicit(&vk_ready, memory_order_relaxed)) {
+            reclaim_locked();
+        }
+        pthread_mutex_unlock(&vk_lock);
+    }
+}
+
+static void vk_drain(int32_t reason) {
+    // At exit: never block on a lock some other thread holds (as release_at_exit), never
+    // initialize, and never wait behind a closed testing gate.
+    if (!atomic_load_explicit(&vk_ready, memory_order_acquire) ||
+        pthread_mutex_trylock(&vk_lock) != 0) {
+        return;
+    }
+    int ready = atomic_load_explicit(&vk_ready, memory_order_relaxed);
+    if (ready) {
+        open_gate_locked();
+    }
+    pthread_mutex_unlock(&vk_lock);
+    if (ready) {
+        (void)wait_serial(NULL, UINT64_MAX, reason, "the at-exit report (vulkan)");
+    }
 }
 
 static void release_at_exit(void) {

@@ -14,10 +14,11 @@
 //    releases them in the reverse order, and the child resets each subsystem's thread state (no
 //    workers, no sampler thread, no armed timer) before releasing them.
 //  - one atexit handler: it shuts the thread pool down (joining its workers and task threads),
-//    stops the sampler (thread and timer), prints the report (report.c: only when a profiled
-//    run finished) and the exports the environment asks for (export.c; the continuous pprof writer
-//    of export_continuous.c, started with the first profiled run, is stopped), then hands the
-//    cached free blocks of halide_malloc back to the system.
+//    stops the sampler (thread and timer), waits for queued device work (device_waits.c: so that
+//    every kernel timed by profile_timestamps is billed), prints the report (report.c: only when a
+//    profiled run finished) and the exports the environment asks for (export.c; the continuous
+//    pprof writer of export_continuous.c, started with the first profiled run, is stopped), then
+//    hands the cached free blocks of halide_malloc back to the system.
 //
 // tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
 // cache.
@@ -52,6 +53,7 @@ static void fork_child(void) {
 static void at_exit(void) {
     tally_thread_pool_shutdown();
     tally_sampler_shutdown();
+    tally_device_drain_for_exit_report();
     tally_report_at_exit();
     tally_export_at_exit();
     tally_export_continuous_stop();

@@ -481,6 +481,8 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
         tally_sampler_unregister(inst);
         tally_sample_instance(inst, now);
     }
+    // profile_timestamps: bill the device intervals completed by now (device_waits.c).
+    tally_device_collect_completed(inst->pipeline);
     uint64_t wall = now > inst->start_ns ? now - inst->start_ns : 0;
     rescale_to_wall(inst, wall);
 

@@ -15,10 +15,11 @@
 //   the header counts launches and injected syncs (one per launch, one per copy to the device).
 // - VulkanSemantics / VulkanShared: the kernel language against the host back end on the same IR
 //   (Euclidean division, casts, math, vectors), and work-group shared memory with a barrier.
-// - VulkanAttribution (RUN_SERIAL): on gpu_gpu_cpu the report's A+B and C shares agree within 10
-//   percentage points with the truth timed in the same process (variants that keep one stage,
-//   each run fenced with halide_device_sync_global); lowered with inject_device_sync = false, the
-//   same pipeline bills A and B almost nothing and the GPU time lands on `B (copy to host)`.
+// - VulkanAttribution: on gpu_gpu_cpu, with the profiler's clock moving only inside device waits
+//   and the queue held until the host waits (deterministic), the sync after each launch bills
+//   the wait for A's and B's kernels to A and B; lowered with inject_device_sync = false, A and B
+//   are billed nothing and the one wait per run lands on `B (copy to host)`. The real-time
+//   comparison with fenced truth is bench/apps_bench.cpp's BM_VulkanTimestamps.
 // - VulkanNoHiddenSyncs: gpu_gpu_cpu with A freed right after B's launch (as Halide lowers it),
 //   under profile_timestamps: the free does not wait (device-wait ledger: one wait per run, at
 //   the copy to the host; one deferred free per run), so B is not billed A's and B's kernels.
@@ -30,6 +31,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,6 +49,7 @@
 #include "gpu_gpu_cpu/reference.h"
 #include "tally/Error.h"
 #include "tally/IRMutator.h"
+#include "tally_runtime_testing.h"
 
 #ifndef TALLY_SPIRV_VAL
 #define TALLY_SPIRV_VAL ""
@@ -708,30 +711,6 @@ TEST(VulkanProfile, BlurAndBounceReportBothCopyDirections) {
     EXPECT_EQ(ps.explicit_syncs, 0u);
 }
 
-/** Replaces every `produce` other than `keep` with a no-op: a pipeline that runs one stage. */
-class KeepOnlyProducer : public tally::IRMutator {
-public:
-    explicit KeepOnlyProducer(std::string keep) : keep(std::move(keep)) {}
-    using tally::IRMutator::visit;
-    tally::Stmt visit(const tally::ProducerConsumer *op) override {
-        if (op->is_producer && op->name != keep) {
-            return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
-        }
-        return tally::IRMutator::visit(op);
-    }
-
-private:
-    std::string keep;
-};
-
-tally::Module keep_only(const std::string &stage) {
-    tally::Module m = parse_app("gpu_gpu_cpu");
-    for (tally::LoweredFunc &f : m.functions) {
-        f.body = KeepOnlyProducer(stage).mutate(f.body);
-    }
-    return m;
-}
-
 /** Wall time of one run followed by a fence on all Vulkan work. */
 double fenced_seconds(const tally::JITModule &jit, GpuGpuCpu &inst) {
     auto t0 = std::chrono::steady_clock::now();
@@ -741,11 +720,6 @@ double fenced_seconds(const tally::JITModule &jit, GpuGpuCpu &inst) {
     EXPECT_EQ(rc, 0);
     EXPECT_EQ(sync, 0);
     return std::chrono::duration<double>(t1 - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 struct Shares {
@@ -765,136 +739,135 @@ Shares report_shares(const std::string &pipeline) {
     return out;
 }
 
-// gpu_gpu_cpu: with one sync per launch the report bills the GPU stages their time (within 10
-// points of the truth); without, A and B get almost nothing and the time surfaces in the
-// blocking copy of B that C needs.
-//
-// The truth, measured just before: variants of the pipeline that keep one producer (host-vulkan,
-// no profiler), each run fenced with halide_device_sync_global, minus a variant that keeps none
-// (allocations, frees), median of 5 interleaved rounds; the full pipeline's fenced time is the
-// whole (or the sum of the stages, if noise makes that larger). A+B and C must each agree within
-// 10 points. Both sides are wall time on a shared machine, so the comparison is tried up to three
-// times and must hold once; a systematic misattribution fails every attempt.
+uint64_t total_waits(const tally_device_wait_stats &w) {
+    uint64_t n = 0;
+    for (uint64_t c : w.waits) {
+        n += c;
+    }
+    return n;
+}
+
+// The profiler's clock for VulkanAttribution: it moves only inside the runtime's device waits,
+// kWaitNs per wait, sampled there (the waiting thread counts as not working). Host work takes no
+// time on it, so each slot's billed time is exactly kWaitNs times the device waits made while it
+// was current.
+constexpr uint64_t kWaitNs = 10000000;
+std::atomic<uint64_t> g_wait_clock_ns{1000000000};
+
+uint64_t wait_clock() {
+    return g_wait_clock_ns.load();
+}
+
+void advance_in_wait() {
+    g_wait_clock_ns += kWaitNs;
+    tally_testing_sample_now();
+}
+
+/** For its scope: the wait clock and the Vulkan queue held until the host waits
+ * (tally_testing_vulkan_hold mode 2), so no kernel completes before the pipeline waits for it and
+ * every wait is on pending work, whatever the device's speed and the machine's load. The sampler
+ * thread keeps ticking: a tick bills only the clock's advance since the last one, which is all
+ * billed inside the wait that made it, so its ticks add nothing. */
+class WaitsAreTheOnlyTime {
+public:
+    WaitsAreTheOnlyTime() {
+        EXPECT_EQ(halide_device_sync_global(nullptr, halide_vulkan_device_interface()), 0);
+        tally_testing_set_clock(wait_clock);
+        tally_testing_set_device_wait_hook(advance_in_wait);
+        EXPECT_EQ(tally_testing_vulkan_hold(2), 0);
+    }
+    ~WaitsAreTheOnlyTime() {
+        EXPECT_EQ(tally_testing_vulkan_hold(0), 0);
+        EXPECT_EQ(halide_device_sync_global(nullptr, halide_vulkan_device_interface()), 0);
+        tally_testing_set_device_wait_hook(nullptr);
+        tally_testing_set_clock(nullptr);
+    }
+};
+
+// gpu_gpu_cpu (A and B on the GPU, C on the host): with one sync per launch the report bills the
+// time spent waiting for each kernel to the Func that launched it; without, A and B are billed
+// nothing and the wait for both kernels surfaces in `B (copy to host)`, the blocking copy C
+// needs. Deterministic: the profiler's clock moves only inside device waits (WaitsAreTheOnlyTime),
+// so the billed times are exact multiples of the waits, which the device-wait ledger counts. The
+// real-time version (sync-mode shares against fenced truth) is bench/apps_bench.cpp's
+// BM_VulkanTimestamps (sync_a_pp, sync_b_pp).
 TEST(VulkanAttribution, GpuGpuCpuSharesWithAndWithoutSyncs) {
     REQUIRE_VULKAN();
-    const int width = 256, height = 256, runs = 4, rounds = 5, attempts = 3;
-    const int calibration_reps = 64;
-    const double target_run_s = 0.25, tolerance_points = 10.0;
-
+    const int width = 64, height = 64, reps = 8, runs = 3;
     tally::Module app = parse_app("gpu_gpu_cpu");
-    auto full = compile_with(app, "host-vulkan");
-    std::vector<std::string> stages = {"A", "B", "C", ""};
-    std::vector<std::unique_ptr<tally::JITModule>> alone;
-    for (const std::string &s : stages) {
-        alone.push_back(compile_with(keep_only(s), "host-vulkan"));
-    }
     auto profiled = compile_with(app, "host-vulkan-profile");
     auto unsynced = compile_with(app, "host-vulkan-profile", false);
-    GpuGpuCpu inst(width, height, calibration_reps, 11);
+    GpuGpuCpu inst(width, height, reps, 11);
+    EXPECT_EQ(inst.run(*profiled), 0);  // compile the kernels outside the measured runs
+    EXPECT_EQ(inst.run(*unsynced), 0);
 
-    double truth_ab = 0, truth_c = 0;
-    Shares synced, nosync;
-    tally_pipeline_stats ps_synced, ps_nosync;
-    std::string report_synced, report_nosync;
-    bool agreed = false;
-    for (int attempt = 1; attempt <= attempts && !agreed; attempt++) {
-        // Calibrate reps so that one run takes about target_run_s.
-        inst.reps = calibration_reps;
-        double t_cal = 1e9;
-        for (int r = 0; r < 3; r++) {
-            t_cal = std::min(t_cal, fenced_seconds(*full, inst));
+    struct Observed {
+        tally_pipeline_stats ps{};
+        std::map<std::string, tally_slot_stats> slots;
+        tally_device_wait_stats before{}, after{};
+        std::string report;
+        uint64_t waits() const { return total_waits(after) - total_waits(before); }
+        uint64_t waits_for(int32_t reason) const {
+            return after.waits[reason] - before.waits[reason];
         }
-        inst.reps = int(std::ceil(calibration_reps * target_run_s / std::max(t_cal, 1e-6)));
-        inst.reps = std::max(calibration_reps, std::min(inst.reps, 1 << 20));
-
-        std::vector<std::vector<double>> times(stages.size() + 1);
-        for (int r = 0; r < rounds; r++) {
-            for (size_t k = 0; k < stages.size(); k++) {
-                times[k].push_back(fenced_seconds(*alone[k], inst));
+        uint64_t ns(const std::string &slot) { return slots[slot].time_ns; }
+    };
+    auto observe = [&](const tally::JITModule &jit) {
+        Observed o;
+        tally_profiler_reset();
+        {
+            WaitsAreTheOnlyTime clock;
+            tally_device_get_wait_stats(&o.before);
+            for (int r = 0; r < runs; r++) {
+                EXPECT_EQ(inst.run(jit), 0);
             }
-            times[stages.size()].push_back(fenced_seconds(*full, inst));
-        }
-        double none = median(times[3]), whole = median(times[4]);
-        double t_a = std::max(0.0, median(times[0]) - none);
-        double t_b = std::max(0.0, median(times[1]) - none);
-        double t_c = std::max(0.0, median(times[2]) - none);
-        // The whole run is the stages plus what no stage owns (start, allocations, frees); noise
-        // can make the parts add up to more than the whole, never less than the parts.
-        double total = std::max(whole, t_a + t_b + t_c);
-        truth_ab = 100.0 * (t_a + t_b) / total;
-        truth_c = 100.0 * t_c / total;
-
-        // With syncs.
-        EXPECT_EQ(inst.run(*profiled), 0);  // warm up, then forget it
-        tally_profiler_reset();
-        for (int r = 0; r < runs; r++) {
-            ASSERT_EQ(inst.run(*profiled), 0);
+            tally_device_get_wait_stats(&o.after);
         }
         EXPECT_TRUE(inst.check());
-        ASSERT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps_synced), 0);
-        synced = report_shares("gpu_gpu_cpu");
-        report_synced = report_text();
-
-        // Without.
-        EXPECT_EQ(inst.run(*unsynced), 0);
-        tally_profiler_reset();
-        for (int r = 0; r < runs; r++) {
-            ASSERT_EQ(inst.run(*unsynced), 0);
-        }
-        EXPECT_TRUE(inst.check());
-        ASSERT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps_nosync), 0);
-        nosync = report_shares("gpu_gpu_cpu");
-        report_nosync = report_text();
-
-        std::printf("gpu_gpu_cpu %dx%d reps=%d: fenced alone A %.1f ms, B %.1f ms, C %.1f ms, "
-                    "none %.1f ms, whole %.1f ms\n",
-                    width, height, inst.reps, 1e3 * t_a, 1e3 * t_b, 1e3 * t_c, 1e3 * none,
-                    1e3 * whole);
-        std::printf("  %-22s %8s %8s %8s %8s %10s %10s %9s\n", "", "A+B %", "A %", "B %", "C %",
-                    "B->host %", "in->dev %", "overhead");
-        std::printf("  %-22s %8.1f %8s %8s %8.1f\n", "truth (fenced)", truth_ab, "", "", truth_c);
-        for (auto &row : {std::make_pair("report, syncs", synced),
-                          std::make_pair("report, no syncs", nosync)}) {
-            const Shares &x = row.second;
-            std::printf("  %-22s %8.1f %8.1f %8.1f %8.1f %10.1f %10.1f %9.1f\n", row.first, x.ab(),
-                        x.a, x.b, x.c, x.copy_b, x.copy_in, x.overhead);
-        }
-        agreed = std::fabs(synced.ab() - truth_ab) <= tolerance_points &&
-                 std::fabs(synced.c - truth_c) <= tolerance_points;
-        if (!agreed) {
-            std::printf("attempt %d of %d: A+B or C differs from the truth by more than %.0f "
-                        "points\n",
-                        attempt, attempts, tolerance_points);
-        }
-    }
+        EXPECT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &o.ps), 0);
+        o.slots = slots_of("gpu_gpu_cpu");
+        o.report = report_text();
+        return o;
+    };
+    Observed synced = observe(*profiled);
+    Observed nosync = observe(*unsynced);
     std::printf("--- report with syncs ---\n%s\n--- report without syncs ---\n%s\n",
-                report_synced.c_str(), report_nosync.c_str());
-    RecordProperty("truth_ab_pct", std::to_string(truth_ab));
-    RecordProperty("truth_c_pct", std::to_string(truth_c));
-    RecordProperty("synced_ab_pct", std::to_string(synced.ab()));
-    RecordProperty("nosync_ab_pct", std::to_string(nosync.ab()));
+                synced.report.c_str(), nosync.report.c_str());
 
-    // The app's premise: the GPU stages dominate.
-    EXPECT_GT(truth_ab, 60.0);
-    // With syncs: A+B (and C) within tolerance of the truth.
-    EXPECT_NEAR(synced.ab(), truth_ab, tolerance_points);
-    EXPECT_NEAR(synced.c, truth_c, tolerance_points);
-    // The header counts launches and injected syncs: one per launch and one per copy to the
-    // device (the input, once per run).
-    EXPECT_EQ(ps_synced.kernel_launches, uint64_t(2 * runs));
-    EXPECT_EQ(ps_synced.injected_syncs, ps_synced.kernel_launches + uint64_t(runs));
-    EXPECT_EQ(header_value(report_synced, "kernel launches:"), int64_t(2 * runs));
-    EXPECT_EQ(header_value(report_synced, "injected syncs:"), int64_t(3 * runs));
-    std::map<std::string, tally_slot_stats> slots = slots_of("gpu_gpu_cpu");
-    EXPECT_TRUE(slots.count("B (copy to host)")) << report_nosync;
-    EXPECT_NE(report_synced.find("B (copy to host)"), std::string::npos) << report_synced;
+    // With syncs: one injected sync per launch and per copy to the device; the syncs after A's
+    // and B's launches each wait for their kernel (held until then), billed to A and to B. A copy
+    // to the device through mapped memory queues nothing; a staged one (discrete GPUs) is queued
+    // work that its sync waits for, billed to the copy's slot. Nothing else waits: B's data is
+    // complete when C copies it to the host.
+    EXPECT_EQ(synced.ps.kernel_launches, uint64_t(2 * runs));
+    EXPECT_EQ(synced.ps.injected_syncs, synced.ps.kernel_launches + uint64_t(runs));
+    EXPECT_EQ(header_value(synced.report, "kernel launches:"), int64_t(2 * runs));
+    EXPECT_EQ(header_value(synced.report, "injected syncs:"), int64_t(3 * runs));
+    EXPECT_EQ(synced.ns("A"), runs * kWaitNs) << synced.report;
+    EXPECT_EQ(synced.ns("B"), runs * kWaitNs) << synced.report;
+    EXPECT_EQ(synced.ns("C"), 0u);
+    EXPECT_EQ(synced.ns("B (copy to host)"), 0u) << "B's copy waited for a kernel after its sync";
+    EXPECT_EQ(synced.waits_for(TALLY_DEVICE_WAIT_COPY_TO_HOST), 0u);
+    ASSERT_GE(synced.waits(), uint64_t(2 * runs));
+    uint64_t staged_waits = synced.waits() - uint64_t(2 * runs);
+    EXPECT_TRUE(staged_waits == 0 || staged_waits == uint64_t(runs)) << staged_waits;
+    EXPECT_EQ(synced.ns("input (copy to device)"), staged_waits * kWaitNs);
+    EXPECT_EQ(synced.waits_for(TALLY_DEVICE_WAIT_SYNC_GLOBAL), synced.waits());
+    EXPECT_EQ(synced.ps.total_ns, synced.waits() * kWaitNs);
+    EXPECT_NEAR(synced.slots["A"].percent, synced.slots["B"].percent, 1e-9);
+    EXPECT_NE(synced.report.find("B (copy to host)"), std::string::npos) << synced.report;
 
-    // Without syncs: no injected sync, A and B billed almost nothing, and most of the GPU time
-    // lands on the copy of B to the host (or C, around it).
-    EXPECT_EQ(ps_nosync.kernel_launches, uint64_t(2 * runs));
-    EXPECT_EQ(ps_nosync.injected_syncs, 0u);
-    EXPECT_LT(nosync.ab(), truth_ab / 4);
-    EXPECT_GT(nosync.copy_b + nosync.c, truth_ab / 2);
+    // Without syncs: no injected sync; A's and B's kernels are still pending when B is copied to
+    // the host, so that one wait per run (for both kernels) is where their time lands, and A and B
+    // are billed nothing.
+    EXPECT_EQ(nosync.ps.kernel_launches, uint64_t(2 * runs));
+    EXPECT_EQ(nosync.ps.injected_syncs, 0u);
+    EXPECT_EQ(nosync.waits_for(TALLY_DEVICE_WAIT_COPY_TO_HOST), uint64_t(runs));
+    EXPECT_EQ(nosync.waits(), uint64_t(runs));
+    EXPECT_EQ(nosync.ns("A"), 0u) << nosync.report;
+    EXPECT_EQ(nosync.ns("B"), 0u) << nosync.report;
+    EXPECT_EQ(nosync.ns("B (copy to host)"), runs * kWaitNs) << nosync.report;
+    EXPECT_EQ(nosync.ps.total_ns, runs * kWaitNs);
 }
 
 /** Moves `free A` from the end of gpu_gpu_cpu to the end of `produce B`, right after B's launch:
@@ -916,14 +889,6 @@ public:
                                              tally::Block::make(b->body, tally::Free::make("A")));
     }
 };
-
-uint64_t total_waits(const tally_device_wait_stats &w) {
-    uint64_t n = 0;
-    for (uint64_t c : w.waits) {
-        n += c;
-    }
-    return n;
-}
 
 // No hidden syncs, per stage, on Halide-lowered-style IR: gpu_gpu_cpu with A freed right after
 // B's launch, under profile_timestamps (no injected syncs). A's last use is B's kernel, so a free

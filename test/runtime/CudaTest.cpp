@@ -367,6 +367,67 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
     set_kernel_ns(1000000);
 }
 
+uint64_t total_waits(const tally_device_wait_stats &w) {
+    uint64_t n = 0;
+    for (uint64_t c : w.waits) {
+        n += c;
+    }
+    return n;
+}
+
+// halide_device_free never waits for the device: freed right after a launch that uses it (work
+// queued on the stream), a buffer goes to cuMemFreeAsync (stream order) or, on a device without
+// memory pools, is kept until the next point where the stream is idle anyway (here the copy of
+// another buffer to the host). Either way no cuMemFree runs while work is queued, no wait is
+// counted, and the ledger counts the free deferred, then released at that idle point.
+TEST_F(CudaFakeDriver, FreeAfterALaunchIsStreamOrderedAndNeverWaits) {
+    for (bool pools : {true, false}) {
+        SCOPED_TRACE(pools ? "memory pools" : "no memory pools");
+        if (pools) {
+            unsetenv("FAKE_CUDA_NO_MEMPOOLS");
+        } else {
+            setenv("FAKE_CUDA_NO_MEMPOOLS", "1", 1);
+        }
+        ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // forget what the last one learnt
+        iface = halide_cuda_device_interface();
+        ASSERT_NE(iface, nullptr);
+        Table t({{"fill", 3}});
+        IntBuffer a(64, -1), b(64, -1);
+        tally_buffer_set_host_dirty(&a.buf, true);
+        ASSERT_EQ(halide_copy_to_device(nullptr, &a.buf, iface), 0);
+        tally_buffer_set_host_dirty(&b.buf, true);
+        ASSERT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+        ASSERT_EQ(run_fill(t, "fill", &a.buf, 7, 64, 2), 0);
+        ASSERT_EQ(run_fill(t, "fill", &b.buf, 9, 64, 2), 0);
+
+        tally_device_wait_stats before{}, freed{}, idle{};
+        tally_device_get_wait_stats(&before);
+        int frees = stats->frees, blocking = stats->blocking_frees, async = stats->async_frees;
+        ASSERT_EQ(halide_device_free(nullptr, &a.buf), 0);
+        EXPECT_EQ(a.buf.device, 0u);
+        tally_device_get_wait_stats(&freed);
+        EXPECT_EQ(total_waits(freed), total_waits(before)) << "the free waited";
+        EXPECT_EQ(stats->blocking_frees, blocking) << "cuMemFree ran with work queued";
+        EXPECT_EQ(freed.deferred_frees, before.deferred_frees + 1);
+        EXPECT_EQ(freed.deferred_frees_released, before.deferred_frees_released);
+        EXPECT_EQ(stats->async_frees, async + (pools ? 1 : 0));
+        EXPECT_EQ(stats->frees, frees + (pools ? 1 : 0));
+
+        tally_buffer_set_device_dirty(&b.buf, true);
+        ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+        EXPECT_EQ(b.data[63], 9 + 63);
+        tally_device_get_wait_stats(&idle);
+        EXPECT_EQ(idle.deferred_frees_released, before.deferred_frees_released + 1);
+        EXPECT_EQ(stats->frees, frees + 1);
+        EXPECT_EQ(stats->blocking_frees, blocking);
+        EXPECT_EQ(idle.waits[TALLY_DEVICE_WAIT_FREE], before.waits[TALLY_DEVICE_WAIT_FREE]);
+        ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+    }
+    unsetenv("FAKE_CUDA_NO_MEMPOOLS");
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    iface = halide_cuda_device_interface();
+}
+
 TEST_F(CudaFakeDriver, ReportsUnknownKernelsAndBuffersNotOnTheDevice) {
     tally_test::MessageCapture capture;
     Table t({{"fill", 3}});

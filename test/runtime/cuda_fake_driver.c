@@ -18,6 +18,11 @@
 // duration fake_cuda_set_kernel_ns() set last (default 1 ms), so event intervals are exact.
 // cuEventRecord stamps an event with the clock; cuEventElapsedTime returns the difference in ms;
 // cuEventQuery succeeds once an event was recorded.
+//
+// Frees: work is "queued" on the stream from a launch or a copy until the next stream or context
+// sync; cuMemFree while work is queued counts as a blocking free (a real driver may wait for the
+// device there). cuMemFreeAsync frees in stream order (counted apart); with
+// FAKE_CUDA_NO_MEMPOOLS=1 it returns CUDA_ERROR_NOT_SUPPORTED, as on devices without memory pools.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -78,6 +83,7 @@ static struct fake_context context;
 static struct fake_stream stream;
 static int initialized;
 static uint64_t device_clock_ns, kernel_ns = 1000000;
+static int stream_queued;  // a launch or copy since the last sync
 
 EXPORT void fake_cuda_set_kernel_ns(uint64_t ns) {
     kernel_ns = ns;
@@ -170,6 +176,7 @@ static CUresult need_context(void) {
 
 EXPORT CUresult cuCtxSynchronize(void) {
     stats.ctx_syncs++;
+    stream_queued = 0;
     return need_context();
 }
 
@@ -188,6 +195,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
 
 EXPORT CUresult cuStreamSynchronize(CUstream s) {
     stats.stream_syncs += s == &stream;
+    stream_queued = s == &stream ? 0 : stream_queued;
     return need_context();
 }
 
@@ -216,6 +224,22 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     free((void *)(uintptr_t)ptr);
     stats.frees++;
     stats.live_allocs--;
+    stats.blocking_frees += stream_queued;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream s) {
+    if (need_context() != CUDA_SUCCESS || s != &stream) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    const char *no_pools = getenv("FAKE_CUDA_NO_MEMPOOLS");
+    if (no_pools && *no_pools && strcmp(no_pools, "0") != 0) {
+        return 801;  // CUDA_ERROR_NOT_SUPPORTED
+    }
+    free((void *)(uintptr_t)ptr);
+    stats.frees++;
+    stats.live_allocs--;
+    stats.async_frees++;
     return CUDA_SUCCESS;
 }
 
@@ -225,6 +249,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t by
     }
     memcpy((void *)(uintptr_t)dst, src, bytes);
     stats.copies_to_device++;
+    stream_queued = 1;
     stats.bytes_to_device += bytes;
     return CUDA_SUCCESS;
 }
@@ -235,6 +260,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, C
     }
     memcpy(dst, (const void *)(uintptr_t)src, bytes);
     stats.copies_to_host++;
+    stream_queued = 1;
     stats.bytes_to_host += bytes;
     return CUDA_SUCCESS;
 }
@@ -303,6 +329,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction fn, unsigned int grid_x, unsigned int 
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     snprintf(stats.last_kernel, sizeof stats.last_kernel, "%s", fn->name);
+    stream_queued = 1;
     stats.grid[0] = grid_x, stats.grid[1] = grid_y, stats.grid[2] = grid_z;
     stats.block[0] = block_x, stats.block[1] = block_y, stats.block[2] = block_z;
     stats.shared_mem_bytes = shared_mem_bytes;

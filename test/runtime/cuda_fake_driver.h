@@ -27,6 +27,9 @@ typedef struct fake_cuda_stats {
     uint64_t last_pointer_arg;
     char last_ptx[256];
     int events_created, events_destroyed, events_recorded;
+    /** cuMemFree calls while the stream had queued work (a launch or copy since the last sync),
+     * and cuMemFreeAsync calls that freed. */
+    int blocking_frees, async_frees;
 } fake_cuda_stats;
 
 /** Sets the duration of every later launch on the fake device clock (exported by the fake as
