@@ -1066,6 +1066,11 @@ int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_sl
     p->total_ns = ps->total_ns;
     p->ticks = ps->samples;
     p->tick_thread_sum = thread_sum_of(ps->average_threads, ps->samples);
+    // Exact mode derives average threads from thread-nanoseconds over time, not from samples.
+    const int exact = (ps->flags & TALLY_PROFILER_FLAG_EXACT) != 0;
+    if (exact) {
+        p->run_threads_ns = thread_sum_of(ps->average_threads, ps->total_ns);
+    }
     p->mem_peak[TALLY_MEMORY_HEAP] = ps->heap_peak;
     p->mem_peak[TALLY_MEMORY_DEVICE] = ps->device_peak;
     p->counters[TALLY_COUNTER_LAUNCHES] = ps->kernel_launches;
@@ -1081,6 +1086,11 @@ int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_sl
         t->time_ns = in->time_ns;
         t->samples = in->samples;
         t->thread_sum = thread_sum_of(in->average_threads, in->samples);
+        if (exact) {
+            // Any busy time gives the average back; a second keeps 9 decimals of it.
+            t->busy_ns = in->average_threads > 0 ? 1000000000u : 0;
+            t->thread_ns = thread_sum_of(in->average_threads, t->busy_ns);
+        }
         t->copies = in->copies;
         t->copy_bytes = in->copy_bytes;
         const tally_memory_stats *src[2] = {&in->heap, &in->device};

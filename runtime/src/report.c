@@ -878,6 +878,10 @@ int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_s
     if (num_pipelines < 0 || (num_pipelines > 0 && (!pipelines || !slots))) {
         return TALLY_ERROR_BAD_ARGUMENT;
     }
+    // The mode line names this process's clock, as a run here would have chosen it (the stats
+    // structs do not carry the clock of the process that measured them: the same only when the
+    // report was made on a machine of the same kind).
+    tally_clock_init();
     strbuf b = {NULL, 0, 0, 0};
     sb_reserve(&b, 0);
     int32_t r = 0;

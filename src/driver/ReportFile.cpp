@@ -82,6 +82,7 @@ public:
         }
         return v;
     }
+    bool has(const char *key) const { return object_.find(key) != object_.end(); }
     std::string at(const char *key) const { return where_.empty() ? key : where_ + "." + key; }
 
     [[noreturn]] void fail(const std::string &field, const std::string &msg) const {
@@ -144,6 +145,23 @@ PipelineReport read_pipeline(const json &j, const std::string &where, const std:
     PipelineReport p;
     p.name = f.string("name");
     p.target = f.string("target");
+    // The mode's flags, by the names tally_profiler_mode_name gives them; reports written before
+    // the runtime had modes carry none and were sampled.
+    if (f.has("mode")) {
+        std::string mode = f.string("mode");
+        bool known = false;
+        for (int32_t flags :
+             {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_TIMER, TALLY_PROFILER_FLAG_SAMPLING}) {
+            if (mode == tally_profiler_mode_name(flags)) {
+                p.stats.flags = flags;
+                known = true;
+            }
+        }
+        if (!known) {
+            f.fail(f.at("mode"),
+                   "expected \"exact\", \"timer\" or \"sampling\", got \"" + mode + "\"");
+        }
+    }
     p.stats.runs = f.count("runs");
     p.stats.total_ns = f.count("total_ns");
     p.stats.samples = f.count("samples");
