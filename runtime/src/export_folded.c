@@ -16,44 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct text {
-    char *data;
-    size_t len, cap;
-    int failed;
-} text;
-
-static void text_append(text *t, const char *s, size_t n) {
-    if (t->failed) {
-        return;
-    }
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1) {
-            cap *= 2;
-        }
-        char *data = (char *)realloc(t->data, cap);
-        if (!data) {
-            t->failed = 1;
-            return;
-        }
-        t->data = data;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->len, s, n);
-    t->len += n;
-    t->data[t->len] = '\0';
-}
-
-static void append_frame(text *t, const char *name) {
+static void append_frame(tally_bytes *t, const char *name) {
     for (const char *c = name; *c; c++) {
         char ch = *c == ';' ? ':' : (*c == '\n' || *c == '\r') ? ' ' : *c;
-        text_append(t, &ch, 1);
+        tally_bytes_append(t, &ch, 1);
     }
 }
 
 int32_t tally_export_folded_format(const tally_export_snapshot *s, char **out, size_t *out_len) {
-    text t = {NULL, 0, 0, 0};
-    text_append(&t, "", 0);  // an empty profile is still a string
+    tally_bytes t = {NULL, 0, 0, 0};
+    tally_bytes_append(&t, "", 0);  // an empty profile is still a string
     for (int32_t i = 0; i < s->num_pipelines; i++) {
         const tally_export_pipeline *p = &s->pipelines[i];
         for (int32_t slot = 0; slot < p->stats.num_slots; slot++) {
@@ -65,13 +37,13 @@ int32_t tally_export_folded_format(const tally_export_snapshot *s, char **out, s
             int32_t depth = tally_export_slot_stack(p, slot, frames);
             for (int32_t f = 0; f < depth; f++) {
                 if (f > 0) {
-                    text_append(&t, ";", 1);
+                    tally_bytes_append(&t, ";", 1);
                 }
                 append_frame(&t, frames[f]);
             }
             char count[32];
             int n = snprintf(count, sizeof(count), " %" PRIu64 "\n", ns);
-            text_append(&t, count, (size_t)n);
+            tally_bytes_append(&t, count, (size_t)n);
         }
     }
     if (t.failed) {

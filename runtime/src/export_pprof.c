@@ -35,37 +35,7 @@
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
 
-typedef struct pb {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-    int failed;
-} pb;
-
-static void pb_append(pb *b, const void *bytes, size_t n) {
-    if (b->failed) {
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            cap *= 2;
-        }
-        uint8_t *data = (uint8_t *)realloc(b->data, cap);
-        if (!data) {
-            b->failed = 1;
-            return;
-        }
-        b->data = data;
-        b->cap = cap;
-    }
-    if (n > 0) {
-        memcpy(b->data + b->len, bytes, n);
-    }
-    b->len += n;
-}
-
-static void pb_varint(pb *b, uint64_t v) {
+static void pb_varint(tally_bytes *b, uint64_t v) {
     uint8_t bytes[10];
     size_t n = 0;
     do {
@@ -76,29 +46,29 @@ static void pb_varint(pb *b, uint64_t v) {
         }
         n++;
     } while (v);
-    pb_append(b, bytes, n);
+    tally_bytes_append(b, bytes, n);
 }
 
-static void pb_key(pb *b, uint32_t field, uint32_t wire) {
+static void pb_key(tally_bytes *b, uint32_t field, uint32_t wire) {
     pb_varint(b, ((uint64_t)field << 3) | wire);
 }
 
 // An int64/uint64 field. Zero is the default and is left out, as protobuf encoders do.
-static void pb_int(pb *b, uint32_t field, int64_t v) {
+static void pb_int(tally_bytes *b, uint32_t field, int64_t v) {
     if (v != 0) {
         pb_key(b, field, WIRE_VARINT);
         pb_varint(b, (uint64_t)v);
     }
 }
 
-static void pb_bytes(pb *b, uint32_t field, const void *bytes, size_t n) {
+static void pb_bytes(tally_bytes *b, uint32_t field, const void *bytes, size_t n) {
     pb_key(b, field, WIRE_LEN);
     pb_varint(b, n);
-    pb_append(b, bytes, n);
+    tally_bytes_append(b, bytes, n);
 }
 
 // Appends `sub` as a length-delimited field and empties it for reuse.
-static void pb_message(pb *b, uint32_t field, pb *sub) {
+static void pb_message(tally_bytes *b, uint32_t field, tally_bytes *sub) {
     if (sub->failed) {
         b->failed = 1;
     }
@@ -108,16 +78,12 @@ static void pb_message(pb *b, uint32_t field, pb *sub) {
 }
 
 // A packed repeated int64/uint64 field.
-static void pb_packed(pb *b, uint32_t field, const uint64_t *values, size_t n, pb *scratch) {
+static void pb_packed(tally_bytes *b, uint32_t field, const uint64_t *values, size_t n,
+                      tally_bytes *scratch) {
     for (size_t i = 0; i < n; i++) {
         pb_varint(scratch, values[i]);
     }
     pb_message(b, field, scratch);
-}
-
-static void pb_free(pb *b) {
-    free(b->data);
-    memset(b, 0, sizeof(*b));
 }
 
 // ---- profile.proto field numbers --------------------------------------------------------
@@ -249,15 +215,15 @@ static const char *const sample_types[NUM_SAMPLE_TYPES][2] = {
     {"copy_space", "bytes"},
 };
 
-static void encode_value_type(pb *out, uint32_t field, tables *t, const char *type,
-                              const char *unit, pb *scratch) {
+static void encode_value_type(tally_bytes *out, uint32_t field, tables *t, const char *type,
+                              const char *unit, tally_bytes *scratch) {
     pb_int(scratch, VALUE_TYPE_TYPE, (int64_t)intern_string(t, type));
     pb_int(scratch, VALUE_TYPE_UNIT, (int64_t)intern_string(t, unit));
     pb_message(out, field, scratch);
 }
 
-static void encode_label(pb *sample, tables *t, const char *key, const char *str, int64_t num,
-                         pb *scratch) {
+static void encode_label(tally_bytes *sample, tables *t, const char *key, const char *str,
+                         int64_t num, tally_bytes *scratch) {
     pb_int(scratch, LABEL_KEY, (int64_t)intern_string(t, key));
     if (str) {
         pb_int(scratch, LABEL_STR, (int64_t)intern_string(t, str));
@@ -274,8 +240,8 @@ static const char *kind_label(int32_t kind) {
 }
 
 // Appends one Sample message for slot `s` of `p` to `out` (nothing if all its values are 0).
-static void encode_sample(pb *out, tables *t, const tally_export_pipeline *p, int32_t s, pb *sample,
-                          pb *scratch) {
+static void encode_sample(tally_bytes *out, tables *t, const tally_export_pipeline *p, int32_t s,
+                          tally_bytes *sample, tally_bytes *scratch) {
     const tally_slot_stats *ss = &p->slots[s].stats;
     uint64_t values[NUM_SAMPLE_TYPES] = {
         ss->time_ns,          ss->samples,           ss->heap.num_allocs,
@@ -314,10 +280,10 @@ static int64_t wall_clock_ns(void) {
 }
 
 // The uncompressed profile.proto bytes of the snapshot, into *out.
-static int32_t encode_profile(const tally_export_snapshot *snap, pb *out) {
+static int32_t encode_profile(const tally_export_snapshot *snap, tally_bytes *out) {
     tables t;
     memset(&t, 0, sizeof(t));
-    pb sample = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
+    tally_bytes sample = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
     intern_string(&t, "");  // string_table[0] must be ""
 
     for (int i = 0; i < NUM_SAMPLE_TYPES; i++) {
@@ -355,12 +321,12 @@ static int32_t encode_profile(const tally_export_snapshot *snap, pb *out) {
     }
     int failed = t.failed || sample.failed || scratch.failed || out->failed;
     tables_free(&t);
-    pb_free(&sample);
-    pb_free(&scratch);
+    tally_bytes_free(&sample);
+    tally_bytes_free(&scratch);
     return failed ? TALLY_ERROR_OUT_OF_MEMORY : 0;
 }
 
-static int32_t gzip(const pb *in, uint8_t **out, size_t *out_len) {
+static int32_t gzip(const tally_bytes *in, uint8_t **out, size_t *out_len) {
     z_stream z;
     memset(&z, 0, sizeof(z));
     // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
@@ -374,7 +340,7 @@ static int32_t gzip(const pb *in, uint8_t **out, size_t *out_len) {
         deflateEnd(&z);
         return TALLY_ERROR_OUT_OF_MEMORY;
     }
-    z.next_in = in->data;
+    z.next_in = (Bytef *)in->data;
     z.avail_in = (uInt)in->len;
     z.next_out = buf;
     z.avail_out = (uInt)bound;
@@ -391,12 +357,12 @@ static int32_t gzip(const pb *in, uint8_t **out, size_t *out_len) {
 }
 
 int32_t tally_export_pprof_encode(const tally_export_snapshot *s, uint8_t **out, size_t *out_len) {
-    pb raw = {NULL, 0, 0, 0};
+    tally_bytes raw = {NULL, 0, 0, 0};
     int32_t r = encode_profile(s, &raw);
     if (r == 0) {
         r = gzip(&raw, out, out_len);
     }
-    pb_free(&raw);
+    tally_bytes_free(&raw);
     return r;
 }
 

@@ -29,6 +29,7 @@
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //   0  error.c            error and print hooks, the halide_error_* messages
+//      bytes.c            the growable byte string the report and export writers build in
 //      clock.c            the profiler's clock
 //      context.c          the calling thread's current profiler context
 //      buffer.c           halide_buffer_t helpers
@@ -236,6 +237,23 @@ typedef struct tally_pipeline {
     int32_t active_runs;  // runs in flight
     int32_t orphaned;     // removed from the registry by reset; freed by its last run's end
 } tally_pipeline;
+
+// ---- bytes.c --------------------------------------------------------------------------------
+
+// A growable byte string; zero-initialise it. An append that runs out of memory sets `failed`
+// and makes every later call a no-op. After any append, data[len] == '\0'.
+typedef struct tally_bytes {
+    char *data;
+    size_t len;
+    size_t cap;
+    int failed;
+} tally_bytes;
+
+// Makes room for `extra` more bytes and a NUL.
+void tally_bytes_reserve(tally_bytes *b, size_t extra);
+void tally_bytes_append(tally_bytes *b, const void *bytes, size_t n);
+void tally_bytes_printf(tally_bytes *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tally_bytes_free(tally_bytes *b);
 
 // ---- error.c --------------------------------------------------------------------------------
 

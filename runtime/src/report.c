@@ -61,65 +61,6 @@
 #include <string.h>
 #include <unistd.h>
 
-// ---- a growable string ----------------------------------------------------------------
-
-typedef struct strbuf {
-    char *data;
-    size_t len;
-    size_t cap;
-    int failed;
-} strbuf;
-
-static void sb_reserve(strbuf *b, size_t extra) {
-    if (b->failed || b->len + extra + 1 <= b->cap) {
-        return;
-    }
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->len + extra + 1) {
-        cap *= 2;
-    }
-    char *data = (char *)realloc(b->data, cap);
-    if (!data) {
-        b->failed = 1;
-        return;
-    }
-    b->data = data;
-    b->cap = cap;
-    b->data[b->len] = '\0';  // an empty report is still a valid string
-}
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    char small[256];
-    int n = vsnprintf(small, sizeof(small), fmt, args);
-    va_end(args);
-    if (n < 0) {
-        b->failed = 1;
-        return;
-    }
-    sb_reserve(b, (size_t)n);
-    if (b->failed) {
-        return;
-    }
-    if ((size_t)n < sizeof(small)) {
-        memcpy(b->data + b->len, small, (size_t)n + 1);
-    } else {
-        va_start(args, fmt);
-        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, args);
-        va_end(args);
-    }
-    b->len += (size_t)n;
-}
-
-static void sb_free(strbuf *b) {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
 // ---- warnings (the rules are warnings.c's) ---------------------------------------------
 
 // The warnings of a pipeline, into a malloc'ed array (*out, NULL when there are none or memory
@@ -148,35 +89,35 @@ static int32_t collect_warnings(const tally_pipeline *p, tally_warning **out) {
     return n;
 }
 
-static void write_text_warnings(strbuf *b, const tally_pipeline *p) {
+static void write_text_warnings(tally_bytes *b, const tally_pipeline *p) {
     tally_warning *w;
     int32_t n = collect_warnings(p, &w);
     if (n > 0) {
-        sb_printf(b, "  warnings:\n");
+        tally_bytes_printf(b, "  warnings:\n");
     }
     for (int32_t i = 0; i < n; i++) {
-        sb_printf(b, "    %s\n", w[i].message);
+        tally_bytes_printf(b, "    %s\n", w[i].message);
     }
     free(w);
 }
 
-static void write_json_string(strbuf *b, const char *s);
+static void write_json_string(tally_bytes *b, const char *s);
 
-static void write_json_warnings(strbuf *b, const tally_pipeline *p) {
+static void write_json_warnings(tally_bytes *b, const tally_pipeline *p) {
     tally_warning *w;
     int32_t n = collect_warnings(p, &w);
-    sb_printf(b, ",\n      \"warnings\": [");
+    tally_bytes_printf(b, ",\n      \"warnings\": [");
     for (int32_t i = 0; i < n; i++) {
-        sb_printf(
+        tally_bytes_printf(
             b,
             "%s\n        {\"kind\": \"%s\", \"slot\": %d, \"value\": %.4f, \"threshold\": %.4f, "
             "\"message\": ",
             i ? "," : "", tally_warning_kind_name(w[i].kind), (int)w[i].slot, w[i].value,
             w[i].threshold);
         write_json_string(b, w[i].message);
-        sb_printf(b, "}");
+        tally_bytes_printf(b, "}");
     }
-    sb_printf(b, "%s]", n ? "\n      " : "");
+    tally_bytes_printf(b, "%s]", n ? "\n      " : "");
     free(w);
 }
 
@@ -199,16 +140,16 @@ static int text_name_width(const char *s) {
 }
 
 /** Writes `s` for the text report (control bytes as `\xNN`), padded with spaces to `width`. */
-static void write_text_name(strbuf *b, const char *s, int width) {
+static void write_text_name(tally_bytes *b, const char *s, int width) {
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c < 0x20 || *c == 0x7f) {
-            sb_printf(b, "\\x%02x", (unsigned)*c);
+            tally_bytes_printf(b, "\\x%02x", (unsigned)*c);
         } else {
-            sb_printf(b, "%c", (char)*c);
+            tally_bytes_printf(b, "%c", (char)*c);
         }
     }
     int pad = width - text_name_width(s);
-    sb_printf(b, "%*s", pad > 0 ? pad : 0, "");
+    tally_bytes_printf(b, "%*s", pad > 0 ? pad : 0, "");
 }
 
 // ---- the profiling mode, sampling error, one-time rows ---------------------------------
@@ -227,12 +168,13 @@ static const char *mode_key(const tally_pipeline *p) {
     return tally_profiler_mode_name(p->flags);
 }
 
-static void write_text_mode(strbuf *b, const tally_pipeline *p) {
+static void write_text_mode(tally_bytes *b, const tally_pipeline *p) {
     if (!is_sampled(p)) {
-        sb_printf(b, "  %-18sexact (%s)\n", "mode:", tally_clock_name());
+        tally_bytes_printf(b, "  %-18sexact (%s)\n", "mode:", tally_clock_name());
     } else {
-        sb_printf(b, "  %-18ssampling (%s)\n", "mode:",
-                  (p->flags & TALLY_PROFILER_FLAG_TIMER) ? "timer signal" : "sampler thread");
+        tally_bytes_printf(
+            b, "  %-18ssampling (%s)\n",
+            "mode:", (p->flags & TALLY_PROFILER_FLAG_TIMER) ? "timer signal" : "sampler thread");
     }
 }
 
@@ -306,58 +248,58 @@ static double share_percent(const tally_pipeline *p, uint64_t ns) {
 }
 
 // The one-time rows with time, after the funcs section's slots.
-static void write_text_one_time(strbuf *b, const tally_pipeline *p, int width) {
+static void write_text_one_time(tally_bytes *b, const tally_pipeline *p, int width) {
     for (int32_t k = 0; k < TALLY_NUM_ONE_TIME; k++) {
         const tally_slot_total *t = &p->slots[p->num_slots + k];
         if (t->time_ns == 0) {
             continue;
         }
         double pct = share_percent(p, t->time_ns);
-        sb_printf(b, "    %-*s%12.3f%8.1f", width, one_time_names[k], ms(t->time_ns), pct);
+        tally_bytes_printf(b, "    %-*s%12.3f%8.1f", width, one_time_names[k], ms(t->time_ns), pct);
         if (is_sampled(p)) {
-            sb_printf(b, "%8.1f", ci95_pp(pct, observations(p)));
+            tally_bytes_printf(b, "%8.1f", ci95_pp(pct, observations(p)));
         }
-        sb_printf(b, "%9" PRIu64 "\n", t->samples);
+        tally_bytes_printf(b, "%9" PRIu64 "\n", t->samples);
     }
 }
 
-static void write_json_mode(strbuf *b, const tally_pipeline *p) {
-    sb_printf(b, "      \"mode\": \"%s\",\n      \"clock\": \"%s\",\n", mode_key(p),
-              tally_clock_name());
+static void write_json_mode(tally_bytes *b, const tally_pipeline *p) {
+    tally_bytes_printf(b, "      \"mode\": \"%s\",\n      \"clock\": \"%s\",\n", mode_key(p),
+                       tally_clock_name());
 }
 
-static void write_json_one_time(strbuf *b, const tally_pipeline *p) {
+static void write_json_one_time(tally_bytes *b, const tally_pipeline *p) {
     for (int32_t k = 0; k < TALLY_NUM_ONE_TIME; k++) {
-        sb_printf(b, "      \"%s_ns\": %" PRIu64 ",\n", one_time_keys[k],
-                  p->slots[p->num_slots + k].time_ns);
+        tally_bytes_printf(b, "      \"%s_ns\": %" PRIu64 ",\n", one_time_keys[k],
+                           p->slots[p->num_slots + k].time_ns);
     }
 }
 
-static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
+static void write_text_pipeline(tally_bytes *b, const tally_pipeline *p) {
     tally_pipeline_stats ps;
     tally_fill_pipeline_stats_locked(p, &ps);
-    sb_printf(b, "pipeline: ");
+    tally_bytes_printf(b, "pipeline: ");
     write_text_name(b, ps.name, 0);
-    sb_printf(b, "\n  %-18s", "target:");
+    tally_bytes_printf(b, "\n  %-18s", "target:");
     write_text_name(b, ps.target, 0);
-    sb_printf(b, "\n");
+    tally_bytes_printf(b, "\n");
     write_text_mode(b, p);
-    sb_printf(b, "  %-18s%.3f ms\n", "total time:", ms(ps.total_ns));
-    sb_printf(b, "  %-18s%" PRIu64 "\n", "runs:", ps.runs);
-    sb_printf(b, "  %-18s%.3f ms\n",
-              "time per run:", ps.runs ? ms(ps.total_ns) / (double)ps.runs : 0.0);
-    sb_printf(b, "  %-18s%" PRIu64 "\n", "samples:", ps.samples);
-    sb_printf(b, "  %-18s%.2f\n", "average threads:", ps.average_threads);
-    sb_printf(b, "  %-18s%" PRIu64 " bytes\n", "heap peak:", ps.heap_peak);
-    sb_printf(b, "  %-18s%" PRIu64 " bytes\n", "device peak:", ps.device_peak);
-    sb_printf(b, "  %-18s%" PRIu64 "\n", "kernel launches:", ps.kernel_launches);
-    sb_printf(b, "  %-18s%" PRIu64 "\n", "injected syncs:", ps.injected_syncs);
-    sb_printf(b, "  %-18s%" PRIu64 "\n", "explicit syncs:", ps.explicit_syncs);
-    sb_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " bytes)\n",
-              "copies to device:", ps.copies_to_device, ps.copies_to_device_bytes);
-    sb_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " bytes)\n", "copies to host:", ps.copies_to_host,
-              ps.copies_to_host_bytes);
-    sb_printf(b, "\n");
+    tally_bytes_printf(b, "  %-18s%.3f ms\n", "total time:", ms(ps.total_ns));
+    tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "runs:", ps.runs);
+    tally_bytes_printf(b, "  %-18s%.3f ms\n",
+                       "time per run:", ps.runs ? ms(ps.total_ns) / (double)ps.runs : 0.0);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "samples:", ps.samples);
+    tally_bytes_printf(b, "  %-18s%.2f\n", "average threads:", ps.average_threads);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 " bytes\n", "heap peak:", ps.heap_peak);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 " bytes\n", "device peak:", ps.device_peak);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "kernel launches:", ps.kernel_launches);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "injected syncs:", ps.injected_syncs);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "explicit syncs:", ps.explicit_syncs);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " bytes)\n",
+                       "copies to device:", ps.copies_to_device, ps.copies_to_device_bytes);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " bytes)\n",
+                       "copies to host:", ps.copies_to_host, ps.copies_to_host_bytes);
+    tally_bytes_printf(b, "\n");
 
     int width = (int)strlen(section_titles[1]);
     for (int32_t s = 0; s < p->num_slots; s++) {
@@ -367,16 +309,16 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
     const int sampled = is_sampled(p);
     const uint64_t n_obs = sampled ? observations(p) : 0;
     for (int32_t kind = 0; kind < 3; kind++) {
-        sb_printf(b, "  %-*s%12s%8s", width + 2, section_titles[kind], "time ms", "%");
+        tally_bytes_printf(b, "  %-*s%12s%8s", width + 2, section_titles[kind], "time ms", "%");
         if (sampled) {
-            sb_printf(b, "%8s", "+-95%");
+            tally_bytes_printf(b, "%8s", "+-95%");
         }
         if (kind == TALLY_SLOT_FUNC) {
-            sb_printf(b, "%9s%9s%12s%12s%13s%14s%12s%12s%14s\n", "samples", "threads", "heap cur",
-                      "heap peak", "heap allocs", "heap bytes", "dev peak", "dev allocs",
-                      "dev bytes");
+            tally_bytes_printf(b, "%9s%9s%12s%12s%13s%14s%12s%12s%14s\n", "samples", "threads",
+                               "heap cur", "heap peak", "heap allocs", "heap bytes", "dev peak",
+                               "dev allocs", "dev bytes");
         } else {
-            sb_printf(b, "%9s%9s%14s\n", "samples", "count", "bytes");
+            tally_bytes_printf(b, "%9s%9s%14s\n", "samples", "count", "bytes");
         }
         int any = 0;
         for (int32_t s = 0; s < p->num_slots; s++) {
@@ -386,29 +328,29 @@ static void write_text_pipeline(strbuf *b, const tally_pipeline *p) {
             any = 1;
             tally_slot_stats ss;
             tally_fill_slot_stats_locked(p, s, &ss);
-            sb_printf(b, "    ");
+            tally_bytes_printf(b, "    ");
             write_text_name(b, ss.name, width);
-            sb_printf(b, "%12.3f%8.1f", ms(ss.time_ns), ss.percent);
+            tally_bytes_printf(b, "%12.3f%8.1f", ms(ss.time_ns), ss.percent);
             if (sampled) {
-                sb_printf(b, "%8.1f", ci95_pp(ss.percent, n_obs));
+                tally_bytes_printf(b, "%8.1f", ci95_pp(ss.percent, n_obs));
             }
             if (kind == TALLY_SLOT_FUNC) {
-                sb_printf(b,
-                          "%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64 "%14" PRIu64
-                          "%12" PRIu64 "%12" PRIu64 "%14" PRIu64 "\n",
-                          ss.samples, ss.average_threads, ss.heap.current, ss.heap.peak,
-                          ss.heap.num_allocs, ss.heap.total_bytes, ss.device.peak,
-                          ss.device.num_allocs, ss.device.total_bytes);
+                tally_bytes_printf(b,
+                                   "%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64
+                                   "%14" PRIu64 "%12" PRIu64 "%12" PRIu64 "%14" PRIu64 "\n",
+                                   ss.samples, ss.average_threads, ss.heap.current, ss.heap.peak,
+                                   ss.heap.num_allocs, ss.heap.total_bytes, ss.device.peak,
+                                   ss.device.num_allocs, ss.device.total_bytes);
             } else {
-                sb_printf(b, "%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", ss.samples, ss.copies,
-                          ss.copy_bytes);
+                tally_bytes_printf(b, "%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", ss.samples,
+                                   ss.copies, ss.copy_bytes);
             }
         }
         if (kind == TALLY_SLOT_FUNC) {
             write_text_one_time(b, p, width);
         }
         if (!any) {
-            sb_printf(b, "    (none)\n");
+            tally_bytes_printf(b, "    (none)\n");
         }
     }
     write_text_warnings(b, p);
@@ -445,8 +387,8 @@ static int utf8_sequence_length(const unsigned char *c) {
 
 /** A JSON string (RFC 8259, so valid UTF-8): names are any bytes, and a byte that does not
  * begin a well-formed UTF-8 sequence is written as U+FFFD. */
-static void write_json_string(strbuf *b, const char *s) {
-    sb_printf(b, "\"");
+static void write_json_string(tally_bytes *b, const char *s) {
+    tally_bytes_printf(b, "\"");
     for (const unsigned char *c = (const unsigned char *)s; *c;) {
         const char *escape = *c == '"'    ? "\\\""
                              : *c == '\\' ? "\\\\"
@@ -456,18 +398,18 @@ static void write_json_string(strbuf *b, const char *s) {
                                           : NULL;
         int n = utf8_sequence_length(c);
         if (escape) {
-            sb_printf(b, "%s", escape);
+            tally_bytes_printf(b, "%s", escape);
         } else if (*c < 0x20) {
-            sb_printf(b, "\\u%04x", (unsigned)*c);
+            tally_bytes_printf(b, "\\u%04x", (unsigned)*c);
         } else if (n == 0) {
-            sb_printf(b, "\\ufffd");
+            tally_bytes_printf(b, "\\ufffd");
             n = 1;
         } else {
-            sb_printf(b, "%.*s", n, (const char *)c);
+            tally_bytes_printf(b, "%.*s", n, (const char *)c);
         }
         c += n ? n : 1;
     }
-    sb_printf(b, "\"");
+    tally_bytes_printf(b, "\"");
 }
 
 static const char *kind_name(int32_t kind) {
@@ -476,66 +418,68 @@ static const char *kind_name(int32_t kind) {
                                              : "func";
 }
 
-static void write_json_memory(strbuf *b, const char *key, const tally_memory_stats *m) {
-    sb_printf(b,
-              "\"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRIu64 ", \"allocs\": %" PRIu64
-              ", \"bytes\": %" PRIu64 "}",
-              key, m->current, m->peak, m->num_allocs, m->total_bytes);
+static void write_json_memory(tally_bytes *b, const char *key, const tally_memory_stats *m) {
+    tally_bytes_printf(b,
+                       "\"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRIu64
+                       ", \"allocs\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+                       key, m->current, m->peak, m->num_allocs, m->total_bytes);
 }
 
-static void write_json_device_timeline(strbuf *b, const tally_pipeline *p);
+static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p);
 
-static void write_json_pipeline(strbuf *b, const tally_pipeline *p) {
+static void write_json_pipeline(tally_bytes *b, const tally_pipeline *p) {
     tally_pipeline_stats ps;
     tally_fill_pipeline_stats_locked(p, &ps);
-    sb_printf(b, "    {\n      \"name\": ");
+    tally_bytes_printf(b, "    {\n      \"name\": ");
     write_json_string(b, ps.name);
-    sb_printf(b, ",\n      \"target\": ");
+    tally_bytes_printf(b, ",\n      \"target\": ");
     write_json_string(b, ps.target);
-    sb_printf(b, ",\n");
+    tally_bytes_printf(b, ",\n");
     write_json_mode(b, p);
-    sb_printf(b, "      \"runs\": %" PRIu64 ",\n", ps.runs);
-    sb_printf(b, "      \"total_ns\": %" PRIu64 ",\n", ps.total_ns);
-    sb_printf(b, "      \"total_ms\": %.6f,\n", ms(ps.total_ns));
-    sb_printf(b, "      \"time_per_run_ms\": %.6f,\n",
-              ps.runs ? ms(ps.total_ns) / (double)ps.runs : 0.0);
-    sb_printf(b, "      \"samples\": %" PRIu64 ",\n", ps.samples);
-    sb_printf(b, "      \"average_threads\": %.4f,\n", ps.average_threads);
-    sb_printf(b, "      \"heap_peak_bytes\": %" PRIu64 ",\n", ps.heap_peak);
-    sb_printf(b, "      \"device_peak_bytes\": %" PRIu64 ",\n", ps.device_peak);
-    sb_printf(b, "      \"kernel_launches\": %" PRIu64 ",\n", ps.kernel_launches);
-    sb_printf(b, "      \"injected_syncs\": %" PRIu64 ",\n", ps.injected_syncs);
-    sb_printf(b, "      \"explicit_syncs\": %" PRIu64 ",\n", ps.explicit_syncs);
-    sb_printf(b, "      \"copies_to_device\": %" PRIu64 ",\n", ps.copies_to_device);
-    sb_printf(b, "      \"copies_to_device_bytes\": %" PRIu64 ",\n", ps.copies_to_device_bytes);
-    sb_printf(b, "      \"copies_to_host\": %" PRIu64 ",\n", ps.copies_to_host);
-    sb_printf(b, "      \"copies_to_host_bytes\": %" PRIu64 ",\n", ps.copies_to_host_bytes);
+    tally_bytes_printf(b, "      \"runs\": %" PRIu64 ",\n", ps.runs);
+    tally_bytes_printf(b, "      \"total_ns\": %" PRIu64 ",\n", ps.total_ns);
+    tally_bytes_printf(b, "      \"total_ms\": %.6f,\n", ms(ps.total_ns));
+    tally_bytes_printf(b, "      \"time_per_run_ms\": %.6f,\n",
+                       ps.runs ? ms(ps.total_ns) / (double)ps.runs : 0.0);
+    tally_bytes_printf(b, "      \"samples\": %" PRIu64 ",\n", ps.samples);
+    tally_bytes_printf(b, "      \"average_threads\": %.4f,\n", ps.average_threads);
+    tally_bytes_printf(b, "      \"heap_peak_bytes\": %" PRIu64 ",\n", ps.heap_peak);
+    tally_bytes_printf(b, "      \"device_peak_bytes\": %" PRIu64 ",\n", ps.device_peak);
+    tally_bytes_printf(b, "      \"kernel_launches\": %" PRIu64 ",\n", ps.kernel_launches);
+    tally_bytes_printf(b, "      \"injected_syncs\": %" PRIu64 ",\n", ps.injected_syncs);
+    tally_bytes_printf(b, "      \"explicit_syncs\": %" PRIu64 ",\n", ps.explicit_syncs);
+    tally_bytes_printf(b, "      \"copies_to_device\": %" PRIu64 ",\n", ps.copies_to_device);
+    tally_bytes_printf(b, "      \"copies_to_device_bytes\": %" PRIu64 ",\n",
+                       ps.copies_to_device_bytes);
+    tally_bytes_printf(b, "      \"copies_to_host\": %" PRIu64 ",\n", ps.copies_to_host);
+    tally_bytes_printf(b, "      \"copies_to_host_bytes\": %" PRIu64 ",\n",
+                       ps.copies_to_host_bytes);
     write_json_one_time(b, p);
-    sb_printf(b, "      \"slots\": [\n");
+    tally_bytes_printf(b, "      \"slots\": [\n");
     for (int32_t s = 0; s < p->num_slots; s++) {
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        sb_printf(b, "        {\"id\": %d, \"name\": ", (int)s);
+        tally_bytes_printf(b, "        {\"id\": %d, \"name\": ", (int)s);
         write_json_string(b, ss.name);
-        sb_printf(b,
-                  ", \"kind\": \"%s\", \"time_ns\": %" PRIu64
-                  ", \"time_ms\": %.6f, \"percent\": %.4f, \"samples\": %" PRIu64
-                  ", \"average_threads\": %.4f, \"copies\": %" PRIu64 ", \"copy_bytes\": %" PRIu64
-                  ", ",
-                  kind_name(ss.kind), ss.time_ns, ms(ss.time_ns), ss.percent, ss.samples,
-                  ss.average_threads, ss.copies, ss.copy_bytes);
+        tally_bytes_printf(b,
+                           ", \"kind\": \"%s\", \"time_ns\": %" PRIu64
+                           ", \"time_ms\": %.6f, \"percent\": %.4f, \"samples\": %" PRIu64
+                           ", \"average_threads\": %.4f, \"copies\": %" PRIu64
+                           ", \"copy_bytes\": %" PRIu64 ", ",
+                           kind_name(ss.kind), ss.time_ns, ms(ss.time_ns), ss.percent, ss.samples,
+                           ss.average_threads, ss.copies, ss.copy_bytes);
         if (is_sampled(p)) {
-            sb_printf(b, "\"ci95_pp\": %.4f, ", ci95_pp(ss.percent, observations(p)));
+            tally_bytes_printf(b, "\"ci95_pp\": %.4f, ", ci95_pp(ss.percent, observations(p)));
         }
         write_json_memory(b, "heap", &ss.heap);
-        sb_printf(b, ", ");
+        tally_bytes_printf(b, ", ");
         write_json_memory(b, "device", &ss.device);
-        sb_printf(b, "}%s\n", s + 1 < p->num_slots ? "," : "");
+        tally_bytes_printf(b, "}%s\n", s + 1 < p->num_slots ? "," : "");
     }
-    sb_printf(b, "      ]");
+    tally_bytes_printf(b, "      ]");
     write_json_device_timeline(b, p);
     write_json_warnings(b, p);
-    sb_printf(b, "\n    }");
+    tally_bytes_printf(b, "\n    }");
 }
 
 // ---- device time from timestamps (issue 15)
@@ -571,49 +515,51 @@ static uint64_t timeline_overlap_ns(const tally_timeline_summary *sum) {
 
 // profile_timestamps: how device time was measured, device busy and idle time, the records that
 // could not be billed, and per Func its host time (sampled) next to its device time (kernels).
-static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
+static void write_text_device_timeline(tally_bytes *b, const tally_pipeline *p) {
     uint64_t *device_ns, *kernels;
     tally_timeline_summary sum;
     if (!read_timeline(p, &device_ns, &kernels, &sum)) {
         return;
     }
-    sb_printf(b, "  device time (profile_timestamps, no injected syncs):\n");
+    tally_bytes_printf(b, "  device time (profile_timestamps, no injected syncs):\n");
     int any_mode = 0;
     for (int32_t a = 0; a < TALLY_TIMELINE_NUM_APIS; a++) {
         if (sum.mode[a]) {
             any_mode = 1;
-            sb_printf(b, "    %-16s%s\n", timeline_api_names[a],
-                      tally_timeline_mode_name(sum.mode[a]));
+            tally_bytes_printf(b, "    %-16s%s\n", timeline_api_names[a],
+                               tally_timeline_mode_name(sum.mode[a]));
         }
     }
     if (!any_mode) {
-        sb_printf(b, "    %-16s%s\n", "mode:", "no kernel was timed");
+        tally_bytes_printf(b, "    %-16s%s\n", "mode:", "no kernel was timed");
     }
     uint64_t idle = p->total_ns > sum.busy_ns ? p->total_ns - sum.busy_ns : 0;
-    sb_printf(b, "    %-16s%.3f ms (%.1f %% of %.3f ms)\n", "device busy:", ms(sum.busy_ns),
-              p->total_ns ? 100.0 * (double)sum.busy_ns / (double)p->total_ns : 0.0,
-              ms(p->total_ns));
-    sb_printf(b, "    %-16s%.3f ms\n", "device idle:", ms(idle));
+    tally_bytes_printf(
+        b, "    %-16s%.3f ms (%.1f %% of %.3f ms)\n", "device busy:", ms(sum.busy_ns),
+        p->total_ns ? 100.0 * (double)sum.busy_ns / (double)p->total_ns : 0.0, ms(p->total_ns));
+    tally_bytes_printf(b, "    %-16s%.3f ms\n", "device idle:", ms(idle));
     if (sum.span_ns) {
-        sb_printf(b, "    %-16s%.3f ms (first kernel start to last kernel end, host clock)\n",
-                  "device span:", ms(sum.span_ns));
+        tally_bytes_printf(b,
+                           "    %-16s%.3f ms (first kernel start to last kernel end, host clock)\n",
+                           "device span:", ms(sum.span_ns));
     }
-    sb_printf(b, "    %-16s%.3f ms (device busy while the host was not waiting for it)\n",
-              "overlap:", ms(timeline_overlap_ns(&sum)));
-    sb_printf(b, "    %-16s", "records:");
+    tally_bytes_printf(b, "    %-16s%.3f ms (device busy while the host was not waiting for it)\n",
+                       "overlap:", ms(timeline_overlap_ns(&sum)));
+    tally_bytes_printf(b, "    %-16s", "records:");
     for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
-        sb_printf(b, "%s%s %" PRIu64, k ? ", " : "", timeline_problem_names[k], sum.problems[k]);
+        tally_bytes_printf(b, "%s%s %" PRIu64, k ? ", " : "", timeline_problem_names[k],
+                           sum.problems[k]);
     }
-    sb_printf(b, " (expected 0)\n");
-    sb_printf(b, "    %-24s%12s%12s%9s\n", "funcs", "host ms", "device ms", "kernels");
+    tally_bytes_printf(b, " (expected 0)\n");
+    tally_bytes_printf(b, "    %-24s%12s%12s%9s\n", "funcs", "host ms", "device ms", "kernels");
     for (int32_t s = 0; s < p->num_slots; s++) {
         if (p->slot_kinds[s] != TALLY_SLOT_FUNC) {
             continue;
         }
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        sb_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
-                  ms(device_ns[s]), kernels[s]);
+        tally_bytes_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
+                           ms(device_ns[s]), kernels[s]);
     }
     // Device copies that were timed (staged copies), in their copy slots.
     int heading = 0;
@@ -622,45 +568,46 @@ static void write_text_device_timeline(strbuf *b, const tally_pipeline *p) {
             continue;
         }
         if (!heading) {
-            sb_printf(b, "    %-24s%12s%12s%9s\n", "device copies", "host ms", "device ms",
-                      "copies");
+            tally_bytes_printf(b, "    %-24s%12s%12s%9s\n", "device copies", "host ms", "device ms",
+                               "copies");
             heading = 1;
         }
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        sb_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
-                  ms(device_ns[s]), kernels[s]);
+        tally_bytes_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
+                           ms(device_ns[s]), kernels[s]);
     }
     free(device_ns);
     free(kernels);
 }
 
-static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
+static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) {
     uint64_t *device_ns, *kernels;
     tally_timeline_summary sum;
     if (!read_timeline(p, &device_ns, &kernels, &sum)) {
         return;
     }
     uint64_t idle = p->total_ns > sum.busy_ns ? p->total_ns - sum.busy_ns : 0;
-    sb_printf(b, ",\n      \"device_timeline\": {\"modes\": {");
+    tally_bytes_printf(b, ",\n      \"device_timeline\": {\"modes\": {");
     int first = 1;
     for (int32_t a = 0; a < TALLY_TIMELINE_NUM_APIS; a++) {
         if (sum.mode[a]) {
-            sb_printf(b, "%s\"%s\": ", first ? "" : ", ", timeline_api_names[a]);
+            tally_bytes_printf(b, "%s\"%s\": ", first ? "" : ", ", timeline_api_names[a]);
             write_json_string(b, tally_timeline_mode_name(sum.mode[a]));
             first = 0;
         }
     }
-    sb_printf(b,
-              "}, \"device_busy_ns\": %" PRIu64 ", \"device_idle_ns\": %" PRIu64
-              ", \"device_span_ns\": %" PRIu64 ", \"host_wait_ns\": %" PRIu64
-              ", \"overlap_ns\": %" PRIu64 ", \"kernels\": %" PRIu64,
-              sum.busy_ns, idle, sum.span_ns, sum.host_wait_ns, timeline_overlap_ns(&sum),
-              sum.kernels);
+    tally_bytes_printf(b,
+                       "}, \"device_busy_ns\": %" PRIu64 ", \"device_idle_ns\": %" PRIu64
+                       ", \"device_span_ns\": %" PRIu64 ", \"host_wait_ns\": %" PRIu64
+                       ", \"overlap_ns\": %" PRIu64 ", \"kernels\": %" PRIu64,
+                       sum.busy_ns, idle, sum.span_ns, sum.host_wait_ns, timeline_overlap_ns(&sum),
+                       sum.kernels);
     for (int32_t k = 0; k < TALLY_NUM_TIMELINE_PROBLEMS; k++) {
-        sb_printf(b, ", \"records_%s\": %" PRIu64, timeline_problem_names[k], sum.problems[k]);
+        tally_bytes_printf(b, ", \"records_%s\": %" PRIu64, timeline_problem_names[k],
+                           sum.problems[k]);
     }
-    sb_printf(b, ", \"funcs\": [");
+    tally_bytes_printf(b, ", \"funcs\": [");
     first = 1;
     for (int32_t s = 0; s < p->num_slots; s++) {
         if (p->slot_kinds[s] != TALLY_SLOT_FUNC) {
@@ -668,14 +615,14 @@ static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
         }
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        sb_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
+        tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
         write_json_string(b, ss.name);
-        sb_printf(
+        tally_bytes_printf(
             b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"kernels\": %" PRIu64 "}",
             ss.time_ns, device_ns[s], kernels[s]);
         first = 0;
     }
-    sb_printf(b, "], \"device_copies\": [");
+    tally_bytes_printf(b, "], \"device_copies\": [");
     first = 1;
     for (int32_t s = 0; s < p->num_slots; s++) {
         if (p->slot_kinds[s] == TALLY_SLOT_FUNC || kernels[s] == 0) {
@@ -683,14 +630,14 @@ static void write_json_device_timeline(strbuf *b, const tally_pipeline *p) {
         }
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        sb_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
+        tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
         write_json_string(b, ss.name);
-        sb_printf(
+        tally_bytes_printf(
             b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"copies\": %" PRIu64 "}",
             ss.time_ns, device_ns[s], kernels[s]);
         first = 0;
     }
-    sb_printf(b, "]}");
+    tally_bytes_printf(b, "]}");
     free(device_ns);
     free(kernels);
 }
@@ -709,52 +656,54 @@ static int device_waits_to_report(tally_device_wait_stats *w) {
 }
 
 // Every device wait the runtime did, by reason, and the frees it deferred instead of waiting.
-static void write_text_device_waits(strbuf *b) {
+static void write_text_device_waits(tally_bytes *b) {
     tally_device_wait_stats w;
     if (!device_waits_to_report(&w)) {
         return;
     }
-    sb_printf(b, "\ndevice waits by the runtime (all pipelines):\n");
-    sb_printf(b, "  %-22s%8s%12s\n", "reason", "count", "time ms");
+    tally_bytes_printf(b, "\ndevice waits by the runtime (all pipelines):\n");
+    tally_bytes_printf(b, "  %-22s%8s%12s\n", "reason", "count", "time ms");
     for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
-        sb_printf(b, "    %-20s%8" PRIu64 "%12.3f\n", tally_device_wait_reason_name(r), w.waits[r],
-                  ms(w.wait_ns[r]));
+        tally_bytes_printf(b, "    %-20s%8" PRIu64 "%12.3f\n", tally_device_wait_reason_name(r),
+                           w.waits[r], ms(w.wait_ns[r]));
     }
-    sb_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " released)\n", "deferred frees:", w.deferred_frees,
-              w.deferred_frees_released);
+    tally_bytes_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " released)\n",
+                       "deferred frees:", w.deferred_frees, w.deferred_frees_released);
 }
 
-static void write_json_device_waits(strbuf *b) {
+static void write_json_device_waits(tally_bytes *b) {
     tally_device_wait_stats w;
     if (!device_waits_to_report(&w)) {
         return;
     }
-    sb_printf(b, ",\n  \"device_waits\": {");
+    tally_bytes_printf(b, ",\n  \"device_waits\": {");
     for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
-        sb_printf(b, "\"%s\": {\"count\": %" PRIu64 ", \"ns\": %" PRIu64 "}, ",
-                  tally_device_wait_reason_name(r), w.waits[r], w.wait_ns[r]);
+        tally_bytes_printf(b, "\"%s\": {\"count\": %" PRIu64 ", \"ns\": %" PRIu64 "}, ",
+                           tally_device_wait_reason_name(r), w.waits[r], w.wait_ns[r]);
     }
-    sb_printf(b, "\"deferred_frees\": %" PRIu64 ", \"deferred_frees_released\": %" PRIu64 "}",
-              w.deferred_frees, w.deferred_frees_released);
+    tally_bytes_printf(b,
+                       "\"deferred_frees\": %" PRIu64 ", \"deferred_frees_released\": %" PRIu64 "}",
+                       w.deferred_frees, w.deferred_frees_released);
 }
 
 // Builds the whole report. Returns 0, or TALLY_ERROR_OUT_OF_MEMORY.
-static int32_t build_report(strbuf *b, int json, int *any_runs) {
-    sb_reserve(b, 0);
+static int32_t build_report(tally_bytes *b, int json, int *any_runs) {
+    tally_bytes_reserve(b, 0);
     pthread_mutex_lock(&tally_registry_lock);
     int first = 1;
     *any_runs = 0;
     if (json) {
-        sb_printf(b, "{\n  \"abi_version\": %d,\n  \"pipelines\": [", TALLY_RUNTIME_ABI_VERSION);
+        tally_bytes_printf(b, "{\n  \"abi_version\": %d,\n  \"pipelines\": [",
+                           TALLY_RUNTIME_ABI_VERSION);
     }
     for (const tally_pipeline *p = tally_registry_first_locked(); p; p = p->next) {
         *any_runs |= p->runs > 0;
         if (json) {
-            sb_printf(b, "%s\n", first ? "" : ",");
+            tally_bytes_printf(b, "%s\n", first ? "" : ",");
             write_json_pipeline(b, p);
         } else {
             if (!first) {
-                sb_printf(b, "\n");
+                tally_bytes_printf(b, "\n");
             }
             write_text_pipeline(b, p);
             write_text_device_timeline(b, p);
@@ -762,22 +711,22 @@ static int32_t build_report(strbuf *b, int json, int *any_runs) {
         first = 0;
     }
     if (json) {
-        sb_printf(b, "%s]", first ? "" : "\n  ");
+        tally_bytes_printf(b, "%s]", first ? "" : "\n  ");
         write_json_device_waits(b);
-        sb_printf(b, "\n}\n");
+        tally_bytes_printf(b, "\n}\n");
     } else if (!first) {
         write_text_device_waits(b);
     }
     pthread_mutex_unlock(&tally_registry_lock);
     if (b->failed) {
-        sb_free(b);
+        tally_bytes_free(b);
         return TALLY_ERROR_OUT_OF_MEMORY;
     }
     return 0;
 }
 
 int32_t tally_profiler_report_to_buffer(char *buf, size_t size, int32_t json) {
-    strbuf b = {NULL, 0, 0, 0};
+    tally_bytes b = {NULL, 0, 0, 0};
     int any;
     int32_t r = build_report(&b, json, &any);
     if (r != 0) {
@@ -789,7 +738,7 @@ int32_t tally_profiler_report_to_buffer(char *buf, size_t size, int32_t json) {
         buf[n] = '\0';
     }
     int32_t len = b.len > INT32_MAX ? INT32_MAX : (int32_t)b.len;
-    sb_free(&b);
+    tally_bytes_free(&b);
     return len;
 }
 
@@ -838,7 +787,7 @@ static int32_t emit_text(void *user_context, const char *text, size_t len, int a
 }
 
 int32_t tally_profiler_report(void *user_context) {
-    strbuf b = {NULL, 0, 0, 0};
+    tally_bytes b = {NULL, 0, 0, 0};
     int any;
     int32_t r = build_report(&b, 0, &any);
     if (r != 0) {
@@ -847,12 +796,12 @@ int32_t tally_profiler_report(void *user_context) {
                                   "report");
     }
     r = emit_text(user_context, b.data ? b.data : "", b.len, 0);
-    sb_free(&b);
+    tally_bytes_free(&b);
     return r;
 }
 
 void tally_report_at_exit(void) {
-    strbuf b = {NULL, 0, 0, 0};
+    tally_bytes b = {NULL, 0, 0, 0};
     int any = 0;
     if (build_report(&b, 0, &any) != 0) {
         return;
@@ -861,14 +810,14 @@ void tally_report_at_exit(void) {
         emit_text(NULL, b.data, b.len, 1);
         const char *json_path = getenv("TALLY_PROFILE_JSON");
         if (json_path && *json_path) {
-            strbuf j = {NULL, 0, 0, 0};
+            tally_bytes j = {NULL, 0, 0, 0};
             if (build_report(&j, 1, &any) == 0) {
                 write_file(NULL, json_path, "w", j.data, j.len);
             }
-            sb_free(&j);
+            tally_bytes_free(&j);
         }
     }
-    sb_free(&b);
+    tally_bytes_free(&b);
 }
 
 // ---- text from numbers read elsewhere ---------------------------------------------------
@@ -882,8 +831,8 @@ int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_s
     // structs do not carry the clock of the process that measured them: the same only when the
     // report was made on a machine of the same kind).
     tally_clock_init();
-    strbuf b = {NULL, 0, 0, 0};
-    sb_reserve(&b, 0);
+    tally_bytes b = {NULL, 0, 0, 0};
+    tally_bytes_reserve(&b, 0);
     int32_t r = 0;
     for (int32_t i = 0; i < num_pipelines && r == 0; i++) {
         tally_pipeline *p;
@@ -892,7 +841,7 @@ int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_s
             break;
         }
         if (i > 0) {
-            sb_printf(&b, "\n");
+            tally_bytes_printf(&b, "\n");
         }
         write_text_pipeline(&b, p);
         tally_pipeline_free_unregistered(p);
@@ -906,6 +855,6 @@ int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_s
         buf[n] = '\0';
     }
     int32_t len = b.len > INT32_MAX ? INT32_MAX : (int32_t)b.len;
-    sb_free(&b);
+    tally_bytes_free(&b);
     return r != 0 ? r : len;
 }
