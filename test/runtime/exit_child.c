@@ -75,6 +75,9 @@ int main(int argc, char **argv) {
         result = halide_error_buffer_argument_is_null(NULL, "input");
     }
     tally_profiler_memory_free(inst, 1, TALLY_MEMORY_HEAP, 4096);
+    if (strcmp(mode, "interval") == 0) {
+        printf("interval_us=%u\n", (unsigned)tally_profiler_get_interval_us());
+    }
     tally_profiler_end(NULL, inst);
     return result != 0 ? 1 : 0;
 }
