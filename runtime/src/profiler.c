@@ -742,16 +742,20 @@ void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, 
         return;
     }
     tally_mem_acc *m = &inst->mem[slot * 2 + kind];
-    int64_t cur = atomic_fetch_add_explicit(&m->current, (int64_t)bytes, memory_order_relaxed) +
-                  (int64_t)bytes;
+    // The atomic add wraps (C11 7.17.7.5); the sum after it is taken in unsigned arithmetic so
+    // that sizes no address space holds (a fuzzer's 2^62 twice) cannot overflow a signed add.
+    int64_t cur = (int64_t)((uint64_t)atomic_fetch_add_explicit(&m->current, (int64_t)bytes,
+                                                                memory_order_relaxed) +
+                            bytes);
     if (cur > 0) {
         atomic_max_u64(&m->peak, (uint64_t)cur);
     }
     atomic_fetch_add_explicit(&m->num_allocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->total_bytes, bytes, memory_order_relaxed);
     int64_t run_cur =
-        atomic_fetch_add_explicit(&inst->mem_current[kind], (int64_t)bytes, memory_order_relaxed) +
-        (int64_t)bytes;
+        (int64_t)((uint64_t)atomic_fetch_add_explicit(&inst->mem_current[kind], (int64_t)bytes,
+                                                      memory_order_relaxed) +
+                  bytes);
     if (run_cur > 0) {
         atomic_max_u64(&inst->mem_peak[kind], (uint64_t)run_cur);
     }

@@ -123,4 +123,24 @@ TEST_F(ProfilerMemory, BadSlotIsReportedOnceAndIgnored) {
     tally_profiler_memory_free(nullptr, 1, TALLY_MEMORY_HEAP, 10);
 }
 
+// Sizes past 2^62 (no address space holds them; the report fuzzer drew them) are counted without
+// a signed overflow: under UBSan (the asan job) this test fails if one comes back.
+TEST_F(ProfilerMemory, HugeSizesDoNotOverflow) {
+    void *inst = tally_profiler_start(nullptr, "memory_huge", "host", 4, kSlotNames, nullptr, 0);
+    ASSERT_NE(inst, nullptr);
+    const uint64_t huge = (uint64_t(1) << 62) + 12345;
+    for (int i = 0; i < 3; i++) {
+        tally_profiler_memory_allocate(inst, F, TALLY_MEMORY_HEAP, huge);
+    }
+    for (int i = 0; i < 3; i++) {
+        tally_profiler_memory_free(inst, F, TALLY_MEMORY_HEAP, huge);
+    }
+    tally_profiler_end(nullptr, inst);
+    tally_slot_stats f = tally_test::slot_stats("memory_huge", F);
+    EXPECT_EQ(f.heap.num_allocs, 3u);
+    EXPECT_EQ(f.heap.total_bytes, 3 * huge);  // modulo 2^64, as uint64_t arithmetic
+    EXPECT_EQ(f.heap.current, 0);
+    EXPECT_GE(f.heap.peak, huge);
+}
+
 }  // namespace
