@@ -228,6 +228,17 @@ struct HostBuffer {
     std::vector<uint8_t> data;
     std::vector<halide_dimension_t> dims;
     halide_buffer_t buf{};
+
+    HostBuffer() = default;
+    HostBuffer(const HostBuffer &) = delete;
+    HostBuffer &operator=(const HostBuffer &) = delete;
+    /** The caller owns a buffer's device allocation, as with Halide: a pipeline that copied an
+     * input to the device (or computed an output there) leaves it for the caller to free. */
+    ~HostBuffer() {
+        if (buf.device) {
+            halide_device_free(nullptr, &buf);
+        }
+    }
 };
 
 std::pair<std::string, std::string> split_eq(const std::string &s, const char *flag) {
