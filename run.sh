@@ -64,7 +64,7 @@ tsan() {
     # The Vulkan validation layer (third-party, not instrumented) races inside itself under TSan;
     # its run is covered by the main test pass. The timing tests compare real time against
     # sampled shares, which TSan skews: they run in the main pass only.
-    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1" ctest -L runtime \
+    (cd "$dir" && TSAN_OPTIONS="halt_on_error=1:suppressions=$ROOT/test/tsan.supp" ctest -L runtime \
         -E "vulkan\.validation|runtime\.ProfilerAccuracy\." \
         --output-on-failure -j "$JOBS")
 }
