@@ -56,6 +56,7 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,17 +104,27 @@ static void write_text_warnings(tally_bytes *b, const tally_pipeline *p) {
 
 static void write_json_string(tally_bytes *b, const char *s);
 
+// A JSON number, or null for what JSON has no number for (an infinite ratio, NaN).
+static void write_json_real(tally_bytes *b, double v) {
+    if (isfinite(v)) {
+        tally_bytes_printf(b, "%.4f", v);
+    } else {
+        tally_bytes_printf(b, "null");
+    }
+}
+
 static void write_json_warnings(tally_bytes *b, const tally_pipeline *p) {
     tally_warning *w;
     int32_t n = collect_warnings(p, &w);
     tally_bytes_printf(b, ",\n      \"warnings\": [");
     for (int32_t i = 0; i < n; i++) {
-        tally_bytes_printf(
-            b,
-            "%s\n        {\"kind\": \"%s\", \"slot\": %d, \"value\": %.4f, \"threshold\": %.4f, "
-            "\"message\": ",
-            i ? "," : "", tally_warning_kind_name(w[i].kind), (int)w[i].slot, w[i].value,
-            w[i].threshold);
+        tally_bytes_printf(b,
+                           "%s\n        {\"kind\": \"%s\", \"slot\": %d, \"value\": ", i ? "," : "",
+                           tally_warning_kind_name(w[i].kind), (int)w[i].slot);
+        write_json_real(b, w[i].value);
+        tally_bytes_printf(b, ", \"threshold\": ");
+        write_json_real(b, w[i].threshold);
+        tally_bytes_printf(b, ", \"message\": ");
         write_json_string(b, w[i].message);
         tally_bytes_printf(b, "}");
     }

@@ -121,7 +121,15 @@ static void check_peak(sink *k, const tally_pipeline_stats *p, const tally_slot_
     if (top < 0 || top_peak < TALLY_WARN_PEAK_MIN_BYTES) {
         return;
     }
-    double ratio = others ? (double)top_peak / (double)others : INFINITY;
+    if (others == 0) {
+        // Infinitely more than the rest: the ratio is INFINITY (the JSON report writes null).
+        warn(k, TALLY_WARNING_PEAK_MEMORY, top, INFINITY, TALLY_WARN_PEAK_RATIO,
+             "%s's peak memory (%" PRIu64
+             " bytes) is all there is: the other Funcs together peak at 0 bytes (warned at %.0fx)",
+             slots[top].name, top_peak, TALLY_WARN_PEAK_RATIO);
+        return;
+    }
+    double ratio = (double)top_peak / (double)others;
     if (ratio >= TALLY_WARN_PEAK_RATIO) {
         warn(k, TALLY_WARNING_PEAK_MEMORY, top, ratio, TALLY_WARN_PEAK_RATIO,
              "%s's peak memory (%" PRIu64

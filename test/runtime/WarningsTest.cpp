@@ -4,6 +4,7 @@
 #include "Json.h"
 #include "TestUtil.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -131,6 +132,15 @@ TEST(Warnings, PeakMemoryDwarfsTheRest) {
                                "Funcs together (1048576 bytes; warned at 10x)");
     n.slots[2].heap.peak += 1;  // just under 10x
     EXPECT_TRUE(n.check().empty());
+    // Nothing else holds memory: an infinite ratio, said in words (the JSON writes it as null).
+    Numbers alone;
+    alone.slots[1].heap.peak = 2u << 20;
+    w = alone.check();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].kind, TALLY_WARNING_PEAK_MEMORY);
+    EXPECT_TRUE(std::isinf(w[0].value));
+    EXPECT_STREQ(w[0].message, "T's peak memory (2097152 bytes) is all there is: the other Funcs "
+                               "together peak at 0 bytes (warned at 10x)");
     // Small peaks are not worth a warning, whatever the ratio.
     Numbers small;
     small.slots[1].heap.peak = (1u << 20) - 1;
