@@ -90,6 +90,8 @@ static int32_t collect_warnings(const tally_pipeline *p, tally_warning **out) {
     return n;
 }
 
+static void write_text_name(tally_bytes *b, const char *s, int width);
+
 static void write_text_warnings(tally_bytes *b, const tally_pipeline *p) {
     tally_warning *w;
     int32_t n = collect_warnings(p, &w);
@@ -97,7 +99,10 @@ static void write_text_warnings(tally_bytes *b, const tally_pipeline *p) {
         tally_bytes_printf(b, "  warnings:\n");
     }
     for (int32_t i = 0; i < n; i++) {
-        tally_bytes_printf(b, "    %s\n", w[i].message);
+        // A message quotes slot names: written as names are, control bytes as \xNN.
+        tally_bytes_printf(b, "    ");
+        write_text_name(b, w[i].message, 0);
+        tally_bytes_printf(b, "\n");
     }
     free(w);
 }
