@@ -574,8 +574,10 @@ static void write_text_device_timeline(tally_bytes *b, const tally_pipeline *p) 
         }
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        tally_bytes_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
-                           ms(device_ns[s]), kernels[s]);
+        tally_bytes_printf(b, "      ");
+        write_text_name(b, ss.name, 22);
+        tally_bytes_printf(b, "%12.3f%12.3f%9" PRIu64 "\n", ms(ss.time_ns), ms(device_ns[s]),
+                           kernels[s]);
     }
     // Device copies that were timed (staged copies), in their copy slots.
     int heading = 0;
@@ -590,8 +592,10 @@ static void write_text_device_timeline(tally_bytes *b, const tally_pipeline *p) 
         }
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
-        tally_bytes_printf(b, "      %-22s%12.3f%12.3f%9" PRIu64 "\n", ss.name, ms(ss.time_ns),
-                           ms(device_ns[s]), kernels[s]);
+        tally_bytes_printf(b, "      ");
+        write_text_name(b, ss.name, 22);
+        tally_bytes_printf(b, "%12.3f%12.3f%9" PRIu64 "\n", ms(ss.time_ns), ms(device_ns[s]),
+                           kernels[s]);
     }
     free(device_ns);
     free(kernels);
