@@ -15,7 +15,13 @@ PACKAGES=(llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev libv
   mesa-vulkan-drivers vulkan-tools vulkan-validationlayers glslang-tools glslang-dev spirv-tools
   libshaderc-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev ninja-build cmake clang-format-14
-  zlib1g-dev golang-go)
+  zlib1g-dev golang-go chromium)
+
+# The profile viewer the tests open the exports in (test/viewers): speedscope, an npm package
+# pinned in test/viewers/package-lock.json and installed into test/viewers/node_modules (ignored by
+# git) from the registry with npm. Node.js and npm come from Debian's nodejs and npm packages
+# unless the machine already has an npm.
+VIEWERS="$ROOT/test/viewers"
 
 log() { printf '==> %s\n' "$*" >&2; }
 
@@ -26,14 +32,33 @@ deps() {
             missing+=("$p")
         fi
     done
-    if ((${#missing[@]} == 0)); then
+    if ! command -v npm >/dev/null; then
+        missing+=(nodejs npm)
+    fi
+    if ((${#missing[@]} != 0)); then
+        log "installing: ${missing[*]}"
+        local sudo=()
+        if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+        "${sudo[@]}" apt-get update -q
+        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends \
+            "${missing[@]}"
+    fi
+    viewer_deps
+}
+
+# speedscope at the version package-lock.json pins, unless it is there already.
+viewer_deps() {
+    local want have=""
+    want=$(sed -n 's/^ *"speedscope": "\(.*\)"$/\1/p' "$VIEWERS/package.json")
+    if [[ -f $VIEWERS/node_modules/speedscope/package.json ]]; then
+        have=$(sed -n 's/^ *"version": "\(.*\)",$/\1/p' \
+            "$VIEWERS/node_modules/speedscope/package.json")
+    fi
+    if [[ $have == "$want" ]]; then
         return 0
     fi
-    log "installing: ${missing[*]}"
-    local sudo=()
-    if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
-    "${sudo[@]}" apt-get update -q
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+    log "installing speedscope $want into $VIEWERS/node_modules (npm ci)"
+    (cd "$VIEWERS" && npm ci --no-audit --no-fund --loglevel=error)
 }
 
 configure() {
