@@ -77,6 +77,18 @@ PROGRAM_NOTES = {
         "over the profiled run's wall time (15 runs); `sync_a_pct`, `sync_b_pct` = the sampled "
         "share in sync mode; `*_pp` = distance to the truth in percentage points; "
         "`timestamps_ratio`, `sync_ratio` = profiled / plain wall time (fenced medians)."),
+    "continuous_bench": (
+        "Continuous mode's cost (`bench/continuous_bench.cpp`, issue 16). "
+        "`BM_ContinuousCpu/<hz>/<every_ms>`: a child process in continuous mode "
+        "(`TALLY_PROFILE_PPROF_EVERY` = every_ms / 1000 s, `TALLY_PROFILE_INTERVAL_US` = "
+        "10^6 / hz) standing for a long-running service: an 8-slot pipeline run every 100 ms, "
+        "a slot switch every 10 ms, its main thread otherwise asleep; one window of warm-up, "
+        "then five windows measured. `profiler_cpu_pct`: CPU of every thread but the main one "
+        "(sampler, window writer), % of one core; `sampler_cpu_pct`, `writer_cpu_pct`: its two "
+        "parts; `service_cpu_pct`: the main thread (the stand-in service and its profiler "
+        "calls); `windows`: pprof files written while measured. The time column is the child's "
+        "whole life. `BM_BareWakeupCpu/<interval_us>`: the floor, a thread that only wakes at "
+        "the sampler's interval (19 Hz, 100 Hz)."),
     "halide14_bench": (
         "Tally against Halide 14 on the same lowered IR (`bench/halide14_bench.cpp`): every "
         "pipeline of `test/conformance/`, Halide's own AOT objects (`libhalide14_corpus.so`, "
@@ -388,6 +400,27 @@ def targets(results):
                      "runtime_bench `BM_SamplerCpu/1000/%d` `sampler_cpu_pct`" % runs,
                      measured, ok))
 
+    # 2b. Continuous mode (issue 16): the profiler's threads at 19 and 100 Hz with a pprof window
+    # every second, next to the cost of merely waking up at those rates.
+    for hz in (19, 100):
+        pat = r"BM_ContinuousCpu/%d/1000(/|$)" % hz
+        pct = counter(results, "continuous_bench", pat, "profiler_cpu_pct")
+        if pct is None:
+            measured, ok = "n/a", verdict(None)
+        else:
+            measured = "%.2f%% (sampler %.2f%%, window writer %.2f%%; %g windows)" % (
+                pct, counter(results, "continuous_bench", pat, "sampler_cpu_pct"),
+                counter(results, "continuous_bench", pat, "writer_cpu_pct"),
+                counter(results, "continuous_bench", pat, "windows"))
+            floor = counter(results, "continuous_bench",
+                            r"BM_BareWakeupCpu/%d(/|$)" % (1000000 // hz), "wakeup_cpu_pct")
+            if floor is not None:
+                measured += "; a bare thread waking at %d Hz: %.2f%%" % (hz, floor)
+            ok = verdict(pct <= 1.0)
+        rows.append(("Continuous mode <= 1%% of a core at %d Hz, a pprof window every 1 s" % hz,
+                     "continuous_bench `BM_ContinuousCpu/%d/1000` `profiler_cpu_pct`" % hz,
+                     measured, ok))
+
     # 3. Wall overhead at 10^5 switches/s.
     for mode, what in ((0, "sampler thread, the default"), (1, "timer signal")):
         pat = r"BM_WallOverhead/%d(/|$)" % mode
@@ -697,6 +730,7 @@ def merge(old_text, results):
             at = next((i for i, l in enumerate(out) if l == "## Failures"), len(out))
             if at == len(out) and out and out[-1] != "":
                 out.append("")
+                at = len(out)
             out[at:at] = section
         else:
             end = next((i for i in range(start + 1, len(out)) if out[i].startswith("## ")),

@@ -9,3 +9,11 @@ target_link_libraries(runtime_bench PRIVATE tally_runtime benchmark::benchmark)
 if(COMMAND tally_set_warnings)
   tally_set_warnings(runtime_bench)
 endif()
+
+# Continuous mode's cost (bench/continuous_bench.cpp): children in continuous mode at 19 and
+# 100 Hz with a pprof window every second, and the bare wakeup floor at the same rates.
+add_executable(continuous_bench ${CMAKE_CURRENT_LIST_DIR}/continuous_bench.cpp)
+target_link_libraries(continuous_bench PRIVATE tally_runtime benchmark::benchmark)
+if(COMMAND tally_set_warnings)
+  tally_set_warnings(continuous_bench)
+endif()

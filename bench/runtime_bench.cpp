@@ -20,17 +20,15 @@
 //                                  cpu_overhead_pct: the same in CPU time of the workload thread
 //                                  (robust on a loaded machine).
 //                                  switches_per_s: the switch rate actually achieved.
+#include "BareWakeup.h"
 #include "tally_runtime.h"
 #include "tally_runtime_testing.h"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <pthread.h>
 #include <sys/resource.h>
-#include <thread>
 #include <time.h>
 #include <vector>
 
@@ -116,35 +114,17 @@ BENCHMARK(BM_SamplerCpu)
     ->Unit(benchmark::kMillisecond);
 
 void BM_BareWakeupCpu(benchmark::State &state) {
-    const uint64_t interval_ns = uint64_t(state.range(0)) * 1000;
-    std::atomic<bool> stop{false};
-    std::thread sleeper([&] {
-        uint64_t next = monotonic_ns();
-        while (!stop.load()) {
-            next += interval_ns;
-            timespec deadline = {time_t(next / 1000000000u), long(next % 1000000000u)};
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr);
-        }
-    });
-    clockid_t cid;
-    pthread_getcpuclockid(sleeper.native_handle(), &cid);
-    auto thread_cpu = [&] {
-        timespec ts;
-        clock_gettime(cid, &ts);
-        return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
-    };
+    BareWakeupThread sleeper(uint64_t(state.range(0)) * 1000);
     double pct = 0;
     int n = 0;
     for (auto _ : state) {
-        uint64_t w0 = monotonic_ns(), c0 = thread_cpu();
+        uint64_t w0 = monotonic_ns(), c0 = sleeper.cpu_ns();
         timespec nap = {0, 250000000};
         nanosleep(&nap, nullptr);
-        uint64_t w1 = monotonic_ns(), c1 = thread_cpu();
+        uint64_t w1 = monotonic_ns(), c1 = sleeper.cpu_ns();
         pct += 100.0 * double(c1 - c0) / double(w1 - w0);
         n++;
     }
-    stop = true;
-    sleeper.join();
     state.counters["wakeup_cpu_pct"] = pct / n;
 }
 BENCHMARK(BM_BareWakeupCpu)->Arg(1000)->Arg(100)->Iterations(4)->Unit(benchmark::kMillisecond);
