@@ -21,7 +21,10 @@ clear or fill, i.e. the labels on the canvas now. speedscope draws frame names a
 The check passes when every NAME is among the labels on a canvas attached to the page, and the
 screenshot (a PNG of the page, written to OUT.png as evidence) is not blank: decoded by Chromium
 itself, it must hold more than a handful of colours and enough pixels unlike its commonest
-colour. It fails (exit status 1) when speedscope reports an import error (its "Unrecognized
+colour. speedscope splits some files into several profiles and shows one at a time (a Chrome
+trace: one per thread, "name (1/3)" in its toolbar); while a NAME is still missing, the check
+moves to the next one as a user would (key "n") and takes its screenshot too (OUT-2.png, ...):
+a NAME may be drawn in any of them. It fails (exit status 1) when speedscope reports an import error (its "Unrecognized
 format" alert or its error page), when a NAME is missing once the drawing has settled, when the
 screenshot is blank, or when nothing settles within --timeout seconds. Exit status 77 means the
 check could not run here: no Chromium or no speedscope (ctest reports the test as skipped).
@@ -36,6 +39,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -236,79 +240,132 @@ def evaluate(devtools, session, expression, deadline, await_promise=False):
     return result["result"].get("value")
 
 
+class Page:
+    """speedscope's page in the browser, through one DevTools session."""
+
+    def __init__(self, devtools, session, deadline, profile):
+        self.devtools = devtools
+        self.session = session
+        self.deadline = deadline
+        self.profile = profile
+        self.console = []
+
+    def call(self, method, params=None):
+        return self.devtools.call(method, params, session=self.session, deadline=self.deadline)
+
+    def evaluate(self, expression, await_promise=False):
+        return evaluate(self.devtools, self.session, expression, self.deadline, await_promise)
+
+    def state(self):
+        """(labels on the canvases now, (profile index, profile count) from speedscope's
+        toolbar or None); raises on speedscope's error page."""
+        for event in self.devtools.take_events():
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.consoleAPICalled":
+                self.console.append(" ".join(str(a.get("value", a.get("description", "")))
+                                             for a in params.get("args", [])))
+            if method == "Runtime.exceptionThrown":
+                self.console.append(params.get("exceptionDetails", {}).get("text", ""))
+        state = json.loads(self.evaluate("""JSON.stringify({
+            labels: window.__tallyLabels ? window.__tallyLabels() : [],
+            text: document.body ? document.body.innerText : ''})"""))
+        if "Something went wrong" in state["text"]:
+            raise CheckFailed("speedscope could not import %s (its error page; console: %s)" % (
+                self.profile, " | ".join(self.console[-5:])))
+        # A file speedscope splits into several profiles (a Chrome trace: one per thread)
+        # shows "(i/n)" after its name in the toolbar, and one profile at a time.
+        m = re.search(r"\((\d+)/(\d+)\)", state["text"])
+        return set(state["labels"]), (int(m.group(1)), int(m.group(2))) if m else None
+
+    def wait_drawn(self, want, index=None):
+        """The labels on the canvases once `want` are all drawn, or once they have stopped
+        changing for 2 s (so that a render in progress is not taken for a missing name), with
+        speedscope showing profile `index` if given; CheckFailed at the deadline."""
+        settled_since, previous = None, None
+        while True:
+            labels, position = self.state()
+            now = time.monotonic()
+            if index is None or (position and position[0] == index):
+                if want <= labels:
+                    return labels, position
+                if labels and labels == previous:
+                    settled_since = settled_since or now
+                    if now - settled_since >= 2.0:
+                        return labels, position
+                else:
+                    settled_since = None
+                previous = labels
+            if now >= self.deadline:
+                raise CheckFailed("timed out: speedscope drew %s on its canvases%s (console: %s)"
+                                  % (sorted(labels) or "nothing",
+                                     "" if index is None else " waiting for profile %d" % index,
+                                     " | ".join(self.console[-5:])))
+            time.sleep(0.2)
+
+    def screenshot(self, path):
+        """Writes a PNG of the page to `path`; returns (colours, share of pixels unlike the
+        commonest colour), measured on the PNG as Chromium decodes it."""
+        # Two animation frames, so that what was drawn has been composited.
+        self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))",
+                      await_promise=True)
+        png = self.call("Page.captureScreenshot", {"format": "png"})["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(png))
+        return self.evaluate("%s(%s)" % (MEASURE, json.dumps("data:image/png;base64," + png)),
+                             await_promise=True)
+
+    def press(self, key):
+        """A real key press (keydown with its text, so the page also gets a keypress)."""
+        code = {"type": "keyDown", "key": key, "code": "Key" + key.upper(), "text": key,
+                "windowsVirtualKeyCode": ord(key.upper())}
+        self.call("Input.dispatchKeyEvent", code)
+        self.call("Input.dispatchKeyEvent", dict(code, type="keyUp", text=""))
+
+
 def check(args, devtools, url):
     deadline = time.monotonic() + args.timeout
     target = devtools.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)
     session = devtools.call("Target.attachToTarget",
                             {"targetId": target["targetId"], "flatten": True},
                             deadline=deadline)["sessionId"]
-    for method in ("Page.enable", "Runtime.enable"):
-        devtools.call(method, session=session, deadline=deadline)
-    devtools.call("Emulation.setDeviceMetricsOverride",
-                  {"width": VIEWPORT[0], "height": VIEWPORT[1], "deviceScaleFactor": 1,
-                   "mobile": False}, session=session, deadline=deadline)
-    devtools.call("Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER},
-                  session=session, deadline=deadline)
-    devtools.call("Page.navigate", {"url": url}, session=session, deadline=deadline)
+    page = Page(devtools, session, deadline, args.profile)
+    page.call("Page.enable")
+    page.call("Runtime.enable")
+    page.call("Emulation.setDeviceMetricsOverride", {
+        "width": VIEWPORT[0], "height": VIEWPORT[1], "deviceScaleFactor": 1, "mobile": False})
+    page.call("Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER})
+    page.call("Page.navigate", {"url": url})
 
+    # The first profile, then (key "n") the next ones while a NAME is still missing: each is
+    # screenshotted, the second to OUT-2.png and so on.
     expected = set(args.expect)
-    console = []
-    labels, settled_since, previous = set(), None, None
+    found, drawn, shots = set(), [], []
+    labels, position = page.wait_drawn(expected)
     while True:
-        for event in devtools.take_events():
-            method, params = event.get("method"), event.get("params", {})
-            if method == "Runtime.consoleAPICalled":
-                console.append(" ".join(str(a.get("value", a.get("description", "")))
-                                        for a in params.get("args", [])))
-            if method == "Runtime.exceptionThrown":
-                console.append(params.get("exceptionDetails", {}).get("text", ""))
-        state = evaluate(devtools, session, """JSON.stringify({
-            labels: window.__tallyLabels ? window.__tallyLabels() : [],
-            error: document.body ? document.body.innerText.includes('Something went wrong')
-                                 : false})""", deadline)
-        state = json.loads(state)
-        if state["error"]:
-            raise CheckFailed("speedscope could not import %s (its error page; console: %s)" % (
-                args.profile, " | ".join(console[-5:])))
-        labels = set(state["labels"])
-        if expected <= labels:
+        index = position[0] if position else 1
+        shot = args.screenshot if index == 1 else args.screenshot.with_name(
+            "%s-%d%s" % (args.screenshot.stem, index, args.screenshot.suffix))
+        colours, busy = page.screenshot(shot)
+        if colours < 8 or busy < 0.02:
+            raise CheckFailed("the screenshot is blank: %d colours, %.1f%% of pixels unlike the "
+                              "commonest (%s)" % (colours, 100 * busy, shot))
+        found |= labels & expected
+        drawn.append(sorted(labels))
+        shots.append("%s (%d colours, %.1f%% of pixels unlike the background)" % (
+            shot, colours, 100 * busy))
+        if found == expected or not position or position[0] >= position[1]:
             break
-        # Drawn, but without some NAME: wait until the labels stop changing for 2 s, so that a
-        # render still in progress is not mistaken for a missing name.
-        now = time.monotonic()
-        if labels and labels == previous:
-            settled_since = settled_since or now
-            if now - settled_since >= 2.0:
-                break
-        else:
-            settled_since = None
-        previous = labels
-        if now >= deadline:
-            raise CheckFailed("timed out after %g s: speedscope drew %s on its canvases "
-                              "(console: %s)" % (args.timeout, sorted(labels) or "nothing",
-                                                 " | ".join(console[-5:])))
-        time.sleep(0.2)
+        page.press("n")
+        labels, position = page.wait_drawn(expected - found, index=index + 1)
 
-    # Two animation frames, so that what was drawn has been composited before the screenshot.
-    evaluate(devtools, session, "new Promise(r => requestAnimationFrame(() => "
-             "requestAnimationFrame(r)))", deadline, await_promise=True)
-    png = devtools.call("Page.captureScreenshot", {"format": "png"}, session=session,
-                        deadline=deadline)["data"]
-    args.screenshot.parent.mkdir(parents=True, exist_ok=True)
-    args.screenshot.write_bytes(base64.b64decode(png))
-    colours, busy = evaluate(devtools, session, "%s(%s)" % (
-        MEASURE, json.dumps("data:image/png;base64," + png)), deadline, await_promise=True)
-
-    missing = sorted(expected - labels)
+    missing = sorted(expected - found)
     if missing:
-        raise CheckFailed("not drawn: %s (speedscope drew %s; screenshot %s)" % (
-            ", ".join(missing), sorted(labels), args.screenshot))
-    if colours < 8 or busy < 0.02:
-        raise CheckFailed("the screenshot is blank: %d colours, %.1f%% of pixels unlike the "
-                          "commonest (%s)" % (colours, 100 * busy, args.screenshot))
-    print("ok: speedscope drew %s from %s (screenshot %s: %d colours, %.1f%% of pixels unlike "
-          "the background)" % (", ".join(sorted(expected)), args.profile, args.screenshot,
-                               colours, 100 * busy))
+        raise CheckFailed("not drawn: %s (speedscope drew %s; screenshots %s)" % (
+            ", ".join(missing), " then ".join(str(d) for d in drawn), ", ".join(shots)))
+    print("ok: speedscope drew %s from %s%s; screenshots %s" % (
+        ", ".join(sorted(expected)), args.profile,
+        " (over %d of its %d profiles)" % (len(shots), position[1]) if position else "",
+        ", ".join(shots)))
 
 
 def main():
