@@ -231,15 +231,6 @@ def start_chromium(chromium, profile_dir, log):
     return proc, DevTools(to_write, from_read)
 
 
-def evaluate(devtools, session, expression, deadline, await_promise=False):
-    result = devtools.call("Runtime.evaluate", {
-        "expression": expression, "returnByValue": True, "awaitPromise": await_promise},
-        session=session, deadline=deadline)
-    if "exceptionDetails" in result:
-        raise CheckFailed("page script failed: %s" % json.dumps(result["exceptionDetails"])[:500])
-    return result["result"].get("value")
-
-
 class Page:
     """speedscope's page in the browser, through one DevTools session."""
 
@@ -254,7 +245,13 @@ class Page:
         return self.devtools.call(method, params, session=self.session, deadline=self.deadline)
 
     def evaluate(self, expression, await_promise=False):
-        return evaluate(self.devtools, self.session, expression, self.deadline, await_promise)
+        """The value of a script run in the page (awaited if a promise)."""
+        result = self.call("Runtime.evaluate", {
+            "expression": expression, "returnByValue": True, "awaitPromise": await_promise})
+        if "exceptionDetails" in result:
+            raise CheckFailed("page script failed: %s" %
+                              json.dumps(result["exceptionDetails"])[:500])
+        return result["result"].get("value")
 
     def state(self):
         """(labels on the canvases now, (profile index, profile count) from speedscope's
