@@ -649,7 +649,10 @@ void *tally_profiler_thread_begin(void *instance);
 void *tally_profiler_current_instance(void);
 
 /** Called by the task on exit (every exit path): releases the context and restores the thread's
- * previous current context. NULL is a no-op. */
+ * previous current context. NULL is a no-op. (A task run by the runtime's thread pool keeps its
+ * context active until the thread's next task of the same run takes it back, or the pool ends it
+ * before the thread does anything else: the report is the same, at a fraction of the cost per
+ * task.) */
 void tally_profiler_thread_end(void *context);
 
 /** Records an allocation of `bytes` of memory `kind` (tally_memory_kind_t) by slot `slot` in the

@@ -502,6 +502,16 @@ void tally_pipeline_free_unregistered(tally_pipeline *p);
 // (halide_profiler_incr_active_threads) and never closes it.
 void tally_profiler_end_owned_contexts(tally_context *keep);
 
+// Exact mode's lingering worker contexts (profiler.c): a pool task's context, ended by its task,
+// keeps counting until the thread's next task of the same run takes it back, or until the pool
+// flushes it. tally_linger_ok is set by the pool while it runs a task it will flush after;
+// tally_profiler_linger_flush ends the calling thread's lingering context, if any;
+// tally_profiler_linger_keep flushes it unless `next` (the context the thread's next task will
+// run with, or NULL) belongs to the same run, and returns whether one still lingers.
+extern _Thread_local int32_t tally_linger_ok __attribute__((visibility("hidden")));
+void tally_profiler_linger_flush(void);
+int32_t tally_profiler_linger_keep(const tally_context *next);
+
 // Context state changes outside the hot calls (Halide's profiler ABI): a slot switch, and
 // suspending / resuming a context (a count; only the thread holding the context calls them).
 // In exact mode they bill the context up to now first.

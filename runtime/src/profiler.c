@@ -617,10 +617,65 @@ static void release_worker_context(tally_context *c) {
     atomic_store_explicit(&c->claimed, 0, memory_order_release);
 }
 
+// ---- lingering worker contexts ------------------------------------------------------------
+//
+// A parallel loop's tasks are short (a row: microseconds) and a pool thread runs many of them in
+// a row. Ending a worker context and claiming the next one costs shared writes per task: the
+// claim (a compare-and-swap on the instance's context pool, which the other threads' claims
+// contend for) and, in exact mode, two changes of the run's share clock (seqlock writes the other
+// threads' contexts then re-read) and two clock reads; most of a task's profiling cost. So a pool
+// task's context (one not nested in another) is not ended when its task ends: it *lingers*,
+// still active (counting, in exact mode), in the thread's tls_lingering, and the thread's next
+// task of the same run takes it back as it is (no clock read, no shared write). The time between
+// the two tasks, the pool's own work of handing out the next one, goes to the slot the context
+// was in, the loop's (a sampler tick in that gap finds it there too).
+// The pool ends a lingering context (tally_profiler_linger_flush) before its thread does
+// anything else: before it waits for work, before it reports the last task of the run's work it
+// took as finished (so a run never ends with a context of it lingering on another thread), when
+// a caller has no more iterations of its own loop to run, and before it runs a task group's unit.
+// Only tasks the pool runs may linger (tally_linger_ok): the pool is what ends them.
+
+static _Thread_local tally_context *tls_lingering;
+_Thread_local int32_t tally_linger_ok __attribute__((visibility("hidden")));
+
+// Ends worker context `c` (exact mode: bills it up to now and stops it counting) and releases it;
+// with `restore`, gives the thread back the context it had before `c`.
+static void end_worker_context(tally_context *c, int restore);
+
+void tally_profiler_linger_flush(void) {
+    tally_context *c = tls_lingering;
+    if (c) {
+        tls_lingering = NULL;
+        end_worker_context(c, 0);
+    }
+}
+
+int32_t tally_profiler_linger_keep(const tally_context *next) {
+    const tally_context *c = tls_lingering;
+    if (c && !(next && next->instance == c->instance)) {
+        tally_profiler_linger_flush();
+    }
+    return tls_lingering != NULL;
+}
+
 void *tally_profiler_thread_begin(void *instance) {
     tally_instance *inst = instance_of(instance);
     if (!inst) {
         return NULL;
+    }
+    tally_context *l = tls_lingering;
+    if (l) {
+        tally_context *prev = tally_get_current_context();
+        if (l->instance == inst && !(prev && prev->is_worker && prev->instance == inst)) {
+            // The thread's previous task of this run left it counting: take it back as it is.
+            tls_lingering = NULL;
+            l->saved_tls = prev;
+            l->owner = NULL;
+            switch_slot(l, atomic_load_explicit(&inst->main.slot, memory_order_relaxed));
+            tally_set_current_context(l);
+            return l;
+        }
+        tally_profiler_linger_flush();
     }
     tally_context *c = claim_worker_context(inst);
     if (!c) {
@@ -667,6 +722,22 @@ void tally_profiler_thread_end(void *context) {
     if (!c || !c->is_worker) {
         return;
     }
+    if (tally_linger_ok && !c->parent && !tls_lingering && tally_get_current_context() == c &&
+        atomic_load_explicit(&c->suspended, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&c->waiting, memory_order_relaxed) == 0) {
+        // A pool task's own context, working: it lingers as it is until the thread's next task
+        // of the run takes it back or the pool flushes it. (One Halide's code suspended, or one
+        // waiting on a device, ends now.)
+        tally_set_current_context(c->saved_tls);
+        c->saved_tls = NULL;
+        c->owner = NULL;
+        tls_lingering = c;
+        return;
+    }
+    end_worker_context(c, 1);
+}
+
+static void end_worker_context(tally_context *c, int restore) {
     tally_instance *inst = c->instance;
     if (is_exact(inst)) {
         // The context stops counting; the parent it nested in counts again, from now.
@@ -688,7 +759,9 @@ void tally_profiler_thread_end(void *context) {
         atomic_fetch_sub_explicit(&c->parent->suspended, 1, memory_order_release);
     }
     atomic_store_explicit(&c->active, 0, memory_order_release);
-    tally_set_current_context(c->saved_tls);
+    if (restore) {
+        tally_set_current_context(c->saved_tls);
+    }
     release_worker_context(c);
 }
 

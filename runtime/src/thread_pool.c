@@ -60,7 +60,10 @@
 // pool resets it after every task (workers to NULL, callers to what it was before the task), so a
 // task that failed before calling tally_profiler_thread_end cannot leave a dangling context; the
 // worker contexts Halide's instrumentation opened on the thread are ended first
-// (tally_profiler_end_owned_contexts).
+// (tally_profiler_end_owned_contexts). A task's context may linger after its task
+// (profiler.c: the thread's next task of the same run takes it back without billing anything);
+// the pool flushes it before the thread waits, runs a group's unit, counts the last task it took
+// of a run as finished, or (a caller) has no iterations of its loop left to run.
 //
 // Lifetime: halide_do_par_for and halide_do_parallel_tasks are defined by lifetime.c, which
 // installs the process hooks (the fork handlers that call tally_thread_pool_fork_*, the at-exit
@@ -437,12 +440,15 @@ static void run_task(par_job *job, int32_t idx) {
         return;  // an earlier task failed: skip
     }
     tally_set_current_context(job->caller_ctx);
+    int32_t saved_linger = tally_linger_ok;
+    tally_linger_ok = 1;  // the task's profiler context may linger: the pool flushes it
     tls_task_depth++;
     tally_task_nesting++;
     int32_t r = job->f(job->user_context, idx, job->closure);
     tally_task_nesting--;
     tls_task_depth--;
     tally_profiler_end_owned_contexts(job->caller_ctx);
+    tally_linger_ok = saved_linger;
     if (r != 0) {
         int32_t expected = 0;
         atomic_compare_exchange_strong(&job->result, &expected, r);
@@ -565,9 +571,12 @@ static void unlist_group_locked(task_group *g) {
 static void run_unit(task_group *g, group_task *gt, int32_t min, int32_t extent) {
     const halide_parallel_task_t *t = gt->task;
     int saved_worker = tls_is_worker, saved_depth = tls_task_depth;
+    int32_t saved_linger = tally_linger_ok;
+    tally_profiler_linger_flush();  // a context left by an earlier par_for task of this thread
     tally_context *saved_ctx = tally_get_current_context();
     tls_is_worker = 0;
     tls_task_depth = 0;
+    tally_linger_ok = 0;
     tally_set_current_context(g->caller_ctx);
     tally_task_nesting++;
     int32_t r = t->fn(g->user_context, min, extent, t->closure, g);
@@ -576,6 +585,7 @@ static void run_unit(task_group *g, group_task *gt, int32_t min, int32_t extent)
     tally_set_current_context(saved_ctx);
     tls_is_worker = saved_worker;
     tls_task_depth = saved_depth;
+    tally_linger_ok = saved_linger;
     if (r != 0) {
         int32_t expected = 0;
         atomic_compare_exchange_strong(&g->result, &expected, r);
@@ -892,6 +902,7 @@ static void *worker_main(void *arg) {
         uint32_t seen = atomic_load(&pool_epoch);
         par_job *job = pool.head;
         if (!job) {
+            tally_profiler_linger_flush();
             if (pool.groups && help_groups_locked()) {
                 spin_until = 0;
                 continue;
@@ -906,10 +917,15 @@ static void *worker_main(void *arg) {
         run_task(job, idx);
         tally_set_current_context(NULL);
         pthread_mutex_lock(&pool.lock);
+        // A task's lingering profiler context ends before the task counts as finished, unless
+        // this thread's next task (the head job's, claimed at once under this same lock) belongs
+        // to the same run: so no run ends with one of its contexts lingering here.
+        tally_profiler_linger_keep(pool.head ? pool.head->caller_ctx : NULL);
         if (++job->finished == job->extent) {
             wake_waiter_locked(job->owner);
         }
     }
+    tally_profiler_linger_flush();
     pthread_mutex_unlock(&pool.lock);
     return NULL;
 }
@@ -982,20 +998,22 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
     }
     tally_context *saved_ctx = tally_get_current_context();
     if (tls_is_worker || tls_task_depth > 0) {
-        // Nested loop: run serially on this thread.
-        for (int32_t i = 0; i < extent; i++) {
+        // Nested loop: run serially on this thread. Its tasks' contexts end with them (they
+        // cannot linger: nothing would flush them before the enclosing task goes on).
+        int32_t saved_linger = tally_linger_ok;
+        tally_linger_ok = 0;
+        int32_t r = 0;
+        for (int32_t i = 0; i < extent && r == 0; i++) {
             tls_task_depth++;
             tally_task_nesting++;
-            int32_t r = f(user_context, min + i, closure);
+            r = f(user_context, min + i, closure);
             tally_task_nesting--;
             tls_task_depth--;
             tally_profiler_end_owned_contexts(saved_ctx);
             tally_set_current_context(saved_ctx);
-            if (r != 0) {
-                return r;
-            }
         }
-        return 0;
+        tally_linger_ok = saved_linger;
+        return r;
     }
 
     par_job job;
@@ -1030,6 +1048,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         pthread_mutex_lock(&pool.lock);
         job.finished++;
     }
+    tally_profiler_linger_flush();  // the caller's own tasks are done
     uint64_t spin_until = 0;
     while (job.finished < job.extent) {
         wait_locked(atomic_load(&pool_epoch), 0, &job.owner, &spin_until);

@@ -453,4 +453,78 @@ TEST_F(ProfilerExact, HalideProfilerAbiRunsAreExact) {
     }
 }
 
+// Tasks run by the thread pool: a task's worker context lingers after the task (its thread's next
+// task of the run takes it back without a clock read or a shared write), so the pool's own time
+// between two tasks goes to the loop's slot; the pool ends it before the loop returns.
+struct PoolClosure {
+    void *inst;
+    int32_t slot;
+    uint64_t task_ns;   // in the task, between begin and end
+    uint64_t after_ns;  // after the task's end, still inside the task function (the pool's time)
+    std::vector<void *> contexts;
+};
+
+int pool_task(void *, int, uint8_t *closure) {
+    auto *c = reinterpret_cast<PoolClosure *>(closure);
+    void *ctx = tally_profiler_thread_begin(c->inst);
+    c->contexts.push_back(ctx);
+    tally_profiler_set_current(ctx, c->slot);
+    fake_time_ns() += c->task_ns;
+    tally_profiler_thread_end(ctx);
+    fake_time_ns() += c->after_ns;
+    return 0;
+}
+
+TEST_F(ProfilerExact, PoolTasksOnOneThreadShareOneLingeringContext) {
+    tally_set_num_threads(1);  // the tasks run on this thread, in order
+    void *inst = start("linger");
+    tally_profiler_set_current(inst, 1);  // produce f
+    at_ms(1);
+    PoolClosure c{inst, 2, 2 * kMs, 1 * kMs, {}};
+    EXPECT_EQ(halide_do_par_for(nullptr, pool_task, 0, 3, reinterpret_cast<uint8_t *>(&c)), 0);
+    // The loop ended at 10 ms: its context no longer counts, the main context bills f again.
+    fake_time_ns() += 4 * kMs;
+    tally_profiler_set_current(inst, 0);
+    fake_time_ns() += 1 * kMs;
+    ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    tally_set_num_threads(0);
+
+    ASSERT_EQ(c.contexts.size(), 3u);
+    EXPECT_NE(c.contexts[0], inst);
+    EXPECT_EQ(c.contexts[1], c.contexts[0]);
+    EXPECT_EQ(c.contexts[2], c.contexts[0]);
+    // g: 3 tasks of 2 ms and the pool's 1 ms after each; f: 1 ms before the loop, 4 after.
+    expect_times_ns("linger", {1 * kMs, 5 * kMs, 9 * kMs, 0, 0});
+    EXPECT_EQ(tally_test::pipeline_stats("linger").total_ns, 15 * kMs);
+}
+
+// A task that only enters its loop's slot (safe on any thread: it touches no shared test state).
+int pool_task_still(void *, int, uint8_t *closure) {
+    const auto *c = reinterpret_cast<const PoolClosure *>(closure);
+    void *ctx = tally_profiler_thread_begin(c->inst);
+    tally_profiler_set_current(ctx, c->slot);
+    tally_profiler_thread_end(ctx);
+    return 0;
+}
+
+TEST_F(ProfilerExact, NoPoolContextLingersPastItsLoop) {
+    // Real pool threads (the clock stands still while they run): whichever thread ran the last
+    // task, the loop's contexts have stopped counting by the time halide_do_par_for returns, so the
+    // main context bills all of the next 3 ms. A context still counting would take them (the
+    // main context bills nothing while a worker counts).
+    tally_set_num_threads(2);
+    for (int round = 0; round < 20; round++) {
+        void *inst = start("no_linger");
+        tally_profiler_set_current(inst, 1);
+        PoolClosure c{inst, 2, 0, 0, {}};
+        EXPECT_EQ(
+            halide_do_par_for(nullptr, pool_task_still, 0, 4096, reinterpret_cast<uint8_t *>(&c)),
+            0);
+        fake_time_ns() += 3 * kMs;
+        ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    }
+    tally_set_num_threads(0);
+    expect_times_ns("no_linger", {0, 60 * kMs, 0, 0, 0});
+}
+
 }  // namespace
