@@ -114,9 +114,14 @@ PROGRAM_NOTES = {
         "it (`test/conformance/float_chain/float_chain.host.stmt`: three pointwise float stages, "
         "compute_root, rows parallel, vectorized) and `blur`, compiled by Tally for "
         "`host-profile`. Truth: each stage run alone as its own pipeline (the other `produce`s "
-        "emptied, same schedule, same warm buffers), median of interleaved runs, measured in "
-        "each repetition just before the profiles it judges; error = max over the stages of "
-        "|reported share - true share| in percentage points (`exact_pp`, `sampling_pp`). "
+        "emptied, same schedule, same warm buffers), median of interleaved runs; in-situ truth: "
+        "the run of the pipeline's first k stages less that of its first k - 1 (a stage reading "
+        "what its producers just wrote, as in the pipeline); both measured in the same rounds "
+        "as the profiles they judge (each round runs every variant once, in rotating order: "
+        "alone stages, prefixes, no stage, one exact and one sampling profiled run); error = "
+        "max over the stages of |reported share - true share| in percentage points "
+        "(`exact_pp`, `sampling_pp`; against the in-situ truth `*_insitu_pp`); `truth_gap_pp` "
+        "= the same between the two truths (how closely a profile can be judged at all). "
         "`BM_Truth/pipeline/scenario/threads/hog`: pipeline 0 float_chain, 1 blur; scenario 0 "
         "long runs (~60 ms) accumulated over 21 runs, 1 one long run (median of 7), 2 ~2 ms runs "
         "in blocks of 10 (median of 7 blocks), 3 a single ~0.5 ms run (median of 21); threads = "
@@ -124,7 +129,8 @@ PROGRAM_NOTES = {
         "`run_ms` is the fastest of 7 unprofiled runs (the run's size without interference; "
         "heights are calibrated on the fastest runs at start-up, so on a loaded machine a run "
         "takes longer than that). Each profile drops its first (warm-up) run; a stage's true time "
-        "is its alone run less the run of the pipeline with every stage emptied. "
+        "is its alone run less the run of the pipeline with every stage emptied. A profile's shares "
+        "are the differences of the registry's totals across its runs. "
         "`*_overhead_pct`: the share billed to `overhead`. `BM_WallRatio/pipeline`: long runs, "
         "2 threads, unprofiled / exact / sampling interleaved over 31 rounds: `*_ratio` = median "
         "profiled run over median unprofiled run, `*_min_ratio` = fastest over fastest (the "
@@ -132,8 +138,11 @@ PROGRAM_NOTES = {
         "threads, the sampler's included), `rows` = image height (parallel tasks per stage). "
         "`BM_SwitchCost/mode` (0 exact, 1 sampling): thread CPU ns per "
         "`tally_profiler_set_current` between two slots (`switch_ns`), and per parallel task's "
-        "worker begin + set_current of its loop's slot + end, on one thread (`task_ns`) and on "
-        "two at once (`task_2threads_ns`)."),
+        "worker begin + set_current of its loop's slot + end, called directly on one thread "
+        "(`task_ns`) and on two at once (`task_2threads_ns`), and as tasks of "
+        "`halide_do_par_for` on 1 and 2 pool threads (`pool_task_ns`, `pool_task_2threads_ns`: "
+        "process CPU time over the same loop of bare tasks; a task's context lingers for the "
+        "thread's next task); `rdtsc_ns` = one bare `rdtsc`, the clock read a switch makes."),
     "runtime_bench": (
         "The profiler runtime alone. `BM_SetCurrent`: ns per `tally_profiler_set_current` with "
         "the sampler at 1 kHz. `BM_SamplerCpu/<interval_us>/<runs>`: CPU of the sampler thread "
@@ -531,6 +540,12 @@ def truth_targets(results):
                        r"BM_Truth/pipeline:1/scenario:%d/threads:2/hog:0(/|$)" % scenario,
                        "exact_pp")
         measured = "exact %.2f pp (sampling %.2f pp) with 2 threads" % (exact, sampling)
+        insitu = counter(results, prog, pat, "exact_insitu_pp")
+        if insitu is not None:
+            measured += " (against the in-situ truth: exact %.2f pp, sampling %.2f pp; the " \
+                        "two truths differ by %.2f pp)" % (
+                            insitu, counter(results, prog, pat, "sampling_insitu_pp"),
+                            counter(results, prog, pat, "truth_gap_pp"))
         if one is not None:
             measured += "; exact %.2f pp with 1 thread" % one
         if blur is not None:
@@ -573,11 +588,19 @@ def truth_targets(results):
     if ns is None:
         measured, ok = "n/a", None
     else:
-        measured = "%.1f ns per switch in exact mode (sampling: %.1f ns; a worker task's " \
-                   "begin + switch + end: %.0f ns exact, %.0f ns sampling)" % (
-                       ns, counter(results, prog, r"BM_SwitchCost/mode:1(/|$)", "switch_ns"),
-                       counter(results, prog, r"BM_SwitchCost/mode:0(/|$)", "task_ns"),
-                       counter(results, prog, r"BM_SwitchCost/mode:1(/|$)", "task_ns"))
+        e, smp = r"BM_SwitchCost/mode:0(/|$)", r"BM_SwitchCost/mode:1(/|$)"
+        measured = "%.1f ns per switch in exact mode (sampling: %.1f ns; one bare rdtsc, the " \
+                   "clock read it makes: %.1f ns); a pool task's profiler calls: %.0f ns exact, " \
+                   "%.0f ns sampling on 1 thread, %.0f / %.0f ns on 2 (called directly, " \
+                   "without the pool's lingering context: %.0f / %.0f ns)" % (
+                       ns, counter(results, prog, smp, "switch_ns"),
+                       counter(results, prog, e, "rdtsc_ns"),
+                       counter(results, prog, e, "pool_task_ns"),
+                       counter(results, prog, smp, "pool_task_ns"),
+                       counter(results, prog, e, "pool_task_2threads_ns"),
+                       counter(results, prog, smp, "pool_task_2threads_ns"),
+                       counter(results, prog, e, "task_ns"),
+                       counter(results, prog, smp, "task_ns"))
         ok = ns <= 10.0
     rows.append(("A slot switch costs <= 10 ns (exact mode)",
                  "%s `BM_SwitchCost/mode:0` `switch_ns`" % prog, measured, verdict(ok)))

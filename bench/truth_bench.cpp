@@ -4,15 +4,14 @@
 // float_chain.host.stmt: three pointwise float32 stages s1 -> s2 -> s3, each compute_root, rows
 // parallel, x vectorized by 8) and the `blur` app (blur_x -> blur_y). Tally compiles each for
 // `host-profile` (its own instrumentation: one slot per Func, worker contexts per parallel task)
-// and, for the truth, once per stage for `host` with every other `produce` emptied: each stage
-// run alone as its own pipeline, with the same schedule, on the same warm buffers. A stage's
-// time = its median alone run less the median run of the pipeline with every `produce` emptied
-// (the fixed costs each alone run pays, which a profile bills to `overhead`); truth of a stage =
-// its time over the sum of the stages' times; the error of a profile = max over the stages of
-// |reported share - true share|, in percentage points. The truth is measured anew in each
-// repetition, just before the profiles it judges, under the same conditions (threads, CPU hog).
-// Each profile starts with one profiled run whose numbers are dropped (warm code and buffers:
-// the error of a cold first run is another question).
+// and, for the truths, once per stage and once per prefix for `host` with the other `produce`s
+// emptied: each stage run alone as its own pipeline (the truth), and the pipeline's
+// first k stages (the in-situ truth: stage k's time = prefix k less prefix k - 1, reading what
+// its producers just wrote), with the same schedule, on the same warm buffers; see judge()
+// below. Both truths and the profiles they judge are measured in the same rounds, under the
+// same conditions (threads, CPU hog). Each profile's first run in the process is a warm-up
+// whose numbers are dropped (warm code and buffers: the error of a cold first run is another
+// question).
 //
 // Image heights are calibrated at start-up so that a 2-thread (or 1-thread) run takes the
 // scenario's time: ~60 ms (long), ~2 ms, ~0.5 ms; width 2048.
@@ -23,9 +22,10 @@
 //              2: ~2 ms runs in blocks of 10 (median over 7 blocks);
 //              3: a single ~0.5 ms run (median over 21 single-run profiles).
 //     hog: two processes spinning on the CPUs throughout (truth and profiles alike).
-//     Counters: exact_pp, sampling_pp (the errors), run_ms (the fastest of 7 unprofiled runs:
-//     the run's size without interference from other load),
-//     exact_overhead_pct / sampling_overhead_pct (share billed to `overhead`).
+//     Counters: exact_pp, sampling_pp (the errors), exact_insitu_pp, sampling_insitu_pp (against
+//     the in-situ truth), truth_gap_pp (the two truths' difference), run_ms (the fastest of 7
+//     unprofiled runs: the run's size without interference from other load), exact_overhead_pct /
+//     sampling_overhead_pct (share billed to `overhead`).
 //   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
 //     for 31 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
 //     median unprofiled run; *_min_ratio = fastest over fastest (the runs least disturbed by
@@ -35,7 +35,8 @@
 //     between two slots of a live run (mode 0 exact, 1 sampling with the sampler thread at
 //     1 kHz), and per worker begin + set_current + end (a parallel task's profiler calls, the
 //     task setting its loop's slot) on one thread (task_ns) and on two at once
-//     (task_2threads_ns).
+//     (task_2threads_ns); the same as halide_do_par_for tasks on 1 and 2 pool threads
+//     (pool_task_ns, pool_task_2threads_ns); one bare rdtsc (rdtsc_ns).
 //
 // bench/run_benchmarks.py adds 5 repetitions and reports the median of each counter.
 
@@ -106,20 +107,20 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/** Replaces every `produce` but `keep`'s with a no-op: the pipeline runs one stage. */
-class KeepOneStage : public tally::IRMutator {
+/** Replaces every `produce` but those of `keep` with a no-op: the pipeline runs only those. */
+class KeepStages : public tally::IRMutator {
 public:
-    explicit KeepOneStage(std::string keep) : keep_(std::move(keep)) {}
+    explicit KeepStages(std::vector<std::string> keep) : keep_(std::move(keep)) {}
     using tally::IRMutator::visit;
     tally::Stmt visit(const tally::ProducerConsumer *op) override {
-        if (op->is_producer && op->name != keep_) {
+        if (op->is_producer && std::find(keep_.begin(), keep_.end(), op->name) == keep_.end()) {
             return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
         }
         return tally::IRMutator::visit(op);
     }
 
 private:
-    std::string keep_;
+    std::vector<std::string> keep_;
 };
 
 std::unique_ptr<tally::JITModule> compile(tally::Module m, const std::string &target) {
@@ -156,22 +157,27 @@ public:
         host = compile(m, "host");
         profiled = compile(m, "host-profile");
         alone.clear();
+        prefix.clear();
+        std::vector<std::string> first;
         for (const std::string &s : stages()) {
-            alone.push_back(compile(keep_one(m, s), "host"));
+            alone.push_back(compile(keep(m, {s}), "host"));
+            first.push_back(s);
+            prefix.push_back(compile(keep(m, first), "host"));
         }
-        empty = compile(keep_one(m, ""), "host");
+        empty = compile(keep(m, {}), "host");
     }
 
-    static tally::Module keep_one(const tally::Module &m, const std::string &stage) {
-        tally::Module one = m;
-        for (tally::LoweredFunc &f : one.functions) {
-            f.body = KeepOneStage(stage).mutate(f.body);
+    static tally::Module keep(const tally::Module &m, const std::vector<std::string> &stages) {
+        tally::Module kept = m;
+        for (tally::LoweredFunc &f : kept.functions) {
+            f.body = KeepStages(stages).mutate(f.body);
         }
-        return one;
+        return kept;
     }
 
+    // `stages()` run in this order: prefix[k] runs the first k + 1 of them.
     std::unique_ptr<tally::JITModule> host, profiled, empty;
-    std::vector<std::unique_ptr<tally::JITModule>> alone;
+    std::vector<std::unique_ptr<tally::JITModule>> alone, prefix;
 };
 
 /** float_chain as Halide 14 lowered it: in (float32) -> s1 -> s2 -> s3 (the output). */
@@ -301,78 +307,51 @@ private:
     std::vector<pid_t> pids_;
 };
 
-/** True shares (percent) of the stages: medians of interleaved alone runs, each less the
- * median run of the pipeline with no stage at all (its fixed costs: argument checks, allocations,
- * which a profile bills to `overhead`, and which every alone run pays once). */
-std::vector<double> true_shares(Pipeline &p, int rounds) {
-    const size_t n = p.alone.size();
-    std::vector<std::vector<double>> t(n + 1);
-    for (int r = -1; r < rounds; r++) {
-        for (size_t k = 0; k <= n; k++) {
-            size_t v = (size_t(std::max(r, 0)) + k) % (n + 1);
-            Clock::time_point t0 = Clock::now();
-            p.run(v < n ? *p.alone[v] : *p.empty);
-            if (r >= 0) {
-                t[v].push_back(ms_since(t0));
+/** What the registry holds for the profiled pipeline's runs in `mode`: each stage's time and
+ * the time of all slots (overhead and copies included), in ns. */
+struct Billed {
+    std::vector<double> stage_ns;
+    double total_ns = 0;
+};
+
+Billed billed(const Pipeline &p, int32_t mode) {
+    Billed b;
+    b.stage_ns.assign(p.stages().size(), 0.0);
+    for (int32_t i = 0; i < tally_profiler_num_pipelines(); i++) {
+        tally_pipeline_stats ps{};
+        if (tally_profiler_get_pipeline_stats_by_index(i, &ps) != 0 || ps.flags != mode) {
+            continue;
+        }
+        for (int32_t s = 0; s < ps.num_slots; s++) {
+            tally_slot_stats ss{};
+            tally_profiler_get_slot_stats_by_index(i, s, &ss);
+            b.total_ns += double(ss.time_ns);
+            for (size_t k = 0; k < p.stages().size(); k++) {
+                if (p.stages()[k] == ss.name) {
+                    b.stage_ns[k] += double(ss.time_ns);
+                }
             }
         }
     }
-    const double fixed = median(t[n]);
-    std::vector<double> share(n);
-    double sum = 0;
-    for (size_t k = 0; k < n; k++) {
-        share[k] = std::max(0.0, median(t[k]) - fixed);
-        sum += share[k];
-    }
-    for (double &s : share) {
-        s = 100.0 * s / sum;
-    }
-    if (std::getenv("TRUTH_BENCH_VERBOSE")) {
-        for (size_t k = 0; k < n; k++) {
-            std::fprintf(stderr, "  T %-10s %6.2f%% (%.3f ms)%s", p.stages()[k].c_str(), share[k],
-                         median(t[k]), k + 1 == n ? "\n" : "");
-        }
+    return b;
+}
+
+/** The shares (percent of all billed time, as the report's) of the runs between two readings. */
+std::vector<double> shares_between(const Billed &before, const Billed &after) {
+    std::vector<double> share(after.stage_ns.size());
+    const double total = after.total_ns - before.total_ns;
+    for (size_t k = 0; k < share.size(); k++) {
+        share[k] = total > 0 ? 100.0 * (after.stage_ns[k] - before.stage_ns[k]) / total : 0.0;
     }
     return share;
 }
 
-struct Profile {
-    double error_pp;
-    double overhead_pct;
-};
-
-/** Runs the profiled build `runs` times in `mode` on a fresh registry, after one warm-up run
- * whose profile is dropped; the error of the accumulated profile against `truth`. */
-Profile profile(Pipeline &p, int32_t mode, int runs, const std::vector<double> &truth) {
-    tally_profiler_set_default_mode(mode);
-    p.run(*p.profiled);
-    tally_profiler_reset();
-    for (int i = 0; i < runs; i++) {
-        p.run(*p.profiled);
+double max_error_pp(const std::vector<double> &got, const std::vector<double> &truth) {
+    double e = 0;
+    for (size_t k = 0; k < truth.size(); k++) {
+        e = std::max(e, std::fabs(got[k] - truth[k]));
     }
-    tally_pipeline_stats ps{};
-    tally_profiler_get_pipeline_stats_by_index(0, &ps);
-    Profile out{0.0, 0.0};
-    const bool verbose = std::getenv("TRUTH_BENCH_VERBOSE") != nullptr;
-    for (int32_t s = 0; s < ps.num_slots; s++) {
-        tally_slot_stats ss{};
-        tally_profiler_get_slot_stats_by_index(0, s, &ss);
-        if (verbose) {
-            std::fprintf(stderr, "  %s %-10s %6.2f%%%s",
-                         mode == TALLY_PROFILER_FLAG_EXACT ? "E" : "S", ss.name, ss.percent,
-                         s + 1 == ps.num_slots ? "\n" : "");
-        }
-        if (s == 0) {
-            out.overhead_pct = ss.percent;
-        }
-        for (size_t k = 0; k < truth.size(); k++) {
-            if (p.stages()[k] == ss.name) {
-                out.error_pp = std::max(out.error_pp, std::fabs(ss.percent - truth[k]));
-            }
-        }
-    }
-    tally_profiler_reset();
-    return out;
+    return e;
 }
 
 struct Scenario {
@@ -400,6 +379,131 @@ Pipeline &pipeline_for(int which, int scenario, int threads) {
     return *p;
 }
 
+/** Shares (percent) from stage times: each over their sum (negative differences count 0). */
+std::vector<double> to_shares(std::vector<double> ms) {
+    double sum = 0;
+    for (double &v : ms) {
+        v = std::max(0.0, v);
+        sum += v;
+    }
+    for (double &v : ms) {
+        v = sum > 0 ? 100.0 * v / sum : 0.0;
+    }
+    return ms;
+}
+
+/** One repetition of a scenario: two truths and both modes' profiles, measured in the same
+ * rounds. Each round runs, in an order that rotates from round to round, every stage alone,
+ * every prefix of the pipeline (its first k stages), the pipeline with no stage, and (while
+ * their profiles still need runs) one profiled run in exact mode and one in sampling mode; so
+ * the truths and the profiles they judge see the same machine, drift and load included.
+ *
+ * The truth (the issue's): a stage's time = the median of its alone runs less the median run of
+ * the pipeline with no stage (the fixed costs every alone run pays once, which a profile bills
+ * to `overhead`). Alone, a stage reads its producers' buffers cold: whatever the previous runs
+ * left in the caches, not what its producers just wrote. The in-situ truth: a stage's time =
+ * median run of the prefix ending with it less that of the prefix before it, so it reads what
+ * its producers just wrote, as in the pipeline. Either truth's share = a stage's time over the
+ * sum of the stages' times. Where the two truths disagree (`truth_gap_pp`), no profile can be
+ * judged more closely than that against either.
+ *
+ * A profile is `runs` consecutive profiled runs of its mode; its shares are the differences of
+ * the registry's totals across them (percent of all billed time, as the report's); its error =
+ * max over the stages of |share - true share|. Round -1 warms everything up and is dropped. */
+struct Judged {
+    std::vector<double> exact_pp, sampling_pp, exact_insitu_pp, sampling_insitu_pp;
+    std::vector<double> exact_overhead, sampling_overhead;
+    double truth_gap_pp = 0;
+};
+
+Judged judge(Pipeline &p, const Scenario &sc) {
+    const size_t n = p.alone.size();
+    const int profiled_runs = sc.runs * sc.profiles;
+    const int rounds = std::max(sc.truth_rounds, profiled_runs);
+    const int32_t modes[2] = {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_SAMPLING};
+    // Variants: alone 0..n-1, prefix n..2n-1, empty 2n, exact 2n+1, sampling 2n+2.
+    const size_t timed = 2 * n + 1, variants = 2 * n + 3;
+    std::vector<std::vector<double>> t(timed);
+    std::vector<std::vector<std::vector<double>>> profile_shares(2);
+    std::vector<std::vector<double>> overhead(2);
+    Billed mark[2];
+    tally_profiler_reset();
+    for (int r = -1; r < rounds; r++) {
+        if (r == 0) {
+            tally_profiler_reset();  // the warm-up round's profiled runs are dropped
+        }
+        for (size_t j = 0; j < variants; j++) {
+            const size_t v = (size_t(std::max(r, 0)) + j) % variants;
+            if (v >= timed) {
+                const int m = int(v - timed);
+                if (r >= profiled_runs) {
+                    continue;
+                }
+                if (r >= 0 && r % sc.runs == 0) {
+                    mark[m] = billed(p, modes[m]);  // the profile starts
+                }
+                tally_profiler_set_default_mode(modes[m]);
+                p.run(*p.profiled);
+                if (r >= 0 && r % sc.runs == sc.runs - 1) {
+                    Billed now = billed(p, modes[m]);
+                    profile_shares[m].push_back(shares_between(mark[m], now));
+                    double stages = 0;
+                    for (size_t k = 0; k < n; k++) {
+                        stages += now.stage_ns[k] - mark[m].stage_ns[k];
+                    }
+                    const double total = now.total_ns - mark[m].total_ns;
+                    overhead[m].push_back(total > 0 ? 100.0 * (total - stages) / total : 0.0);
+                }
+                continue;
+            }
+            const tally::JITModule &jit = v < n       ? *p.alone[v]
+                                          : v < 2 * n ? *p.prefix[v - n]
+                                                      : *p.empty;
+            Clock::time_point t0 = Clock::now();
+            p.run(jit);
+            if (r >= 0) {
+                t[v].push_back(ms_since(t0));
+            }
+        }
+    }
+    tally_profiler_set_default_mode(0);
+    tally_profiler_reset();
+
+    const double fixed = median(t[2 * n]);
+    std::vector<double> alone_ms(n), insitu_ms(n);
+    double before = fixed;
+    for (size_t k = 0; k < n; k++) {
+        alone_ms[k] = median(t[k]) - fixed;
+        const double upto = median(t[n + k]);
+        insitu_ms[k] = upto - before;
+        before = upto;
+    }
+    const std::vector<double> truth = to_shares(alone_ms), insitu = to_shares(insitu_ms);
+    Judged j;
+    j.truth_gap_pp = max_error_pp(insitu, truth);
+    for (int m = 0; m < 2; m++) {
+        for (size_t i = 0; i < profile_shares[m].size(); i++) {
+            (m == 0 ? j.exact_pp : j.sampling_pp)
+                .push_back(max_error_pp(profile_shares[m][i], truth));
+            (m == 0 ? j.exact_insitu_pp : j.sampling_insitu_pp)
+                .push_back(max_error_pp(profile_shares[m][i], insitu));
+            (m == 0 ? j.exact_overhead : j.sampling_overhead).push_back(overhead[m][i]);
+        }
+    }
+    if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+        for (size_t k = 0; k < n; k++) {
+            std::fprintf(
+                stderr,
+                "  %-8s truth %6.2f%% (%.3f ms)  in situ %6.2f%% (%.3f ms)  first profile: "
+                "exact %6.2f%%  sampling %6.2f%%\n",
+                p.stages()[k].c_str(), truth[k], alone_ms[k], insitu[k], insitu_ms[k],
+                profile_shares[0].empty() ? 0.0 : profile_shares[0][0][k],
+                profile_shares[1].empty() ? 0.0 : profile_shares[1][0][k]);
+        }
+    }
+    return j;
+}
+
 void BM_Truth(benchmark::State &state) {
     const int which = int(state.range(0)), scenario = int(state.range(1));
     const int threads = int(state.range(2));
@@ -413,29 +517,19 @@ void BM_Truth(benchmark::State &state) {
             hogs = std::make_unique<CpuHog>(2);
         }
         Clock::time_point t0 = Clock::now();
-        std::vector<double> truth = true_shares(p, sc.truth_rounds);
-        std::vector<double> exact, sampling, exact_over, sampling_over;
-        for (int i = 0; i < sc.profiles; i++) {
-            // Alternate which mode goes first.
-            for (int m = 0; m < 2; m++) {
-                bool do_exact = (m + i) % 2 == 0;
-                Profile r =
-                    profile(p, do_exact ? TALLY_PROFILER_FLAG_EXACT : TALLY_PROFILER_FLAG_SAMPLING,
-                            sc.runs, truth);
-                (do_exact ? exact : sampling).push_back(r.error_pp);
-                (do_exact ? exact_over : sampling_over).push_back(r.overhead_pct);
-            }
-        }
+        Judged j = judge(p, sc);
         std::vector<double> runs = run_times_ms(p, 7);
         double run_ms = *std::min_element(runs.begin(), runs.end());
         state.SetIterationTime(ms_since(t0) / 1e3);
-        state.counters["exact_pp"] = median(exact);
-        state.counters["sampling_pp"] = median(sampling);
-        state.counters["exact_overhead_pct"] = median(exact_over);
-        state.counters["sampling_overhead_pct"] = median(sampling_over);
+        state.counters["exact_pp"] = median(j.exact_pp);
+        state.counters["sampling_pp"] = median(j.sampling_pp);
+        state.counters["exact_insitu_pp"] = median(j.exact_insitu_pp);
+        state.counters["sampling_insitu_pp"] = median(j.sampling_insitu_pp);
+        state.counters["truth_gap_pp"] = j.truth_gap_pp;
+        state.counters["exact_overhead_pct"] = median(j.exact_overhead);
+        state.counters["sampling_overhead_pct"] = median(j.sampling_overhead);
         state.counters["run_ms"] = run_ms;
     }
-    tally_profiler_set_default_mode(0);
     tally_set_num_threads(0);
 }
 
@@ -510,6 +604,16 @@ void BM_SwitchCost(benchmark::State &state) {
             tally_profiler_set_current(inst, 2);
         }
         double switch_ns = (thread_cpu_ns() - t0) / kSwitches;
+#if defined(__x86_64__)
+        // The clock read a switch makes, alone: the floor of a switch's cost on this machine.
+        uint64_t sink = 0;
+        t0 = thread_cpu_ns();
+        for (int i = 0; i < kSwitches; i++) {
+            sink += __builtin_ia32_rdtsc();
+        }
+        benchmark::DoNotOptimize(sink);
+        state.counters["rdtsc_ns"] = (thread_cpu_ns() - t0) / kSwitches;
+#endif
         // Tasks as the generated code makes them: a parallel loop inside `produce a`; each task
         // claims a worker context and sets the loop's slot.
         tally_profiler_set_current(inst, 1);
