@@ -5,8 +5,9 @@
 
 #include "internal.h"
 
-_Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
-_Thread_local int32_t tally_task_nesting __attribute__((visibility("hidden")));
+_Thread_local tally_context *tally_current_context TALLY_HOT_TLS
+    __attribute__((visibility("hidden")));
+_Thread_local int32_t tally_task_nesting TALLY_HOT_TLS __attribute__((visibility("hidden")));
 
 void *tally_profiler_current_instance(void) {
     tally_context *ctx = tally_get_current_context();

@@ -52,6 +52,11 @@
 
 #define TALLY_CACHE_LINE 64
 
+// Everything declared below is the runtime's own, never part of libtally.so's ABI: hidden, so
+// that calls between the runtime's files are direct calls (no PLT, no interposition) on the hot
+// paths. The public API (tally_runtime.h, included above) keeps default visibility.
+#pragma GCC visibility push(hidden)
+
 // ---- profiler state (the types profiler.c owns; sampling.c and report.c read them) ----------
 
 enum {
@@ -324,9 +329,17 @@ const char *tally_clock_name(void);
 
 // ---- context.c ------------------------------------------------------------------------------
 
+// Thread-local variables of the hot calls (a context switch, a pool task): the initial-exec TLS
+// model, one %fs-relative access instead of a __tls_get_addr call per function, which in a
+// shared library (libtally.so, loaded by the Python module or a JIT host) costs several ns per
+// task. Safe for a library loaded at start-up and, since these are a few bytes, for one loaded
+// with dlopen too (glibc keeps a surplus of static TLS for that).
+#define TALLY_HOT_TLS __attribute__((tls_model("initial-exec")))
+
 // The calling thread's current context (NULL when none). Accessed inline: the hot calls switch
 // it on every slot change. Hidden: it is no part of the ABI libtally.so exports.
-extern _Thread_local tally_context *tally_current_context __attribute__((visibility("hidden")));
+extern _Thread_local tally_context *tally_current_context TALLY_HOT_TLS
+    __attribute__((visibility("hidden")));
 
 static inline tally_context *tally_get_current_context(void) {
     return tally_current_context;
@@ -338,7 +351,7 @@ static inline void tally_set_current_context(tally_context *ctx) {
 
 // How many pool tasks (par_for iterations, async task units) the calling thread is inside; the
 // thread pool counts them, Halide's profiler ABI reads them.
-extern _Thread_local int32_t tally_task_nesting __attribute__((visibility("hidden")));
+extern _Thread_local int32_t tally_task_nesting TALLY_HOT_TLS __attribute__((visibility("hidden")));
 
 // A value unique to the calling thread while it lives (the address of a thread-local).
 const void *tally_thread_tag(void);
@@ -508,7 +521,7 @@ void tally_profiler_end_owned_contexts(tally_context *keep);
 // tally_profiler_linger_flush ends the calling thread's lingering context, if any;
 // tally_profiler_linger_keep flushes it unless `next` (the context the thread's next task will
 // run with, or NULL) belongs to the same run, and returns whether one still lingers.
-extern _Thread_local int32_t tally_linger_ok __attribute__((visibility("hidden")));
+extern _Thread_local int32_t tally_linger_ok TALLY_HOT_TLS __attribute__((visibility("hidden")));
 void tally_profiler_linger_flush(void);
 int32_t tally_profiler_linger_keep(const tally_context *next);
 
@@ -577,5 +590,7 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
 void tally_thread_pool_fork_prepare(void);
 void tally_thread_pool_fork_parent(void);
 void tally_thread_pool_fork_child(void);
+
+#pragma GCC visibility pop
 
 #endif  // TALLY_RUNTIME_SRC_INTERNAL_H

@@ -635,8 +635,8 @@ static void release_worker_context(tally_context *c) {
 // a caller has no more iterations of its own loop to run, and before it runs a task group's unit.
 // Only tasks the pool runs may linger (tally_linger_ok): the pool is what ends them.
 
-static _Thread_local tally_context *tls_lingering;
-_Thread_local int32_t tally_linger_ok __attribute__((visibility("hidden")));
+static _Thread_local tally_context *tls_lingering TALLY_HOT_TLS;
+_Thread_local int32_t tally_linger_ok TALLY_HOT_TLS __attribute__((visibility("hidden")));
 
 // Ends worker context `c` (exact mode: bills it up to now and stops it counting) and releases it;
 // with `restore`, gives the thread back the context it had before `c`.

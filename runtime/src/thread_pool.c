@@ -182,9 +182,9 @@ static _Thread_local waiter tls_waiter = {.cond = PTHREAD_COND_INITIALIZER};
 static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
 
 // 1 on pool worker threads.
-static _Thread_local int tls_is_worker;
+static _Thread_local int tls_is_worker TALLY_HOT_TLS;
 // > 0 while this thread runs an iteration of a parallel loop.
-static _Thread_local int tls_task_depth;
+static _Thread_local int tls_task_depth TALLY_HOT_TLS;
 
 // ---- fork handling -----------------------------------------------------------------------
 
