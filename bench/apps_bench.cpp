@@ -557,8 +557,9 @@ void BM_VulkanSync(benchmark::State &state, const std::string &app) {
 
 // gpu_gpu_cpu as it is, and with an extra host stage P between B's launch and C (C working on the
 // previous frame, in a real pipeline): P's host work can overlap A and B on the device.
+// blur_gpu as it is (blur_x then output, both on the device; copies both ways).
 std::string timestamps_pipeline_text(const std::string &name) {
-    std::ifstream in(app_stmt_path("gpu_gpu_cpu"));
+    std::ifstream in(app_stmt_path(name == "blur_gpu" ? "blur_gpu" : "gpu_gpu_cpu"));
     std::stringstream ss;
     ss << in.rdbuf();
     std::string text = ss.str();
@@ -647,6 +648,8 @@ double slot_percent(const char *pipeline, const std::string &name) {
 
 struct TimestampsSetup {
     std::unique_ptr<tally::JITModule> plain, sync, nosync, timestamps, only_a, only_b, none;
+    std::string pipeline, a, b;  // the pipeline's name and its two device stages
+    std::function<int(const tally::JITModule &)> run;
 };
 std::map<std::string, std::unique_ptr<TimestampsSetup>> g_timestamps_setups;
 
@@ -655,7 +658,11 @@ std::map<std::string, std::unique_ptr<TimestampsSetup>> g_timestamps_setups;
 // in percent; wall time of profile_timestamps and profile over the unprofiled pipeline. Also the
 // sampled shares of profile lowered without syncs (nosync_ab_pct: A + B, nosync_copy_b_pct: the
 // copy of B to the host, where their kernels surface): the real-time side of ctest's
-// e2e.VulkanAttribution, which checks the same attribution deterministically.
+// e2e.VulkanAttribution, which checks the same attribution deterministically. Spreads: the
+// interquartile range of each variant's runs (plain_iqr_pct, timestamps_iqr_pct, sync_iqr_pct, in
+// percent of the median) and the median and IQR of the per-round ratio profile_timestamps / plain
+// (timestamps_pair_ratio, timestamps_pair_iqr_pct): neighbours in one round share the machine's
+// load. For blur_gpu, A and B are blur_x and output.
 void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
     if (!halide_vulkan_device_interface()) {
         state.SkipWithError(
@@ -666,23 +673,41 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
     if (!slot) {
         std::string text = timestamps_pipeline_text(name);
         slot = std::make_unique<TimestampsSetup>();
+        const bool blur = name == "blur_gpu";
+        slot->pipeline = blur ? "blur_gpu" : "gpu_gpu_cpu";
+        slot->a = blur ? "blur_x" : "A";
+        slot->b = blur ? "output" : "B";
         slot->plain = compile_text(text, "host-vulkan");
         slot->sync = compile_text(text, "host-vulkan-profile");
         slot->nosync = compile_text(text, "host-vulkan-profile", "*", false);
         slot->timestamps = compile_text(text, "host-vulkan-profile_timestamps");
-        slot->only_a = compile_text(text, "host-vulkan", "A");
-        slot->only_b = compile_text(text, "host-vulkan", "B");
+        slot->only_a = compile_text(text, "host-vulkan", slot->a);
+        slot->only_b = compile_text(text, "host-vulkan", slot->b);
         slot->none = compile_text(text, "host-vulkan", "");
+        if (blur) {
+            auto d = std::make_shared<BlurGpuData>();
+            slot->run = [d](const tally::JITModule &jit) {
+                d->input.mark_host_dirty();
+                void *args[] = {d->input.raw(), d->output.raw(), &d->width, &d->height};
+                return jit.run(args);
+            };
+        } else {
+            auto d = std::make_shared<GgcData>();
+            d->reps = 8 * kGgcReps;  // runs of about 100 ms here: long against the machine's noise
+            slot->run = [d](const tally::JITModule &jit) {
+                d->input.mark_host_dirty();
+                void *args[] = {d->input.raw(), d->C.raw(), &d->width, &d->height, &d->reps};
+                return jit.run(args);
+            };
+        }
     }
     TimestampsSetup &v = *slot;
-    GgcData d;
-    d.reps = 8 * kGgcReps;  // runs of about 100 ms here: long against the machine's noise
     const halide_device_interface_t *vk = halide_vulkan_device_interface();
-    auto run = [&](const tally::JITModule &jit) {
-        d.input.mark_host_dirty();
-        void *args[] = {d.input.raw(), d.C.raw(), &d.width, &d.height, &d.reps};
-        return jit.run(args);
-    };
+    const char *pipeline = v.pipeline.c_str();
+    auto run = [&](const tally::JITModule &jit) { return v.run(jit); };
+    // blur_gpu runs take ~30 ms here, gpu_gpu_cpu's ~100 ms: three times the runs for as long a
+    // measurement.
+    const int runs = name == "blur_gpu" ? 3 * kVulkanRuns : kVulkanRuns;
     auto fenced = [&](const tally::JITModule &jit) {
         int r = run(jit);
         return r ? r : halide_device_sync_global(nullptr, vk);
@@ -693,7 +718,7 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
             interleave({[&] { return fenced(*v.plain); }, [&] { return fenced(*v.sync); },
                         [&] { return fenced(*v.timestamps); }, [&] { return fenced(*v.only_a); },
                         [&] { return fenced(*v.only_b); }, [&] { return fenced(*v.none); }},
-                       kVulkanRuns, &rc);
+                       runs, &rc);
         if (rc) {
             state.SkipWithError(error_text(name.c_str(), rc).c_str());
             return;
@@ -704,28 +729,28 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
         double truth_b = 100.0 * std::max(0.0, median(t[4].wall) - none) / plain;
 
         tally_profiler_reset();
-        for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
+        for (int r = 0; r < runs && rc == 0; r++) {
             rc = run(*v.sync);
         }
-        double sync_a = slot_percent("gpu_gpu_cpu", "A"), sync_b = slot_percent("gpu_gpu_cpu", "B");
+        double sync_a = slot_percent(pipeline, v.a), sync_b = slot_percent(pipeline, v.b);
         // Sampled, without syncs: A and B are billed their launches only, and their kernels
         // surface in the blocking copy of B to the host.
         tally_profiler_reset();
-        for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
+        for (int r = 0; r < runs && rc == 0; r++) {
             rc = run(*v.nosync);
         }
-        double nosync_ab = slot_percent("gpu_gpu_cpu", "A") + slot_percent("gpu_gpu_cpu", "B");
-        double nosync_copy_b = slot_percent("gpu_gpu_cpu", "B (copy to host)");
+        double nosync_ab = slot_percent(pipeline, v.a) + slot_percent(pipeline, v.b);
+        double nosync_copy_b = slot_percent(pipeline, (v.b + " (copy to host)").c_str());
         tally_profiler_reset();
-        for (int r = 0; r < kVulkanRuns && rc == 0; r++) {
+        for (int r = 0; r < runs && rc == 0; r++) {
             rc = run(*v.timestamps);
         }
         tally_pipeline_stats ps{};
-        tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps);
+        tally_profiler_get_pipeline_stats(pipeline, &ps);
         std::string json = report_json();
         double total_ms = double(ps.total_ns) / 1e6;
-        double ts_a = 100.0 * device_ms_of(json, "A") / total_ms;
-        double ts_b = 100.0 * device_ms_of(json, "B") / total_ms;
+        double ts_a = 100.0 * device_ms_of(json, v.a) / total_ms;
+        double ts_b = 100.0 * device_ms_of(json, v.b) / total_ms;
         tally_profiler_reset();
         if (rc) {
             state.SkipWithError(error_text(name.c_str(), rc).c_str());
@@ -749,6 +774,15 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
         state.counters["sync_b_pp"] = std::abs(sync_b - truth_b);
         state.counters["nosync_ab_pct"] = nosync_ab;
         state.counters["nosync_copy_b_pct"] = nosync_copy_b;
+        std::vector<double> pairs;
+        for (size_t r = 0; r < t[0].wall.size(); r++) {
+            pairs.push_back(t[2].wall[r] / t[0].wall[r]);
+        }
+        state.counters["plain_iqr_pct"] = iqr_pct(t[0].wall);
+        state.counters["sync_iqr_pct"] = iqr_pct(t[1].wall);
+        state.counters["timestamps_iqr_pct"] = iqr_pct(t[2].wall);
+        state.counters["timestamps_pair_ratio"] = median(pairs);
+        state.counters["timestamps_pair_iqr_pct"] = iqr_pct(pairs);
     }
 }
 
@@ -774,7 +808,7 @@ void register_dynamic_benchmarks() {
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
     }
-    for (const char *name : {"gpu_gpu_cpu", "overlap"}) {
+    for (const char *name : {"gpu_gpu_cpu", "overlap", "blur_gpu"}) {
         benchmark::RegisterBenchmark((std::string("BM_VulkanTimestamps/") + name).c_str(),
                                      BM_VulkanTimestamps, std::string(name))
             ->Iterations(1)

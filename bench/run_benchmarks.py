@@ -76,7 +76,12 @@ PROGRAM_NOTES = {
         "`timestamps_a_pct`, `timestamps_b_pct` = the Func's device time from device timestamps "
         "over the profiled run's wall time (15 runs); `sync_a_pct`, `sync_b_pct` = the sampled "
         "share in sync mode; `*_pp` = distance to the truth in percentage points; "
-        "`timestamps_ratio`, `sync_ratio` = profiled / plain wall time (fenced medians)."),
+        "`timestamps_ratio`, `sync_ratio` = profiled / plain wall time (fenced medians); "
+        "spreads: `*_iqr_pct` = interquartile range of a variant's runs in percent of its "
+        "median, `timestamps_pair_ratio` and `timestamps_pair_iqr_pct` = median and IQR of the "
+        "per-round ratio profile_timestamps / plain. `blur_gpu` (1024x768; A = blur_x, B = "
+        "output, both on the device, copies both ways; runs of ~30 ms, so 45 of each) is "
+        "measured the same way."),
     "continuous_bench": (
         "Continuous mode's cost (`bench/continuous_bench.cpp`, issue 16). "
         "`BM_ContinuousCpu/<hz>/<every_ms>`: a child process in continuous mode "
@@ -483,7 +488,7 @@ def targets(results):
                      "syncs) %.3fx" % (ratio, counter(results, "apps_bench", pat, "sync_ratio")),
                      "for reference"))
     # profile_timestamps (issue 15): device shares against fenced truth, and the cost.
-    for name in ("gpu_gpu_cpu", "overlap"):
+    for name in ("gpu_gpu_cpu", "overlap", "blur_gpu"):
         pat = r"BM_VulkanTimestamps/%s(/|$)" % name
         ts_a = counter(results, "apps_bench", pat, "timestamps_a_pp")
         if ts_a is None:
@@ -493,9 +498,13 @@ def targets(results):
                      "apps_bench `BM_VulkanTimestamps/%s` `timestamps_a_pp`, `_b_pp`" % name,
                      "A %.1f pp, B %.1f pp" % (ts_a, ts_b), verdict(ts_a <= 2 and ts_b <= 2)))
         ratio = counter(results, "apps_bench", pat, "timestamps_ratio")
+        # Profiling cannot make a run faster: a ratio well below 1 is the machine's noise, which
+        # then also hides any cost up to that size.
         rows.append(("profile_timestamps `%s`: profiled / plain wall <= 1.02x" % name,
                      "apps_bench `BM_VulkanTimestamps/%s` `timestamps_ratio`" % name,
-                     "%.3fx" % ratio, verdict(ratio <= 1.02)))
+                     "%.3fx" % ratio,
+                     verdict(ratio <= 1.02) if ratio >= 0.98
+                     else "not measurable here (below 1: the noise)"))
         rows.append(("(no target) sync mode `%s`: shares and cost next to it" % name,
                      "apps_bench `BM_VulkanTimestamps/%s` `sync_a_pp`, `_b_pp`, `sync_ratio`"
                      % name,

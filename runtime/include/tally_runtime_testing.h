@@ -62,6 +62,29 @@ int32_t tally_testing_vulkan_hold(int32_t mode);
 typedef void (*tally_testing_device_wait_hook_t)(void);
 void tally_testing_set_device_wait_hook(tally_testing_device_wait_hook_t hook);
 
+/** A device API's clock correlation (runtime/src/device_timeline.c): the pairings of device and
+ * host clock kept so far (0: none yet) and the readings they were picked from; the newest pairing
+ * (device clock in ns from the back end's origin, the host clock, its deviation); the fitted
+ * rate (host ns per device ns; 1 until pairings far enough apart; 0 without a pairing). */
+typedef struct tally_testing_device_clock {
+    int32_t pairings, readings;
+    double device_ns;
+    uint64_t host_ns, deviation_ns;
+    double rate;
+} tally_testing_device_clock;
+
+/** Reads the clock correlation of `device_api` (TALLY_DEVICE_API_*). Returns 0, or
+ * TALLY_ERROR_BAD_ARGUMENT. */
+int32_t tally_testing_get_device_clock(int32_t device_api, tally_testing_device_clock *out);
+
+/** Vulkan back end: replaces vkGetCalibratedTimestampsEXT's readings (for tests that script
+ * them): each call fills the device counter (ticks), the CLOCK_MONOTONIC reading and the
+ * maximum deviation, and returns 0 (nonzero: the reading failed). NULL restores the driver. Takes
+ * effect at the next pairing (device initialization, the end of a profile_timestamps run). */
+typedef int (*tally_testing_vulkan_calibration_t)(uint64_t *device_ticks, uint64_t *host_ns,
+                                                  uint64_t *max_deviation_ns);
+void tally_testing_set_vulkan_calibration(tally_testing_vulkan_calibration_t reader);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -95,6 +95,8 @@ typedef struct cuda_api {
     CUresult (*EventDestroy)(CUevent event);
     CUresult (*EventRecord)(CUevent event, CUstream stream);
     CUresult (*EventElapsedTime)(float *ms, CUevent start, CUevent end);
+    // Optional: without it, timed commands get durations but no place on the host clock.
+    CUresult (*EventSynchronize)(CUevent event);
     // Optional: only for messages.
     CUresult (*GetErrorName)(CUresult error, const char **name);
     CUresult (*GetErrorString)(CUresult error, const char **text);
@@ -134,6 +136,7 @@ static const struct {
     {"cuEventDestroy_v2", 0},
     {"cuEventRecord", 0},
     {"cuEventElapsedTime", 0},
+    {"cuEventSynchronize", 0},
     {"cuGetErrorName", 0},
     {"cuGetErrorString", 0},
     {"cuMemFreeAsync", 0},
@@ -373,29 +376,42 @@ static void cuda_leave(void) {
     cu.CtxPopCurrent(&popped);
 }
 
-// ---- launch timing (profile_timestamps) --------------------------------------------------------
+// ---- command timing (profile_timestamps) -------------------------------------------------------
 //
-// A launch made while a profile_timestamps run is current is bracketed by two events recorded on
-// the stream. The pairs are read at the next blocking point (a copy to the host, a sync, release),
-// where the stream is idle anyway: cuEventElapsedTime gives each kernel's duration, billed to the
-// Func that launched it. At each such point an anchor event is recorded on the idle stream and
-// the host clock read; later kernels are placed on the host clock through their elapsed time from
-// the anchor. Events are pooled. Without the event entry points, a launch is followed by a
-// stream sync instead (counted as a timestamp_fallback wait). All of it runs with the context
-// pushed; timing_lock guards the lists.
+// A launch or a copy made while a profile_timestamps run is current is bracketed by two events
+// recorded on the stream. The pairs are read at the next blocking point (a copy to the host, a
+// sync, release), where the stream is idle anyway: cuEventElapsedTime gives each command's
+// duration, billed to the slot that issued it (a kernel to its Func, a copy to its copy slot).
+//
+// Placing commands on the host clock: events have no absolute time, only differences, so the
+// device clock here is the time since an anchor event. The first timed command records the
+// anchor (device time 0) ahead of its own events. At each blocking point with timed commands the
+// clocks are paired (pair_clocks_locked): TALLY_CUDA_CLOCK_READINGS times, read the host clock,
+// record an event, cuEventSynchronize it, read the host clock again; the event completed inside
+// that window, so the reading is its midpoint with half the window as deviation, and
+// device_timeline.c keeps the tightest and fits the drift across pairings. A command's begin is
+// then anchor time + cuEventElapsedTime(anchor, begin), mapped to the host clock; the kept event
+// becomes the next anchor, so elapsed times stay short (float milliseconds). The stream is idle
+// at a blocking point, so these syncs wait for nothing but the event itself.
+//
+// Events are pooled. Without the event entry points, a launch is followed by a stream sync
+// instead (counted as a timestamp_fallback wait); without cuEventSynchronize, commands are timed
+// as durations only. All of it runs with the context pushed; timing_lock guards the lists.
 
-typedef struct cuda_timed_launch {
+#define TALLY_CUDA_CLOCK_READINGS 3
+
+typedef struct cuda_timed_command {
     CUevent begin, end;
     tally_timeline_owner owner;
-} cuda_timed_launch;
+} cuda_timed_command;
 
 static pthread_mutex_t timing_lock = PTHREAD_MUTEX_INITIALIZER;
-static cuda_timed_launch *timed;  // launches not read yet
+static cuda_timed_command *timed;  // commands not read yet
 static int32_t num_timed, cap_timed;
 static CUevent *free_events;
 static int32_t num_free_events, cap_free_events;
-static CUevent anchor;  // recorded on the idle stream at anchor_host_ns; NULL: none yet
-static uint64_t anchor_host_ns;
+static CUevent anchor;  // NULL: none yet (no timed command since initialization)
+static double anchor_device_ns;
 
 static int cuda_has_events(void) {
     return cu.EventCreate && cu.EventDestroy && cu.EventRecord && cu.EventElapsedTime;
@@ -427,9 +443,18 @@ static void give_event_locked(CUevent e) {
     free_events[num_free_events++] = e;
 }
 
-// Records the begin event of a timed launch; *begin NULL when it could not (counted).
-static void begin_timed_launch(CUevent *begin) {
+// Records the begin event of a timed command (and the anchor, the first time); *begin NULL when
+// it could not (counted).
+static void begin_timed_command(CUevent *begin) {
     pthread_mutex_lock(&timing_lock);
+    if (!anchor) {
+        anchor = take_event_locked();
+        if (anchor && cu.EventRecord(anchor, cuda_stream) != CUDA_SUCCESS) {
+            give_event_locked(anchor);
+            anchor = NULL;
+        }
+        anchor_device_ns = 0;
+    }
     *begin = take_event_locked();
     if (*begin && cu.EventRecord(*begin, cuda_stream) != CUDA_SUCCESS) {
         give_event_locked(*begin);
@@ -441,15 +466,15 @@ static void begin_timed_launch(CUevent *begin) {
     pthread_mutex_unlock(&timing_lock);
 }
 
-// Records the end event after a successful launch and keeps the pair for the next blocking point.
-static void end_timed_launch(CUevent begin, int launched, const tally_timeline_owner *owner) {
+// Records the end event after a successful command and keeps the pair for the next blocking point.
+static void end_timed_command(CUevent begin, int issued, const tally_timeline_owner *owner) {
     pthread_mutex_lock(&timing_lock);
-    CUevent end = launched ? take_event_locked() : NULL;
+    CUevent end = issued ? take_event_locked() : NULL;
     int ok = end && cu.EventRecord(end, cuda_stream) == CUDA_SUCCESS;
     if (ok && num_timed == cap_timed) {
         int32_t cap = cap_timed ? 2 * cap_timed : 64;
-        cuda_timed_launch *grown =
-            (cuda_timed_launch *)realloc(timed, (size_t)cap * sizeof(cuda_timed_launch));
+        cuda_timed_command *grown =
+            (cuda_timed_command *)realloc(timed, (size_t)cap * sizeof(cuda_timed_command));
         ok = grown != NULL;
         if (ok) {
             timed = grown;
@@ -457,13 +482,13 @@ static void end_timed_launch(CUevent begin, int launched, const tally_timeline_o
         }
     }
     if (ok) {
-        cuda_timed_launch *t = &timed[num_timed++];
+        cuda_timed_command *t = &timed[num_timed++];
         t->begin = begin;
         t->end = end;
         t->owner = *owner;
         tally_timeline_set_mode(TALLY_DEVICE_API_CUDA, TALLY_TIMELINE_EVENTS);
     } else {
-        if (launched) {
+        if (issued) {
             tally_timeline_count_problem(TALLY_TIMELINE_OVERFLOWED);
         }
         give_event_locked(begin);
@@ -472,24 +497,78 @@ static void end_timed_launch(CUevent begin, int launched, const tally_timeline_o
     pthread_mutex_unlock(&timing_lock);
 }
 
-// At a blocking point (the stream idle, the context pushed): bills every timed launch, then
-// anchors the host clock to a new event on the idle stream.
-static void read_timed_launches(void) {
+// The device time of `e` (recorded after the anchor); 0 when it cannot be read.
+static int device_time_locked(CUevent e, double *device_ns) {
+    float ms = 0;
+    if (!anchor || cu.EventElapsedTime(&ms, anchor, e) != CUDA_SUCCESS || ms < 0) {
+        return 0;
+    }
+    *device_ns = anchor_device_ns + (double)ms * 1e6;
+    return 1;
+}
+
+// Pairs the device and host clocks (see above) on the idle stream; returns the kept event (to
+// become the anchor) and its device time, or NULL. timing_lock held.
+static CUevent pair_clocks_locked(double *kept_device_ns) {
+    if (!cu.EventSynchronize || !anchor) {
+        return NULL;
+    }
+    CUevent events[TALLY_CUDA_CLOCK_READINGS];
+    tally_clock_reading readings[TALLY_CUDA_CLOCK_READINGS];
+    int32_t n = 0;
+    for (int32_t i = 0; i < TALLY_CUDA_CLOCK_READINGS; i++) {
+        CUevent e = take_event_locked();
+        if (!e) {
+            break;
+        }
+        uint64_t before = tally_now_ns();
+        int ok = cu.EventRecord(e, cuda_stream) == CUDA_SUCCESS &&
+                 cu.EventSynchronize(e) == CUDA_SUCCESS;
+        uint64_t after = tally_now_ns();
+        if (ok && device_time_locked(e, &readings[n].device_ns)) {
+            readings[n].host_ns = before + (after - before) / 2;
+            readings[n].deviation_ns = (after - before) / 2;
+            events[n++] = e;
+        } else {
+            give_event_locked(e);
+        }
+    }
+    int32_t best = tally_timeline_clock_pair(TALLY_DEVICE_API_CUDA, readings, n);
+    for (int32_t i = 0; i < n; i++) {
+        if (i != best) {
+            give_event_locked(events[i]);
+        }
+    }
+    if (best < 0) {
+        return NULL;
+    }
+    *kept_device_ns = readings[best].device_ns;
+    return events[best];
+}
+
+// At a blocking point (the stream idle, the context pushed): pairs the clocks, bills every timed
+// command and moves the anchor to the kept reading.
+static void read_timed_commands(void) {
     if (!cuda_has_events()) {
         return;
     }
     pthread_mutex_lock(&timing_lock);
+    if (num_timed == 0) {
+        pthread_mutex_unlock(&timing_lock);
+        return;
+    }
+    double next_anchor_ns = 0;
+    CUevent next_anchor = pair_clocks_locked(&next_anchor_ns);
     for (int32_t i = 0; i < num_timed; i++) {
-        cuda_timed_launch *t = &timed[i];
-        float ms = 0, since_anchor = 0;
+        cuda_timed_command *t = &timed[i];
+        float ms = 0;
         CUresult c = cu.EventElapsedTime(&ms, t->begin, t->end);
         if (c == CUDA_SUCCESS && ms >= 0) {
-            int placed = anchor &&
-                         cu.EventElapsedTime(&since_anchor, anchor, t->begin) == CUDA_SUCCESS &&
-                         since_anchor >= 0;
-            tally_timeline_add(&t->owner, (uint64_t)((double)ms * 1e6 + 0.5), placed,
-                               placed ? anchor_host_ns + (uint64_t)((double)since_anchor * 1e6)
-                                      : 0);
+            double begin_ns = 0;
+            uint64_t host_begin = 0;
+            int placed = device_time_locked(t->begin, &begin_ns) &&
+                         tally_timeline_clock_to_host(TALLY_DEVICE_API_CUDA, begin_ns, &host_begin);
+            tally_timeline_add(&t->owner, (uint64_t)((double)ms * 1e6 + 0.5), placed, host_begin);
         } else {
             tally_timeline_count_problem(c == CUDA_SUCCESS ? TALLY_TIMELINE_UNMATCHED
                                                            : TALLY_TIMELINE_LOST);
@@ -498,21 +577,18 @@ static void read_timed_launches(void) {
         give_event_locked(t->end);
     }
     num_timed = 0;
-    if (!anchor) {
-        anchor = take_event_locked();
-    }
-    if (anchor && cu.EventRecord(anchor, cuda_stream) == CUDA_SUCCESS) {
-        anchor_host_ns = tally_now_ns();
-    } else {
+    if (next_anchor) {
         give_event_locked(anchor);
-        anchor = NULL;
+        anchor = next_anchor;
+        anchor_device_ns = next_anchor_ns;
     }
     pthread_mutex_unlock(&timing_lock);
 }
 
-// Release: bills what is left (after the context synchronized) and destroys every event.
+// Release: bills what is left (after the context synchronized), destroys every event and
+// forgets the clock pairings (the next initialization starts a new device clock).
 static void release_timing(void) {
-    read_timed_launches();
+    read_timed_commands();
     pthread_mutex_lock(&timing_lock);
     if (anchor) {
         cu.EventDestroy(anchor);
@@ -523,6 +599,7 @@ static void release_timing(void) {
     }
     num_free_events = 0;
     pthread_mutex_unlock(&timing_lock);
+    tally_timeline_clock_forget(TALLY_DEVICE_API_CUDA);
 }
 
 // ---- stream-ordered frees ----------------------------------------------------------------------
@@ -638,7 +715,8 @@ static int32_t cuda_device_free(void *user_context, halide_buffer_t *buf) {
     return 0;
 }
 
-// Copies the buffer's span on the stream; a copy to the host also waits for it.
+// Copies the buffer's span on the stream; a copy to the host also waits for it. Under
+// profile_timestamps each copy is timed with events (see "command timing").
 static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device) {
     uint64_t size = tally_buffer_size_in_bytes(buf);
     if (!size) {
@@ -649,23 +727,35 @@ static int32_t cuda_copy(void *user_context, halide_buffer_t *buf, int to_device
     if (r != 0) {
         return r;
     }
+    // Timed like a launch under profile_timestamps, billed to the copy slot that is current.
+    tally_timeline_owner owner = tally_timeline_owner_now();
+    CUevent begin = NULL;
+    if (tally_timeline_owner_wants_timestamps(&owner) && cuda_has_events()) {
+        begin_timed_command(&begin);
+    }
     CUresult c;
     const char *what;
     if (to_device) {
         c = cu.MemcpyHtoDAsync((CUdeviceptr)buf->device, tally_buffer_begin(buf), (size_t)size,
                                cuda_stream);
         what = "cuMemcpyHtoDAsync";
+        if (begin) {
+            end_timed_command(begin, c == CUDA_SUCCESS, &owner);
+        }
     } else {
         c = cu.MemcpyDtoHAsync(tally_buffer_begin(buf), (CUdeviceptr)buf->device, (size_t)size,
                                cuda_stream);
         what = "cuMemcpyDtoHAsync";
+        if (begin) {
+            end_timed_command(begin, c == CUDA_SUCCESS, &owner);
+        }
         if (c == CUDA_SUCCESS) {
             uint64_t begin = tally_device_wait_begin();
             c = cu.StreamSynchronize(cuda_stream);
             tally_device_wait_end(TALLY_DEVICE_WAIT_COPY_TO_HOST, begin);
             what = "cuStreamSynchronize after a copy to the host";
             if (c == CUDA_SUCCESS) {
-                read_timed_launches();
+                read_timed_commands();
                 stream_idle();
             }
         }
@@ -692,7 +782,7 @@ static int32_t cuda_wait(void *user_context, int global) {
     CUresult c = global ? cu.CtxSynchronize() : cu.StreamSynchronize(cuda_stream);
     tally_device_wait_end(global ? TALLY_DEVICE_WAIT_SYNC_GLOBAL : TALLY_DEVICE_WAIT_SYNC, begin);
     if (c == CUDA_SUCCESS) {
-        read_timed_launches();
+        read_timed_commands();
         stream_idle();
     }
     cuda_leave();
@@ -953,7 +1043,7 @@ int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name,
             const int want_timestamps = r == 0 && tally_timeline_owner_wants_timestamps(&owner);
             CUevent begin = NULL;
             if (want_timestamps && cuda_has_events()) {
-                begin_timed_launch(&begin);
+                begin_timed_command(&begin);
             }
             if (r == 0) {
                 CUresult c =
@@ -962,7 +1052,7 @@ int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name,
                                     (unsigned)(shared_mem_bytes > 0 ? shared_mem_bytes : 0),
                                     cuda_stream, params, NULL);
                 if (begin) {
-                    end_timed_launch(begin, c == CUDA_SUCCESS, &owner);
+                    end_timed_command(begin, c == CUDA_SUCCESS, &owner);
                 } else if (want_timestamps && !cuda_has_events() && c == CUDA_SUCCESS) {
                     // No events: sync mode, done by the runtime itself.
                     tally_timeline_set_mode(TALLY_DEVICE_API_CUDA, TALLY_TIMELINE_SYNC_FALLBACK);

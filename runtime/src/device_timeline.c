@@ -12,6 +12,19 @@
 // Storage: a fixed open-addressed table of (pipeline, slot) totals under one mutex. Its lock is a
 // leaf: nothing is called while it is held. An interval that finds the table full is counted as
 // lost (the report prints the count; expected 0).
+//
+// Clock correlation (tally_timeline_clock_*): a back end places device intervals on the host clock
+// through paired readings of both clocks. Each pairing is the tightest of several readings (a
+// reading's deviation bounds how far off its host time may be; scheduling and driver latency make
+// some readings much looser than others, so the smallest is kept, as Vulkan's maxDeviation
+// advises). Pairings are repeated (per run on Vulkan, per blocking point on CUDA); the first kept
+// pairing is the base of a drift fit: once the newest lies at least TALLY_CLOCK_FIT_MIN_NS past it
+// on the device clock, the rate is the host span over the device span, so the clocks may run at
+// rates a little apart (crystal drift: tens of ppm) without the placement wandering between
+// pairings. A fitted rate further than TALLY_CLOCK_MAX_DRIFT from 1 is not believed (a clock was
+// stepped, or a reading was wrong): the previous rate stays. Device times map from the newest
+// pairing. The maps live under their own leaf lock and survive tally_profiler_reset (they describe
+// devices, not runs); a back end forgets its map when it releases its device.
 
 #include "internal.h"
 
@@ -39,6 +52,18 @@ static timeline_pipeline pipelines[TALLY_TIMELINE_ENTRIES / 8];
 static uint64_t problem_counts[TALLY_NUM_TIMELINE_PROBLEMS];
 static int32_t api_mode[TALLY_TIMELINE_NUM_APIS];
 static _Atomic uint32_t generation;
+
+#define TALLY_CLOCK_FIT_MIN_NS 1e9
+#define TALLY_CLOCK_MAX_DRIFT 1e-3
+
+typedef struct clock_map {
+    int32_t pairings, readings;
+    tally_clock_reading base, last;
+    double rate;  // host ns per device ns
+} clock_map;
+
+static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
+static clock_map clocks[TALLY_TIMELINE_NUM_APIS];
 
 tally_timeline_owner tally_timeline_owner_now(void) {
     tally_timeline_owner o = {NULL, 0, 0};
@@ -201,10 +226,84 @@ const char *tally_timeline_mode_name(int32_t mode) {
     case TALLY_TIMELINE_TIMESTAMPS:
         return "device timestamps (durations only: no host clock correlation)";
     case TALLY_TIMELINE_EVENTS:
-        return "CUDA events (cuEventElapsedTime), anchored to the host clock at blocking points";
+        return "CUDA events (cuEventElapsedTime), correlated with the host clock by paired "
+               "readings at blocking points";
     case TALLY_TIMELINE_SYNC_FALLBACK:
         return "no device timestamps: fell back to a sync after each launch";
     default:
         return "unused";
     }
+}
+
+// ---- clock correlation
+// ---------------------------------------------------------------------------
+
+int32_t tally_timeline_clock_pair(int32_t api, const tally_clock_reading *readings, int32_t n) {
+    if (api < 0 || api >= TALLY_TIMELINE_NUM_APIS || n <= 0) {
+        return -1;
+    }
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (readings[i].deviation_ns < readings[best].deviation_ns) {
+            best = i;
+        }
+    }
+    const tally_clock_reading *r = &readings[best];
+    pthread_mutex_lock(&clock_lock);
+    clock_map *m = &clocks[api];
+    m->readings += n;
+    if (m->pairings++ == 0) {
+        m->base = *r;
+        m->rate = 1.0;
+    } else {
+        double device_span = r->device_ns - m->base.device_ns;
+        if (device_span >= TALLY_CLOCK_FIT_MIN_NS) {
+            double rate = ((double)r->host_ns - (double)m->base.host_ns) / device_span;
+            if (rate > 1.0 - TALLY_CLOCK_MAX_DRIFT && rate < 1.0 + TALLY_CLOCK_MAX_DRIFT) {
+                m->rate = rate;
+            }
+        }
+    }
+    m->last = *r;
+    pthread_mutex_unlock(&clock_lock);
+    return best;
+}
+
+int32_t tally_timeline_clock_to_host(int32_t api, double device_ns, uint64_t *host_ns) {
+    if (api < 0 || api >= TALLY_TIMELINE_NUM_APIS) {
+        return 0;
+    }
+    pthread_mutex_lock(&clock_lock);
+    const clock_map *m = &clocks[api];
+    int32_t ok = m->pairings > 0;
+    double host = ok ? (double)m->last.host_ns + (device_ns - m->last.device_ns) * m->rate : 0;
+    pthread_mutex_unlock(&clock_lock);
+    ok = ok && host > 0;
+    *host_ns = ok ? (uint64_t)(host + 0.5) : 0;
+    return ok;
+}
+
+void tally_timeline_clock_forget(int32_t api) {
+    if (api < 0 || api >= TALLY_TIMELINE_NUM_APIS) {
+        return;
+    }
+    pthread_mutex_lock(&clock_lock);
+    memset(&clocks[api], 0, sizeof(clocks[api]));
+    pthread_mutex_unlock(&clock_lock);
+}
+
+int32_t tally_testing_get_device_clock(int32_t device_api, tally_testing_device_clock *out) {
+    if (!out || device_api < 0 || device_api >= TALLY_TIMELINE_NUM_APIS) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    pthread_mutex_lock(&clock_lock);
+    const clock_map *m = &clocks[device_api];
+    out->pairings = m->pairings;
+    out->readings = m->readings;
+    out->device_ns = m->last.device_ns;
+    out->host_ns = m->last.host_ns;
+    out->deviation_ns = m->last.deviation_ns;
+    out->rate = m->pairings ? m->rate : 0.0;
+    pthread_mutex_unlock(&clock_lock);
+    return 0;
 }

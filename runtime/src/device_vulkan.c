@@ -47,10 +47,11 @@
 // timestamp queries (see halide_vulkan_run and bill_timestamps_locked); the pair is read when its
 // submission is reclaimed, i.e. once its fence is known signaled (also polled at the end of each
 // such run; the at-exit report first waits for all queued work, vk_drain), and billed
-// to the Func that launched it (device_timeline.c). Clocks are correlated once per initialization
-// through VK_EXT_calibrated_timestamps (no recalibration: drift over very long processes is not
-// corrected). Staged copies (vkCmdCopyBuffer) are timed the same way and billed to their copy
-// slot; copies through mapped memory are host memcpys, in the copy slot's host time.
+// to the Func that launched it (device_timeline.c). Clocks are correlated through
+// VK_EXT_calibrated_timestamps by paired readings (the tightest of several) at initialization and
+// at the end of each such run, which refits their drift (calibrate_clocks_locked). Staged copies
+// (vkCmdCopyBuffer) are timed the same way and billed to their copy slot; copies through mapped
+// memory are host memcpys, in the copy slot's host time.
 
 #include "internal.h"
 
@@ -96,6 +97,10 @@ int32_t tally_testing_vulkan_hold(int32_t mode) {
     return tally_report_error(NULL, TALLY_ERROR_NO_DEVICE_INTERFACE,
                               "tally_testing_vulkan_hold: the runtime was built without the "
                               "Vulkan headers");
+}
+
+void tally_testing_set_vulkan_calibration(tally_testing_vulkan_calibration_t reader) {
+    (void)reader;
 }
 
 #else
@@ -297,11 +302,10 @@ static struct {
     vk_retired *retired;  // freed buffers awaiting their last use (guarded by vk_lock)
     vk_module_cache *caches;
     // Device timestamps: the queue family's timestampValidBits (0: none, or
-    // TALLY_VULKAN_NO_TIMESTAMPS), host clock correlation (host ns = ticks * period + offset,
-    // valid when `calibrated`), and the query pools, grown on demand.
+    // TALLY_VULKAN_NO_TIMESTAMPS), whether the clocks are correlated (device_timeline.c holds the
+    // pairings) and whether the device can be, and the query pools, grown on demand.
     uint32_t timestamp_bits;
-    int32_t calibrated;
-    double device_to_host_offset_ns;
+    int32_t calibrated, calibration_supported;
     int32_t num_query_pools;
     vk_query_pool *query_pools[TALLY_VK_MAX_QUERY_POOLS];
     // tally_testing_vulkan_hold: while `gate_closed`, each new command buffer first waits for
@@ -568,40 +572,89 @@ static int has_device_extension(const char *name) {
 
 // Correlates the device's timestamp counter with the profiler's clock (CLOCK_MONOTONIC) through
 // VK_EXT_calibrated_timestamps, when the device offers both the device and the CLOCK_MONOTONIC
-// domain. A device whose host domain is only CLOCK_MONOTONIC_RAW (or none) stays uncalibrated:
-// its kernels are still timed, as durations.
-static void calibrate_clocks_locked(void) {
-    vk.calibrated = 0;
+// domain: TALLY_VK_CALIBRATION_READINGS paired readings, of which device_timeline.c keeps the one
+// with the smallest maxDeviation. Done at initialization and again at the end of each
+// profile_timestamps run (vk_collect_completed), so that a long process refits the drift between
+// the clocks. A device whose host domain is only CLOCK_MONOTONIC_RAW (or none) stays uncalibrated:
+// its kernels are still timed, as durations. tally_testing_set_vulkan_calibration replaces the
+// readings.
+#define TALLY_VK_CALIBRATION_READINGS 5
+
+static _Atomic(tally_testing_vulkan_calibration_t) calibration_script;
+
+void tally_testing_set_vulkan_calibration(tally_testing_vulkan_calibration_t reader) {
+    atomic_store_explicit(&calibration_script, reader, memory_order_release);
+}
+
+// Whether the device offers the device and CLOCK_MONOTONIC domains. vk_lock held.
+static int calibration_supported_locked(void) {
     if (!vk.f.vkGetCalibratedTimestampsEXT ||
         !vk.f.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT) {
-        return;
+        return 0;
     }
     VkTimeDomainEXT domains[16];
     uint32_t n = 16;
     VkResult r = vk.f.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(vk.physical, &n, domains);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
-        return;
+        return 0;
     }
     int device = 0, monotonic = 0;
     for (uint32_t i = 0; i < n; i++) {
         device |= domains[i] == VK_TIME_DOMAIN_DEVICE_EXT;
         monotonic |= domains[i] == VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
     }
-    if (!device || !monotonic) {
-        return;
+    return device && monotonic;
+}
+
+// One paired reading: the device counter, CLOCK_MONOTONIC, and the maximum deviation (ns).
+static int calibrated_reading_locked(uint64_t *ticks, uint64_t *host_ns, uint64_t *deviation) {
+    tally_testing_vulkan_calibration_t script =
+        atomic_load_explicit(&calibration_script, memory_order_acquire);
+    if (script) {
+        return script(ticks, host_ns, deviation) == 0;
     }
     VkCalibratedTimestampInfoEXT info[2];
     memset(info, 0, sizeof(info));
     info[0].sType = info[1].sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT;
     info[0].timeDomain = VK_TIME_DOMAIN_DEVICE_EXT;
     info[1].timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
-    uint64_t stamps[2], deviation = 0;
-    if (vk.f.vkGetCalibratedTimestampsEXT(vk.device, 2, info, stamps, &deviation) != VK_SUCCESS) {
+    uint64_t stamps[2];
+    if (vk.f.vkGetCalibratedTimestampsEXT(vk.device, 2, info, stamps, deviation) != VK_SUCCESS) {
+        return 0;
+    }
+    *ticks = stamps[0];
+    *host_ns = stamps[1];
+    return 1;
+}
+
+// Takes one pairing (see above); vk.calibrated says whether the clocks are correlated. vk_lock
+// held. At initialization `check_support` asks the device; later pairings reuse its answer.
+static void calibrate_clocks_locked(int check_support) {
+    if (check_support) {
+        vk.calibration_supported = calibration_supported_locked();
+    }
+    if (!vk.calibration_supported &&
+        !atomic_load_explicit(&calibration_script, memory_order_acquire)) {
         return;
     }
-    vk.device_to_host_offset_ns =
-        (double)stamps[1] - (double)stamps[0] * (double)vk.props.limits.timestampPeriod;
-    vk.calibrated = 1;
+    const uint64_t mask =
+        vk.timestamp_bits > 0 && vk.timestamp_bits < 64 ? (1ull << vk.timestamp_bits) - 1 : ~0ull;
+    tally_clock_reading readings[TALLY_VK_CALIBRATION_READINGS];
+    int32_t n = 0;
+    for (int32_t i = 0; i < TALLY_VK_CALIBRATION_READINGS; i++) {
+        uint64_t ticks = 0, host = 0, deviation = 0;
+        if (calibrated_reading_locked(&ticks, &host, &deviation)) {
+            readings[n].device_ns =
+                (double)(ticks & mask) * (double)vk.props.limits.timestampPeriod;
+            readings[n].host_ns = host;
+            readings[n].deviation_ns = deviation;
+            n++;
+        }
+    }
+    if (n > 0) {
+        tally_timeline_clock_pair(TALLY_DEVICE_API_VULKAN, readings, n);
+        vk.calibrated = 1;
+    }
 }
 
 static int create_device_locked(char *why, size_t why_size) {
@@ -841,7 +894,8 @@ static int init_locked(char *why, size_t why_size) {
     if (env_flag("TALLY_VULKAN_NO_TIMESTAMPS")) {
         vk.timestamp_bits = 0;
     }
-    calibrate_clocks_locked();
+    vk.calibrated = 0;
+    calibrate_clocks_locked(1);
     if (debug) {
         char msg[512];
         snprintf(msg, sizeof(msg), "Tally Vulkan: using %s (Vulkan %u.%u, queue family %u)%s\n",
@@ -961,9 +1015,10 @@ static void bill_timestamps_locked(const vk_pending *p) {
     }
     double period = (double)vk.props.limits.timestampPeriod;
     uint64_t ns = (uint64_t)((double)((end - begin) & mask) * period + 0.5);
-    double host_begin = (double)begin * period + vk.device_to_host_offset_ns;
-    tally_timeline_add(&p->owner, ns, vk.calibrated,
-                       vk.calibrated && host_begin > 0 ? (uint64_t)host_begin : 0);
+    uint64_t host_begin = 0;
+    int placed = vk.calibrated && tally_timeline_clock_to_host(TALLY_DEVICE_API_VULKAN,
+                                                               (double)begin * period, &host_begin);
+    tally_timeline_add(&p->owner, ns, placed, host_begin);
 }
 
 // Opens the timestamp bracket of the command recorded next into p->cmd, for `owner` (a
@@ -1801,6 +1856,7 @@ static void teardown_locked(void) {
         }
         vk.buffers = NULL;
         destroy_core_locked();
+        tally_timeline_clock_forget(TALLY_DEVICE_API_VULKAN);
         atomic_store_explicit(&vk_ready, 0, memory_order_release);
     }
     // A failed initialization is forgotten too: the next use tries (and reports) again.
@@ -1822,6 +1878,7 @@ static void vk_collect_completed(void) {
     if (atomic_load_explicit(&vk_ready, memory_order_acquire)) {
         pthread_mutex_lock(&vk_lock);
         if (atomic_load_explicit(&vk_ready, memory_order_relaxed)) {
+            calibrate_clocks_locked(0);  // re-pair: the drift fit
             reclaim_locked();
         }
         pthread_mutex_unlock(&vk_lock);

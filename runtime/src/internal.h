@@ -455,6 +455,24 @@ void tally_timeline_reset(void);
 void tally_timeline_read(const void *pipeline, int32_t num_slots, uint64_t *slot_device_ns,
                          uint64_t *slot_kernels, tally_timeline_summary *out);
 const char *tally_timeline_mode_name(int32_t mode);
+
+// Device clock correlation, one map per device API: a back end takes several paired readings of
+// its device clock and the profiler's clock, and tally_timeline_clock_pair keeps the tightest (the
+// smallest deviation: the host clock's uncertainty about when the device reading was taken). The
+// first kept pairing is the base of a drift fit: once a later one lies far enough away on the
+// device clock, the rate (host ns per device ns) is refitted from the two. Device times map to the
+// host clock from the newest pairing at that rate.
+typedef struct tally_clock_reading {
+    double device_ns;       // the device clock, in ns from the back end's own origin
+    uint64_t host_ns;       // the profiler's clock at that device reading (best estimate)
+    uint64_t deviation_ns;  // how far the true host time may lie from host_ns
+} tally_clock_reading;
+// Keeps the tightest of `n` readings for `api`; returns its index, or -1 when n <= 0.
+int32_t tally_timeline_clock_pair(int32_t api, const tally_clock_reading *readings, int32_t n);
+// The host time of `device_ns` on `api`'s clock; 0 when that API has no pairing yet.
+int32_t tally_timeline_clock_to_host(int32_t api, double device_ns, uint64_t *host_ns);
+// Forgets `api`'s pairings (its device was released: a new one has a new clock).
+void tally_timeline_clock_forget(int32_t api);
 // ---- exact.c --------------------------------------------------------------------------------
 
 // The run's share clock at `now` (lock-free read).

@@ -20,8 +20,11 @@
 //                pipeline without the injected syncs is run too and its (wrong) shares printed:
 //                the GPU's time lands in C's blocking copy. Then profile_timestamps: A's and B's
 //                device time from CUDA events and C's host time as shares, within 10 points of
-//                the truth; no injected sync; every event pair billed; wall time per run of
-//                plain, profile and profile_timestamps printed side by side.
+//                the truth; no injected sync; every event pair billed; the copies timed with
+//                events too (each copy slot billed at most once per run, at a bandwidth a
+//                PCIe/NVLink GPU can have); the commands placed on the host clock by paired
+//                readings (their span covers their busy time and lies within the runs' wall time);
+//                wall time per run of plain, profile and profile_timestamps printed side by side.
 // --quick runs small sizes only and skips the attribution (for compute-sanitizer).
 //
 // Exit status: 0 when everything passed, 1 when a check failed, 2 when CUDA is unavailable.
@@ -51,6 +54,7 @@
 #include "tally/Lower.h"
 #include "tally/Parser.h"
 #include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
 namespace {
 
@@ -422,15 +426,41 @@ double json_number_after(const std::string &text, size_t from, const std::string
     return at == std::string::npos ? -1 : std::strtod(text.c_str() + at + key.size() + 4, nullptr);
 }
 
+// The device copy rows of the JSON report's device_timeline from `from` on: slot name, device ns,
+// number of copies.
+struct DeviceCopy {
+    std::string name;
+    double device_ns = 0, copies = 0;
+};
+std::vector<DeviceCopy> device_copies_after(const std::string &json, size_t from) {
+    std::vector<DeviceCopy> rows;
+    size_t at = from == std::string::npos ? from : json.find("\"device_copies\": [", from);
+    size_t end = at == std::string::npos ? at : json.find(']', at);
+    const std::string key = "\"name\": \"";
+    while (at != std::string::npos && (at = json.find(key, at)) != std::string::npos && at < end) {
+        size_t name_end = json.find('"', at + key.size());
+        DeviceCopy c;
+        c.name = json.substr(at + key.size(), name_end - at - key.size());
+        c.device_ns = json_number_after(json, name_end, "device_ns");
+        c.copies = json_number_after(json, name_end, "copies");
+        rows.push_back(c);
+        at = name_end;
+    }
+    return rows;
+}
+
 // profile_timestamps on the attribution pipeline: no injected sync, each Func's device time from
-// CUDA events against the timed truth, the records all billed, and what the profiling costs in
-// wall time next to sync mode's.
+// CUDA events against the timed truth, the copies timed too, the commands placed on the host
+// clock consistently, the records all billed, and what the profiling costs in wall time next to
+// sync mode's.
 void check_timestamps(const tally::Module &m, Buffer<float> &in, Buffer<float> &out, int w, int h,
                       int reps[3], const Stages &truth, double plain_ms) {
     std::cout << "\n== profile_timestamps (CUDA events, no injected syncs)\n";
     const int runs = 12;
+    double loop_ms = 0;  // the last call's runs, first start to last end
     auto wall_ms = [&](tally::JITModule &jit) {
         std::vector<double> t;
+        auto loop_start = Clock::now();
         for (int r = 0; r < runs; r++) {
             void *args[] = {&in.buf, &out.buf, &w, &h, &reps[0], &reps[1], &reps[2]};
             auto t0 = Clock::now();
@@ -441,6 +471,7 @@ void check_timestamps(const tally::Module &m, Buffer<float> &in, Buffer<float> &
                 return -1.0;
             }
         }
+        loop_ms = ms_since(loop_start);
         std::sort(t.begin(), t.end());
         return t[t.size() / 2];
     };
@@ -500,6 +531,54 @@ void check_timestamps(const tally::Module &m, Buffer<float> &in, Buffer<float> &
         : fail("profile_timestamps injected " + std::to_string(p.injected_syncs) + " syncs");
     problems == 0 ? pass("every event pair billed (none lost, overflowed or unmatched)")
                   : fail("timestamp records not billed: " + std::to_string(problems));
+
+    // Copies: each copy slot timed (at most once per run), at a physically possible bandwidth.
+    std::vector<DeviceCopy> copies = device_copies_after(json, timeline);
+    double copy_ns = 0;
+    for (const DeviceCopy &c : copies) {
+        std::printf("  device copy '%s': %.3f ms per run on the device, %.0f copies\n",
+                    c.name.c_str(), c.device_ns / 1e6 / runs_done, c.copies);
+        copy_ns += c.device_ns;
+        char line[240];
+        std::snprintf(line, sizeof line,
+                      "'%s' timed with events (%.0f copies in %.0f runs, %.3f ms)", c.name.c_str(),
+                      c.copies, runs_done, c.device_ns / 1e6);
+        c.copies >= 1 && c.copies <= runs_done &&c.device_ns > 0 ? pass(line) : fail(line);
+    }
+    !copies.empty()
+        ? pass("copies are timed with events (" + std::to_string(copies.size()) + " copy slots)")
+        : fail("no device copy timed under profile_timestamps");
+    double bytes = double(p.copies_to_device_bytes + p.copies_to_host_bytes);
+    double gb_per_s = copy_ns > 0 ? bytes / copy_ns : 0;
+    {
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "copies: %.1f MB in %.3f ms of device time, %.2f GB/s (plausible: 0.05 to "
+                      "5000)",
+                      bytes / 1e6, copy_ns / 1e6, gb_per_s);
+        gb_per_s >= 0.05 && gb_per_s <= 5000 ? pass(line) : fail(line);
+    }
+
+    // Placement on the host clock (paired readings): commands on one stream do not overlap, so
+    // their span covers their busy time, and they ran inside the loop of runs.
+    double busy_ms = json_number_after(json, timeline, "device_busy_ns") / 1e6;
+    double span_ms = json_number_after(json, timeline, "device_span_ns") / 1e6;
+    {
+        char line[240];
+        std::snprintf(line, sizeof line,
+                      "device span %.3f ms: at least the busy time %.3f ms, at most the runs' wall "
+                      "time %.3f ms (+0.1 ms for the pairings' deviation)",
+                      span_ms, busy_ms, loop_ms);
+        span_ms >= busy_ms * 0.999 && span_ms <= loop_ms + 0.1 ? pass(line) : fail(line);
+    }
+    tally_testing_device_clock clock{};
+    if (tally_testing_get_device_clock(TALLY_DEVICE_API_CUDA, &clock) == 0) {
+        std::printf("  clock pairing: %d pairings from %d readings; newest deviation %.2f us, "
+                    "rate %.9f\n",
+                    clock.pairings, clock.readings, double(clock.deviation_ns) / 1e3, clock.rate);
+        clock.pairings >= runs ? pass("clocks paired at each run's blocking copy")
+                               : fail("clock pairings: " + std::to_string(clock.pairings));
+    }
     tally_profiler_reset();
 }
 

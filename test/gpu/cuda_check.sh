@@ -12,7 +12,9 @@
 #     references with timings and the profiler's report, and the attribution check on
 #     test/gpu/attribution.stmt (profiled shares of A, B, C against timed stages, with and
 #     without injected syncs, and under profile_timestamps from CUDA events: shares, records
-#     billed, no injected sync, wall time against plain and sync mode) - see cuda_check.cpp;
+#     billed, no injected sync, device copies timed with events at a plausible bandwidth,
+#     commands placed on the host clock by paired readings (span within the runs' wall time),
+#     wall time against plain and sync mode) - see cuda_check.cpp;
 #  4. compute-sanitizer, where installed: memcheck over the quick run, racecheck over the kernels
 #     (shared memory and a barrier); any report fails the check;
 #  5. a summary with the time each step took.
@@ -32,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) BUILD=$2; shift 2 ;;
     --no-build) DO_BUILD=0; shift ;;
     --no-sanitizer) DO_SANITIZER=0; shift ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "cuda_check.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done

@@ -292,15 +292,44 @@ TEST_F(CudaFakeDriver, CountsLaunchesAndSyncsInTheProfiler) {
     tally_profiler_reset();
 }
 
+/** An entry point of the fake driver that only tests use. */
+template <typename Fn>
+Fn fake_entry(const char *name) {
+    void *lib = dlopen(TALLY_CUDA_FAKE_DRIVER, RTLD_NOW | RTLD_LOCAL);
+    return lib ? reinterpret_cast<Fn>(dlsym(lib, name)) : nullptr;
+}
+
+/** The report of every pipeline so far, as JSON. */
+tally_test::Json report_json() {
+    std::vector<char> buf(1 << 16);
+    EXPECT_GT(tally_profiler_report_to_buffer(buf.data(), buf.size(), 1), 0);
+    tally_test::Json root;
+    std::string error;
+    EXPECT_TRUE(tally_test::JsonParser(std::string(buf.data())).parse(&root, &error)) << error;
+    return root;
+}
+
+/** The pipeline named `name` in a report. */
+const tally_test::Json *find_pipeline(const tally_test::Json &root, const std::string &name) {
+    for (const tally_test::Json &p : root["pipelines"].items) {
+        if (p["name"].str == name) {
+            return &p;
+        }
+    }
+    return nullptr;
+}
+
 // profile_timestamps against the fake's exact device clock: each launch is bracketed by two
 // events and billed, at the copy to the host (the only blocking point: no other sync), to the Func
-// that launched it: A 2 x 5 ms, B 3 x 2 ms, exactly; events are pooled (a second run creates
-// none); the host wait stays in the copy slot.
+// that launched it: A 2 x 5 ms, B 3 x 2 ms, exactly; the copy is timed too (two more events); the
+// clocks are paired there by three event syncs (the anchor recorded before the first timed
+// command); events are pooled (a second run creates none); the host wait stays in the copy slot.
 TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
-    void *lib = dlopen(TALLY_CUDA_FAKE_DRIVER, RTLD_NOW | RTLD_LOCAL);
-    auto set_kernel_ns =
-        reinterpret_cast<fake_cuda_set_kernel_ns_fn>(dlsym(lib, "fake_cuda_set_kernel_ns"));
+    auto set_kernel_ns = fake_entry<fake_cuda_set_kernel_ns_fn>("fake_cuda_set_kernel_ns");
     ASSERT_NE(set_kernel_ns, nullptr);
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // no anchor yet
+    iface = halide_cuda_device_interface();
+    ASSERT_NE(iface, nullptr);
     tally_profiler_reset();
     const char *slots[] = {"overhead", "A", "B", "B (copy to host)"};
     const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
@@ -312,6 +341,7 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
     for (int run = 0; run < 2; run++) {
         int stream_syncs = stats->stream_syncs, ctx_syncs = stats->ctx_syncs;
         int created = stats->events_created, recorded = stats->events_recorded;
+        int event_syncs = stats->event_syncs;
         void *inst = tally_profiler_start(nullptr, "cuda_ts", "host-cuda-profile_timestamps", 4,
                                           slots, kinds, 0);
         ASSERT_NE(inst, nullptr);
@@ -332,8 +362,10 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
         tally_profiler_end(nullptr, inst);
         EXPECT_EQ(stats->stream_syncs, stream_syncs + 1) << "only the copy to the host waits";
         EXPECT_EQ(stats->ctx_syncs, ctx_syncs);
-        // Two events per launch, and the anchor recorded at the blocking point.
-        EXPECT_EQ(stats->events_recorded, recorded + 2 * 5 + 1);
+        // Two events per launch and per copy, three clock readings at the blocking point, and in
+        // the first run the anchor.
+        EXPECT_EQ(stats->events_recorded, recorded + 2 * 5 + 2 + 3 + (run == 0 ? 1 : 0));
+        EXPECT_EQ(stats->event_syncs, event_syncs + 3);
         if (run == 0) {
             created_first_run = stats->events_created - created;
             EXPECT_GE(created_first_run, 2);
@@ -342,20 +374,19 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
         }
     }
 
-    std::vector<char> buf(1 << 16);
-    ASSERT_GT(tally_profiler_report_to_buffer(buf.data(), buf.size(), 1), 0);
-    tally_test::Json root;
-    std::string error;
-    ASSERT_TRUE(tally_test::JsonParser(std::string(buf.data())).parse(&root, &error)) << error;
+    tally_test::Json root = report_json();
     const tally_test::Json &timeline = root["pipelines"][0]["device_timeline"];
-    ASSERT_EQ(timeline["funcs"].items.size(), 3u) << buf.data();
+    ASSERT_EQ(timeline["funcs"].items.size(), 3u);
     const tally_test::Json &a = timeline["funcs"][1], &bf = timeline["funcs"][2];
     EXPECT_EQ(a["name"].str, "A");
     EXPECT_EQ(a["kernels"].number, 4);
     EXPECT_EQ(a["device_ns"].number, 4 * 5e6);
     EXPECT_EQ(bf["kernels"].number, 6);
     EXPECT_EQ(bf["device_ns"].number, 6 * 2e6);
-    EXPECT_EQ(timeline["device_busy_ns"].number, 4 * 5e6 + 6 * 2e6);
+    EXPECT_EQ(timeline["device_busy_ns"].number, 4 * 5e6 + 6 * 2e6);  // the copies take 0 here
+    ASSERT_EQ(timeline["device_copies"].items.size(), 1u);
+    EXPECT_EQ(timeline["device_copies"][0]["name"].str, "B (copy to host)");
+    EXPECT_EQ(timeline["device_copies"][0]["copies"].number, 2);
     EXPECT_EQ(timeline["overlap_ns"].number,
               std::max(0.0, timeline["device_busy_ns"].number - timeline["host_wait_ns"].number));
     EXPECT_EQ(timeline["records_lost"].number + timeline["records_overflowed"].number +
@@ -365,6 +396,199 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
     tally_profiler_reset();
     ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
     set_kernel_ns(1000000);
+}
+
+// A scripted host clock for the clock-pairing tests: it moves only when the test (or the fake's
+// cuEventSynchronize hook) moves it. The true relation of the clocks is host = origin + device *
+// (1 + drift): the tests advance both clocks together, and each event sync is a window of
+// `sync_widths[k]` device ns during which the host waits.
+namespace scripted {
+uint64_t host_ns;
+double drift;
+std::vector<uint64_t> sync_widths;
+size_t next_sync;
+std::vector<uint64_t> sync_entered;  // the host clock when each sync began
+fake_cuda_advance_clock_fn advance_device;
+
+uint64_t clock() {
+    return host_ns;
+}
+/** Both clocks move by `device_ns` of device time. */
+void advance(uint64_t device_ns) {
+    advance_device(device_ns);
+    host_ns += uint64_t(double(device_ns) * (1 + drift) + 0.5);
+}
+void on_event_sync() {
+    sync_entered.push_back(host_ns);
+    advance(next_sync < sync_widths.size() ? sync_widths[next_sync++] : 0);
+}
+}  // namespace scripted
+
+class CudaFakeDriverScriptedClock : public CudaFakeDriver {
+protected:
+    fake_cuda_set_event_sync_hook_fn set_hook = nullptr;
+    void SetUp() override {
+        CudaFakeDriver::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        set_hook = fake_entry<fake_cuda_set_event_sync_hook_fn>("fake_cuda_set_event_sync_hook");
+        scripted::advance_device =
+            fake_entry<fake_cuda_advance_clock_fn>("fake_cuda_advance_clock");
+        ASSERT_NE(set_hook, nullptr);
+        ASSERT_NE(scripted::advance_device, nullptr);
+        ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // a new device clock, no pairings
+        iface = halide_cuda_device_interface();
+        ASSERT_NE(iface, nullptr);
+        tally_profiler_reset();
+        scripted::host_ns = 1000000000000ull;
+        scripted::drift = 0;
+        scripted::sync_widths.clear();
+        scripted::sync_entered.clear();
+        scripted::next_sync = 0;
+        tally_testing_set_clock(scripted::clock);
+        set_hook(scripted::on_event_sync);
+    }
+    void TearDown() override {
+        if (set_hook) {
+            set_hook(nullptr);
+        }
+        tally_testing_set_clock(nullptr);
+        tally_profiler_reset();
+        CudaFakeDriver::TearDown();
+    }
+    /** Launches `fill` on the stream for `kernel_ns` of device time; the host clock follows. */
+    void launch(Table &t, halide_buffer_t *b, uint64_t kernel_ns) {
+        auto set_kernel_ns = fake_entry<fake_cuda_set_kernel_ns_fn>("fake_cuda_set_kernel_ns");
+        set_kernel_ns(kernel_ns);
+        ASSERT_EQ(run_fill(t, "fill", b, 1, b->dim[0].extent, 2), 0);
+        scripted::host_ns += uint64_t(double(kernel_ns) * (1 + scripted::drift) + 0.5);
+        set_kernel_ns(1000000);
+    }
+};
+
+// Copies under profile_timestamps are timed with events like kernels: on the fake, a copy of
+// 200 bytes at 1250 ns per byte takes 250 us of device time, exactly, and is billed to its copy
+// slot (not to the Func, not to overhead); the kernel between them stays A's. The run's device
+// span (first begin to last end on the host clock) is the copies and the kernel back to back.
+TEST_F(CudaFakeDriverScriptedClock, CopiesAreTimedAndBilledToTheirCopySlots) {
+    auto set_copy_rate =
+        fake_entry<fake_cuda_set_copy_ns_per_byte_fn>("fake_cuda_set_copy_ns_per_byte");
+    ASSERT_NE(set_copy_rate, nullptr);
+    set_copy_rate(1250);
+    const char *slots[] = {"overhead", "A", "A (copy to device)", "A (copy to host)"};
+    const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_COPY_TO_DEVICE,
+                             TALLY_SLOT_COPY_TO_HOST};
+    Table t({{"fill", 3}});
+    IntBuffer b(50, 3);
+    int stream_syncs = stats->stream_syncs;
+    void *inst = tally_profiler_start(nullptr, "cuda_copies", "host-cuda-profile_timestamps", 4,
+                                      slots, kinds, 0);
+    ASSERT_NE(inst, nullptr);
+    tally_profiler_set_current(inst, 2);
+    tally_buffer_set_host_dirty(&b.buf, true);
+    ASSERT_EQ(halide_copy_to_device(nullptr, &b.buf, iface), 0);
+    scripted::host_ns += 250000;
+    tally_profiler_set_current(inst, 1);
+    launch(t, &b.buf, 3000000);
+    tally_profiler_set_current(inst, 3);
+    tally_buffer_set_device_dirty(&b.buf, true);
+    ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+    tally_profiler_set_current(inst, 0);
+    tally_profiler_end(nullptr, inst);
+    set_copy_rate(0);
+    EXPECT_EQ(stats->stream_syncs, stream_syncs + 1) << "only the copy to the host waits";
+    EXPECT_EQ(b.data[5], 1 + 5);
+
+    tally_test::Json root = report_json();
+    const tally_test::Json *p = find_pipeline(root, "cuda_copies");
+    ASSERT_NE(p, nullptr);
+    const tally_test::Json &timeline = (*p)["device_timeline"];
+    const tally_test::Json &copies = timeline["device_copies"];
+    ASSERT_EQ(copies.items.size(), 2u);
+    EXPECT_EQ(copies[0]["name"].str, "A (copy to device)");
+    EXPECT_EQ(copies[0]["device_ns"].number, 250000);
+    EXPECT_EQ(copies[0]["copies"].number, 1);
+    EXPECT_EQ(copies[1]["name"].str, "A (copy to host)");
+    EXPECT_EQ(copies[1]["device_ns"].number, 250000);
+    EXPECT_EQ(copies[1]["copies"].number, 1);
+    EXPECT_EQ(timeline["funcs"][1]["name"].str, "A");
+    EXPECT_EQ(timeline["funcs"][1]["device_ns"].number, 3e6);
+    EXPECT_EQ(timeline["funcs"][1]["kernels"].number, 1);
+    EXPECT_EQ(timeline["funcs"][0]["device_ns"].number, 0) << "nothing billed to overhead";
+    EXPECT_EQ(timeline["device_busy_ns"].number, 3e6 + 2 * 250000);
+    EXPECT_EQ(timeline["kernels"].number, 3);
+    EXPECT_EQ(timeline["device_span_ns"].number, 3e6 + 2 * 250000);
+    EXPECT_EQ(timeline["records_lost"].number + timeline["records_overflowed"].number +
+                  timeline["records_unmatched"].number,
+              0);
+}
+
+// Clock pairing: at each blocking point with timed work the runtime takes three readings
+// (host clock, event, cuEventSynchronize, host clock) and keeps the tightest window, wherever it
+// falls (the middle one here, the last one next). The kept reading is the window's midpoint, half
+// the window its deviation. The host clock runs 500 ppm fast against the device: the second
+// pairing, 1.2 s of device time after the first, fits that rate, and a kernel 1.2 s before the
+// newest pairing is placed where it truly ran (without the fit it would be 600 us off).
+TEST_F(CudaFakeDriverScriptedClock, PairsTheTightestReadingAndFitsTheDrift) {
+    scripted::drift = 5e-4;
+    const char *slots[] = {"overhead", "A", "B", "B (copy to host)"};
+    const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
+                             TALLY_SLOT_COPY_TO_HOST};
+    Table t({{"fill", 3}});
+    IntBuffer b(64);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    auto run = [&](const char *name, uint64_t a_ns, uint64_t b_ns) {
+        void *inst =
+            tally_profiler_start(nullptr, name, "host-cuda-profile_timestamps", 4, slots, kinds, 0);
+        ASSERT_NE(inst, nullptr);
+        tally_profiler_set_current(inst, 1);
+        launch(t, &b.buf, a_ns);
+        tally_profiler_set_current(inst, 2);
+        launch(t, &b.buf, b_ns);
+        tally_profiler_set_current(inst, 3);
+        tally_buffer_set_device_dirty(&b.buf, true);
+        ASSERT_EQ(halide_copy_to_host(nullptr, &b.buf), 0);
+        tally_profiler_set_current(inst, 0);
+        tally_profiler_end(nullptr, inst);
+    };
+
+    // First pairing: windows of 8, 2 and 6 us.
+    scripted::sync_widths = {8000, 2000, 6000, 6000, 4000, 2000};
+    run("first", 1000000, 1000000);
+    ASSERT_EQ(scripted::sync_entered.size(), 3u);
+    tally_testing_device_clock c{};
+    ASSERT_EQ(tally_testing_get_device_clock(TALLY_DEVICE_API_CUDA, &c), 0);
+    EXPECT_EQ(c.pairings, 1);
+    EXPECT_EQ(c.readings, 3);
+    const uint64_t window = 2001;  // 2 us of device time on a clock 500 ppm fast
+    EXPECT_EQ(c.deviation_ns, window / 2);
+    EXPECT_EQ(c.host_ns, scripted::sync_entered[1] + window / 2);
+    EXPECT_EQ(c.rate, 1.0) << "one pairing: no fit yet";
+
+    // 1.2 s later on the device: the last of the three windows is the tightest, and the rate is
+    // the clocks' true one.
+    run("second", 1000000, 1200000000);
+    ASSERT_EQ(scripted::sync_entered.size(), 6u);
+    ASSERT_EQ(tally_testing_get_device_clock(TALLY_DEVICE_API_CUDA, &c), 0);
+    EXPECT_EQ(c.pairings, 2);
+    EXPECT_EQ(c.readings, 6);
+    EXPECT_EQ(c.deviation_ns, window / 2);
+    EXPECT_EQ(c.host_ns, scripted::sync_entered[5] + window / 2);
+    // cuEventElapsedTime's float milliseconds resolve 122 ns at 1.2 s: 1e-7 of the rate.
+    EXPECT_NEAR(c.rate, 1 + scripted::drift, 1e-7);
+
+    // "second" ran A (1 ms) then B (1.2 s) back to back, then the copy (0 ns): on the host clock
+    // that is 1.201 s * (1 + drift) from A's begin to the copy's end. Each end of the span is off
+    // by at most its pairing's deviation.
+    tally_test::Json root = report_json();
+    const tally_test::Json *p = find_pipeline(root, "second");
+    ASSERT_NE(p, nullptr);
+    const double truth = 1201000000.0 * (1 + scripted::drift);
+    const double span = (*p)["device_timeline"]["device_span_ns"].number;
+    EXPECT_NEAR(span, truth, 2.0 * window)
+        << "a rate of 1 would be " << 1201000000.0 - truth << " ns off";
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
 }
 
 uint64_t total_waits(const tally_device_wait_stats &w) {

@@ -1200,6 +1200,91 @@ TEST_F(VulkanTest, StagedCopiesAreTimedInTheirCopySlot) {
     ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // the next test maps memory again
 }
 
+// Scripted calibrated readings (tally_testing_set_vulkan_calibration): each pairing consumes
+// five; ticks, CLOCK_MONOTONIC and maxDeviation.
+namespace calibration {
+struct Reading {
+    uint64_t ticks, host_ns, deviation_ns;
+};
+std::vector<Reading> script;
+size_t next;
+int read(uint64_t *ticks, uint64_t *host_ns, uint64_t *deviation_ns) {
+    if (next >= script.size()) {
+        return 1;
+    }
+    *ticks = script[next].ticks;
+    *host_ns = script[next].host_ns;
+    *deviation_ns = script[next].deviation_ns;
+    next++;
+    return 0;
+}
+}  // namespace calibration
+
+// Clock pairing with VK_EXT_calibrated_timestamps: at initialization and at the end of each
+// profile_timestamps run the back end takes five readings and keeps the one with the smallest
+// maxDeviation, wherever it falls (each reading's host time is off by its deviation, as far as
+// the extension allows). The host clock runs 200 ppm fast against the device: the end-of-run
+// pairing, 2 s of device time later, refits that rate.
+TEST_F(VulkanTest, CalibrationKeepsTheTightestReadingAndRefitsTheDrift) {
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    calibration::script.clear();
+    calibration::next = 0;
+    const uint64_t ticks0 = 1000000000000ull, host0 = 5000000000000ull;
+    const uint64_t first_deviations[5] = {900, 300, 100, 700, 500};
+    for (uint64_t k = 0; k < 5; k++) {
+        // A reading taken k us after the first, its host time late by its deviation.
+        calibration::script.push_back({ticks0 + 1000 * k, 0, first_deviations[k]});
+    }
+    // The first pairing's host times need the device's period: taken as 1 ns per tick here and
+    // checked below against what the back end reports.
+    for (uint64_t k = 0; k < 5; k++) {
+        calibration::script[k].host_ns = host0 + 1000 * k + first_deviations[k];
+    }
+    tally_testing_set_vulkan_calibration(calibration::read);
+    iface = vulkan();
+    ASSERT_NE(iface, nullptr);
+    tally_testing_device_clock c{};
+    ASSERT_EQ(tally_testing_get_device_clock(TALLY_DEVICE_API_VULKAN, &c), 0);
+    EXPECT_EQ(c.pairings, 1);
+    EXPECT_EQ(c.readings, 5);
+    EXPECT_EQ(c.deviation_ns, 100u);
+    EXPECT_EQ(c.host_ns, host0 + 2000 + 100);
+    ASSERT_GT(c.device_ns, 0);
+    const double period = c.device_ns / double(ticks0 + 2000);  // ns per tick
+    const double first_device_ns = c.device_ns;
+
+    // The second pairing: 2 s of device time later, on a host clock 200 ppm fast.
+    const double drift = 2e-4;
+    const uint64_t span_ticks = uint64_t(2e9 / period);
+    const uint64_t second_deviations[5] = {400, 200, 600, 50, 800};
+    for (uint64_t k = 0; k < 5; k++) {
+        uint64_t ticks = ticks0 + 2000 + span_ticks + 1000 * k;
+        double device_ns = double(ticks) * period;
+        double true_host = double(host0 + 2000) + (device_ns - first_device_ns) * (1 + drift);
+        calibration::script.push_back(
+            {ticks, uint64_t(true_host + 0.5) + second_deviations[k], second_deviations[k]});
+    }
+    const char *names[] = {"overhead"};
+    void *inst = tally_profiler_start(nullptr, "vk_calibration", "host-profile_timestamps-vulkan",
+                                      1, names, nullptr, 0);
+    ASSERT_NE(inst, nullptr);
+    tally_profiler_end(nullptr, inst);
+    EXPECT_EQ(calibration::next, 10u) << "the run's end pairs the clocks again";
+    ASSERT_EQ(tally_testing_get_device_clock(TALLY_DEVICE_API_VULKAN, &c), 0);
+    EXPECT_EQ(c.pairings, 2);
+    EXPECT_EQ(c.readings, 10);
+    EXPECT_EQ(c.deviation_ns, 50u);
+    EXPECT_EQ(c.host_ns, calibration::script[8].host_ns);
+    // Off by the two kept readings' deviations (100 and 50 ns) over 2 s at most.
+    EXPECT_NEAR(c.rate, 1 + drift, 1e-7);
+
+    tally_testing_set_vulkan_calibration(nullptr);
+    tally_profiler_reset();
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);  // the next test pairs the real clocks
+    ASSERT_EQ(tally_testing_get_device_clock(TALLY_DEVICE_API_VULKAN, &c), 0);
+    EXPECT_EQ(c.pairings, 0) << "a released device's pairings are forgotten";
+}
+
 // A device without timestamps falls back to sync mode: one wait after each launch, counted as
 // such; the report names the fallback and times no kernel.
 TEST_F(VulkanTest, WithoutTimestampsProfileTimestampsFallsBackToSyncs) {

@@ -15,9 +15,12 @@
 // and otherwise only records the launch. fake_cuda_get_stats() returns the counters.
 //
 // Timing: the stream has a device clock that each successful launch advances by the kernel
-// duration fake_cuda_set_kernel_ns() set last (default 1 ms), so event intervals are exact.
-// cuEventRecord stamps an event with the clock; cuEventElapsedTime returns the difference in ms;
-// cuEventQuery succeeds once an event was recorded.
+// duration fake_cuda_set_kernel_ns() set last (default 1 ms), each copy by its bytes times
+// fake_cuda_set_copy_ns_per_byte() (default 0), and fake_cuda_advance_clock() by any amount (idle
+// time), so event intervals are exact. cuEventRecord stamps an event with the clock;
+// cuEventElapsedTime returns the difference in ms; cuEventQuery succeeds once an event was
+// recorded; cuEventSynchronize calls the hook fake_cuda_set_event_sync_hook() installed (tests
+// script the host clock with it: what the host sees while it waits for an event).
 //
 // Frees: work is "queued" on the stream from a launch or a copy until the next stream or context
 // sync; cuMemFree while work is queued counts as a blocking free (a real driver may wait for the
@@ -83,10 +86,24 @@ static struct fake_context context;
 static struct fake_stream stream;
 static int initialized;
 static uint64_t device_clock_ns, kernel_ns = 1000000;
+static uint64_t copy_ns_per_byte;
+static fake_cuda_event_sync_hook_fn event_sync_hook;
 static int stream_queued;  // a launch or copy since the last sync
 
 EXPORT void fake_cuda_set_kernel_ns(uint64_t ns) {
     kernel_ns = ns;
+}
+
+EXPORT void fake_cuda_set_copy_ns_per_byte(uint64_t ns) {
+    copy_ns_per_byte = ns;
+}
+
+EXPORT void fake_cuda_advance_clock(uint64_t ns) {
+    device_clock_ns += ns;
+}
+
+EXPORT void fake_cuda_set_event_sync_hook(fake_cuda_event_sync_hook_fn hook) {
+    event_sync_hook = hook;
 }
 
 EXPORT const fake_cuda_stats *fake_cuda_get_stats(void) {
@@ -249,6 +266,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t by
     }
     memcpy((void *)(uintptr_t)dst, src, bytes);
     stats.copies_to_device++;
+    device_clock_ns += copy_ns_per_byte * bytes;
     stream_queued = 1;
     stats.bytes_to_device += bytes;
     return CUDA_SUCCESS;
@@ -260,6 +278,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, C
     }
     memcpy(dst, (const void *)(uintptr_t)src, bytes);
     stats.copies_to_host++;
+    device_clock_ns += copy_ns_per_byte * bytes;
     stream_queued = 1;
     stats.bytes_to_host += bytes;
     return CUDA_SUCCESS;
@@ -418,5 +437,16 @@ EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
         return CUDA_ERROR_NOT_READY;
     }
     *ms = (float)((double)((int64_t)(end->stamp_ns - start->stamp_ns)) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent event) {
+    if (!event || !event->recorded) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    stats.event_syncs++;
+    if (event_sync_hook) {
+        event_sync_hook();
+    }
     return CUDA_SUCCESS;
 }

@@ -26,7 +26,7 @@ typedef struct fake_cuda_stats {
     /** The `out` pointer the last `fill` launch received. */
     uint64_t last_pointer_arg;
     char last_ptx[256];
-    int events_created, events_destroyed, events_recorded;
+    int events_created, events_destroyed, events_recorded, event_syncs;
     /** cuMemFree calls while the stream had queued work (a launch or copy since the last sync),
      * and cuMemFreeAsync calls that freed. */
     int blocking_frees, async_frees;
@@ -35,6 +35,15 @@ typedef struct fake_cuda_stats {
 /** Sets the duration of every later launch on the fake device clock (exported by the fake as
  * fake_cuda_set_kernel_ns; find it with dlsym). */
 typedef void (*fake_cuda_set_kernel_ns_fn)(uint64_t ns);
+
+/** fake_cuda_set_copy_ns_per_byte: the device clock advances by bytes times this per copy
+ * (default 0). fake_cuda_advance_clock: advances the device clock (idle time). */
+typedef void (*fake_cuda_set_copy_ns_per_byte_fn)(uint64_t ns);
+typedef void (*fake_cuda_advance_clock_fn)(uint64_t ns);
+
+/** Called by each cuEventSynchronize (fake_cuda_set_event_sync_hook; NULL removes it). */
+typedef void (*fake_cuda_event_sync_hook_fn)(void);
+typedef void (*fake_cuda_set_event_sync_hook_fn)(fake_cuda_event_sync_hook_fn hook);
 
 typedef const fake_cuda_stats *(*fake_cuda_get_stats_fn)(void);
 
