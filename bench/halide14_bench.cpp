@@ -82,9 +82,27 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/** Allocates 128-byte aligned storage (Halide::Runtime::Buffer's alignment, and
+ * TALLY_MALLOC_ALIGNMENT): where a buffer's data starts relative to a cache line decides how many
+ * vector loads and stores split lines, so both sides get their buffers equally aligned and a
+ * ratio measures their code, not where malloc happened to put each side's data. */
+template <typename T>
+struct AlignedAllocator {
+    using value_type = T;
+    static constexpr std::align_val_t alignment{128};
+    AlignedAllocator() = default;
+    template <typename U>
+    AlignedAllocator(const AlignedAllocator<U> &) {}
+    T *allocate(size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), alignment)); }
+    void deallocate(T *p, size_t) { ::operator delete(p, alignment); }
+    bool operator==(const AlignedAllocator &) const { return true; }
+    bool operator!=(const AlignedAllocator &) const { return false; }
+};
+using Bytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
+
 /** A dense buffer of the manifest's shape, Halide order (dimension 0 innermost). */
 struct Buffer {
-    std::vector<uint8_t> data;
+    Bytes data;
     std::vector<halide_dimension_t> dims;
     halide_buffer_t buf{};
 
@@ -190,7 +208,7 @@ public:
     void check_outputs() {
         for (const auto &[arg, pair] : outputs) {
             const Type &t = pair.type;
-            const std::vector<uint8_t> &a = pair.tally->data, &b = pair.halide->data;
+            const Bytes &a = pair.tally->data, &b = pair.halide->data;
             if (!t.is_float()) {
                 if (a != b) {
                     error = "output " + arg + " differs between Tally and Halide";
@@ -227,7 +245,7 @@ private:
     /** Fills `out` (of extents `to`) with copies of `in` (of extents `from`), repeated along
      * every dimension, so a scaled input holds only values the committed one holds. */
     static void tile(const std::vector<uint8_t> &in, const std::vector<int> &from, int bytes,
-                     std::vector<uint8_t> *out, const std::vector<int> &to) {
+                     Bytes *out, const std::vector<int> &to) {
         size_t n = out->size() / bytes;
         std::vector<int> at(to.size(), 0);
         for (size_t i = 0; i < n; i++) {
