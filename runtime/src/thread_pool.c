@@ -1,10 +1,11 @@
 // The thread pool behind halide_do_par_for, and the async tasks of halide_do_parallel_tasks.
 //
 // Design: a persistent set of worker threads and a FIFO list of jobs with unclaimed iterations,
-// all under one mutex. A job lives on its caller's stack. Workers take the next iteration of the
-// first job in the list; the caller takes iterations of its own job only, then waits until every
-// claimed iteration has finished, so a job never outlives its caller's frame. Because callers
-// always help, a job completes even with no workers (thread creation failed, shutdown running).
+// all under one mutex. A job lives on its caller's stack. Workers claim the next iterations of the
+// first job in the list (a shrinking share of what is left: claim_locked); the caller claims
+// iterations of its own job only, then waits until every claimed iteration has finished, so a job
+// never outlives its caller's frame. Because callers always help, a job completes even with no
+// workers (thread creation failed, shutdown running).
 //
 // Nested parallelism: a halide_do_par_for issued from inside a par_for task (on a worker, or on a
 // caller running one of its own iterations) runs its loop serially on that thread. That can never
@@ -415,9 +416,23 @@ static int acquire_all_locked(const halide_parallel_task_t *t) {
 
 // ---- jobs ----------------------------------------------------------------------------------
 
-// Claims the next iteration of `job` (pool lock held); unlinks the job once fully claimed.
-static int32_t claim_locked(par_job *job) {
-    int32_t idx = job->next++;
+// How many shares per thread a claim leaves of a loop's unclaimed iterations (see claim_locked).
+#define TALLY_CLAIM_SHARES 4
+
+// Claims the next iterations of `job` (pool lock held): 1/TALLY_CLAIM_SHARES of a thread's share
+// of what is left, at least one. A loop of many short iterations then takes the pool lock a few
+// dozen times rather than once an iteration (two threads passing the lock's cache line back and
+// forth cost more than rdom_scan's 50-100 ns rows of the conformance corpus), and the claims
+// shrink as the loop ends, leaving single iterations for the threads that finish first, so the
+// load still balances. Unlinks the job once fully claimed. Returns the first iteration claimed,
+// and their number in *count.
+static int32_t claim_locked(par_job *job, int32_t *count) {
+    int32_t left = job->extent - job->next;
+    int32_t n = left / (TALLY_CLAIM_SHARES * (pool.num_workers + 1));
+    n = n < 1 ? 1 : n;
+    int32_t idx = job->next;
+    job->next += n;
+    *count = n;
     if (job->next == job->extent) {
         par_job **link = &pool.head;
         par_job *prev = NULL;
@@ -912,16 +927,20 @@ static void *worker_main(void *arg) {
             continue;
         }
         spin_until = 0;
-        int32_t idx = claim_locked(job);
+        int32_t count = 0;
+        int32_t idx = claim_locked(job, &count);
         pthread_mutex_unlock(&pool.lock);
-        run_task(job, idx);
-        tally_set_current_context(NULL);
+        for (int32_t i = 0; i < count; i++) {
+            run_task(job, idx + i);
+            tally_set_current_context(NULL);
+        }
         pthread_mutex_lock(&pool.lock);
-        // A task's lingering profiler context ends before the task counts as finished, unless
+        // A task's lingering profiler context ends before its tasks count as finished, unless
         // this thread's next task (the head job's, claimed at once under this same lock) belongs
         // to the same run: so no run ends with one of its contexts lingering here.
         tally_profiler_linger_keep(pool.head ? pool.head->caller_ctx : NULL);
-        if (++job->finished == job->extent) {
+        job->finished += count;
+        if (job->finished == job->extent) {
             wake_waiter_locked(job->owner);
         }
     }
@@ -1041,12 +1060,15 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         wake_locked(WAKE_WORK, extent - 1);
     }
     while (job.next < job.extent) {
-        int32_t idx = claim_locked(&job);
+        int32_t count = 0;
+        int32_t idx = claim_locked(&job, &count);
         pthread_mutex_unlock(&pool.lock);
-        run_task(&job, idx);
-        tally_set_current_context(saved_ctx);
+        for (int32_t i = 0; i < count; i++) {
+            run_task(&job, idx + i);
+            tally_set_current_context(saved_ctx);
+        }
         pthread_mutex_lock(&pool.lock);
-        job.finished++;
+        job.finished += count;
     }
     tally_profiler_linger_flush();  // the caller's own tasks are done
     uint64_t spin_until = 0;

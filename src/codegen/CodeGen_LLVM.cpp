@@ -27,6 +27,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/PatternMatch.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -214,6 +215,28 @@ void CodeGen_LLVM::div_mod(const Type &t, llvm::Value *x, llvm::Value *y, llvm::
         llvm::Value *uq = truncating_div(x, safe_y, false);
         *q = b.CreateSelect(y_zero, zero, uq);
         *r = b.CreateSelect(y_zero, zero, remainder_of(x, safe_y, uq, false));
+        return;
+    }
+    const llvm::APInt *c = nullptr;
+    if (llvm::PatternMatch::match(y, llvm::PatternMatch::m_APInt(c)) && c->isStrictlyPositive()) {
+        // A positive constant divisor (scalar or splat), as Halide 14 lowers it. For c > 0 the
+        // Euclidean quotient is the floor of x / c, and with s = x >> (bits - 1) (0 or -1),
+        // u = x ^ s is never negative (x, or -x - 1 for negative x), so
+        //   q = (u / c) ^ s   and   r = ((u % c) ^ s) + (s & c)
+        // (for negative x: q = -(u / c) - 1 and r = c - 1 - u % c). An unsigned division by a
+        // constant is one multiply-high and a shift; the truncating sdiv and the sign fix-up the
+        // general path needs cost a multiply more (vpmulld on x86) and compares and selects.
+        // A power of two is a shift and a mask.
+        if (c->isPowerOf2()) {
+            llvm::Value *k = llvm::ConstantInt::get(lt, c->logBase2());
+            *q = b.CreateAShr(x, k);
+            *r = b.CreateAnd(x, b.CreateSub(y, one));
+            return;
+        }
+        llvm::Value *s = b.CreateAShr(x, llvm::ConstantInt::get(lt, t.bits() - 1));
+        llvm::Value *u = b.CreateXor(x, s);
+        *q = b.CreateXor(b.CreateUDiv(u, y), s);
+        *r = b.CreateAdd(b.CreateXor(b.CreateURem(u, y), s), b.CreateAnd(s, y));
         return;
     }
     // Avoid the two undefined cases of sdiv: y == 0 and INT_MIN / -1.

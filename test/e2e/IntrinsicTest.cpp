@@ -137,6 +137,9 @@ struct Case {
     std::function<i128(i128, i128)> ref;
     /** Lanes whose inputs the intrinsic does not define are skipped. */
     std::function<bool(i128, i128)> defined = [](i128, i128) { return true; };
+    /** When set, the second operand is this constant (of type b, broadcast for the vector form)
+     * instead of a load; b_values must then hold just its value, for the reference. */
+    std::string constant_b = {};
 };
 
 /** Builds the pipeline `out_s[i] = f(a[i], b[i])` (scalar) and the same 8 lanes at a time into
@@ -152,11 +155,15 @@ void check(const Case &c) {
         put(a.bytes, c.a, i, av[(i / bv.size()) % av.size()]);
         put(b.bytes, c.b, i, bv[i % bv.size()]);
     }
-    auto call = [&](const std::string &x, const std::string &y, const std::string &type) {
+    auto call = [&](const std::string &x, std::string y, const std::string &type) {
+        bool vec = type.find('x') != std::string::npos;
+        if (!c.constant_b.empty()) {
+            std::string k = "(" + c.b.name() + ")" + c.constant_b;
+            y = vec ? "x8(" + k + ")" : k;
+        }
         if (c.name == "/" || c.name == "%") {
             return "(" + x + " " + c.name + " " + y + ")";
         }
-        bool vec = type.find('x') != std::string::npos;
         std::string third = c.third.empty() ? "" : vec ? ", x8(" + c.third + ")" : ", " + c.third;
         return "(" + type + ")" + c.name + "(" + x + ", " + y + third + ")";
     };
@@ -230,6 +237,33 @@ TEST(Intrinsics, EuclideanDivisionByAVariableIsExact) {
         check({"%", t, t, t, {}, "", [](i128 a, i128 b) {
                    return b == 0 ? 0 : a - b * euclid_div(a, b);
                }});
+    }
+}
+
+TEST(Intrinsics, EuclideanDivisionByAConstantIsExact) {
+    // A constant divisor takes other code paths than a variable one (a positive constant: the
+    // sign-folded unsigned division, a power of two: a shift and a mask): every 8-bit value and
+    // the edge values of the wider types, the most negative ones included, over divisors from 1
+    // to the type's maximum.
+    for (IntType t : int_types()) {
+        for (i128 k :
+             {i128(1), i128(2), i128(3), i128(7), i128(64), i128(100), i128(3072), t.max()}) {
+            if (k > t.max()) {
+                continue;
+            }
+            Case div{"/", t, t, t, {int64_t(k)}, "", euclid_div};
+            Case mod{"%",
+                     t,
+                     t,
+                     t,
+                     {int64_t(k)},
+                     "",
+                     [](i128 a, i128 b) {
+                         return a - b * euclid_div(a, b); }};
+            div.constant_b = mod.constant_b = std::to_string(int64_t(k));
+            check(div);
+            check(mod);
+        }
     }
 }
 

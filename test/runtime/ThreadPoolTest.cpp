@@ -157,6 +157,43 @@ TEST(ThreadPool, UsesSeveralThreads) {
     tally_set_num_threads(0);
 }
 
+TEST(ThreadPool, ClaimsShareOfManyIterationsAtOnce) {
+    // A thread claims a share of a loop's unclaimed iterations under one lock, not one at a time:
+    // with two threads and 64 iterations, the caller (which claims first, before it lets go of
+    // the lock it listed the job under) runs iterations 0 to 7 itself, in order, although the
+    // worker is running and free to take any iteration not claimed yet. The claims shrink to
+    // single iterations at the end, so both threads still take part.
+    tally_set_num_threads(2);
+    struct Seen {
+        std::thread::id by[64];
+        std::atomic<int> order{0};
+        int at[64];
+    };
+    static Seen seen;
+    seen.order = 0;
+    auto task = [](void *, int32_t idx, uint8_t *) -> int32_t {
+        seen.by[idx] = std::this_thread::get_id();
+        seen.at[idx] = seen.order++;
+        tally_test::spin_for_ns(200000);
+        return 0;
+    };
+    // A first loop starts the worker; the second is the one checked.
+    ASSERT_EQ(halide_do_par_for(nullptr, task, 0, 64, nullptr), 0);
+    ASSERT_EQ(halide_do_par_for(nullptr, task, 0, 64, nullptr), 0);
+    int others = 0;
+    for (int i = 0; i < 64; i++) {
+        others += seen.by[i] != std::this_thread::get_id();
+    }
+    for (int i = 0; i < 8; i++) {
+        EXPECT_EQ(seen.by[i], std::this_thread::get_id()) << "iteration " << i;
+        if (i > 0) {
+            EXPECT_LT(seen.at[i - 1], seen.at[i]) << "iteration " << i;
+        }
+    }
+    EXPECT_GT(others, 0) << "the worker ran no iteration";
+    tally_set_num_threads(0);
+}
+
 TEST(ThreadPool, SetNumThreadsReturnsPrevious) {
     tally_set_num_threads(3);
     EXPECT_EQ(tally_set_num_threads(5), 3);
