@@ -63,6 +63,7 @@ static void at_exit(void) {
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 
 static void install_hooks_once(void) {
+    tally_trace_start_from_env();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
 }
