@@ -83,7 +83,7 @@ written.)doc");
         },
         py::arg("on") = true, py::arg("events_per_thread") = 0,
         R"doc(Turns timeline recording on or off (records made so far are kept; reset() forgets
-them). events_per_thread (0: unchanged; default 65536) sizes the ring each thread records into from
+them). events_per_thread (0: unchanged; default 262144) sizes the ring each thread records into from
 then on; a full ring overwrites its oldest records and counts them as dropped (otherData of the
 trace, and the report). Raises tally.RuntimeError for a size out of range.)doc");
 

@@ -932,7 +932,7 @@ int32_t tally_profiler_write_trace(void *user_context, const char *path);
 
 /** Turns timeline recording on (on != 0) or off; records made so far are kept (tally_profiler_reset
  * forgets them). `events_per_thread` (0: unchanged) sets the ring each thread records into from
- * then on, in records (rounded up to a power of two; default 65536, or
+ * then on, in records (rounded up to a power of two; default 262144, or
  * TALLY_PROFILE_TRACE_EVENTS): a full ring overwrites its oldest records and counts them dropped.
  * While off, each hook costs one predictable branch. Returns 0 or TALLY_ERROR_BAD_ARGUMENT (more
  * than 2^26 events per thread). */

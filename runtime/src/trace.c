@@ -8,7 +8,7 @@
 // pipeline's memory counter, one atomic add each).
 //
 // Records. Each host thread owns a ring of `capacity` records (TALLY_PROFILE_TRACE_EVENTS, default
-// 65536, rounded up to a power of two: 2 MiB per thread that records), allocated at its first
+// 262144, rounded up to a power of two: 8 MiB per thread that records), allocated at its first
 // record and kept until the process exits, so the events of threads that ended are still
 // written. A full ring overwrites its oldest record; the writer counts every record it did not
 // get (overwritten, or refused because the thread had no ring) as dropped. Each record stands
@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRACE_DEFAULT_CAPACITY 65536u
+#define TRACE_DEFAULT_CAPACITY 262144u
 #define TRACE_MAX_CAPACITY (1u << 26)
 
 _Atomic int32_t tally_trace_on;
@@ -240,6 +240,12 @@ void tally_trace_run_started_slow(const tally_instance *inst) {
 }
 
 void tally_trace_switch_slow(const tally_context *ctx, int32_t slot) {
+    // Setting the slot the thread's current context is in changes nothing the last state record
+    // did not say (parallel tasks set their loop's slot again on entry): no record.
+    if (ctx == tally_get_current_context() &&
+        atomic_load_explicit(&ctx->slot, memory_order_relaxed) == slot) {
+        return;
+    }
     if (works_in(ctx)) {
         put(tally_now_ns(), TALLY_TRACE_STATE, pipe_of(ctx->instance->pipeline), slot, 0, 0);
     }

@@ -40,7 +40,7 @@ protected:
         ASSERT_EQ(tally_profiler_trace_record(nullptr, 1, 0), 0);
     }
     void TearDown() override {
-        tally_profiler_trace_record(nullptr, 0, 65536);
+        tally_profiler_trace_record(nullptr, 0, 262144);  // the default size
         ProfilerTest::TearDown();
     }
 
