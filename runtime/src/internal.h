@@ -359,6 +359,10 @@ int32_t tally_trace_set_capacity(uint64_t records);
 uint32_t tally_trace_capacity(void);
 // Forgets every record so far and the pipelines' registry records (tally_profiler_reset).
 void tally_trace_clear(void);
+// Fork handlers: prepare takes the pipeline table's lock, release (parent and child) releases
+// it. The child keeps the records made before the fork.
+void tally_trace_fork_prepare(void);
+void tally_trace_fork_release(void);
 // Records lost so far (overwritten in a full ring, or refused: no memory or too many threads).
 uint64_t tally_trace_dropped(void);
 // Whether anything was ever recorded in this process (the report mentions the trace only then).

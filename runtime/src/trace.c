@@ -441,3 +441,11 @@ int tally_trace_used(void) {
            atomic_load_explicit(&rings, memory_order_acquire) != NULL ||
            atomic_load_explicit(&refused, memory_order_relaxed) != 0;
 }
+
+void tally_trace_fork_prepare(void) {
+    pthread_mutex_lock(&table_lock);
+}
+
+void tally_trace_fork_release(void) {
+    pthread_mutex_unlock(&table_lock);
+}
