@@ -22,7 +22,8 @@
 //   WAIT    the thread waited for the device from w2 to w0.
 //   MEMORY  the pipeline's live bytes of kind `slot` (heap, device) are now w2 (signed).
 // Pipelines are numbered (`pipe` = index + 1) in a table that copies their names at their first
-// recorded run, so the writer needs nothing from the registry and a reset cannot dangle.
+// recorded run, so the writer needs nothing from the registry; a reset (tally_trace_clear) empties
+// it with the records.
 //
 // Readers (tally_trace_snapshot) copy each ring without stopping its writer: a ring's records are
 // atomics, published by a release store of its head, and the reader re-reads the head after
@@ -321,15 +322,27 @@ void tally_trace_clear(void) {
                               memory_order_relaxed);
     }
     atomic_store_explicit(&refused, 0, memory_order_relaxed);
-    // Pipelines stay numbered (their names may be written later), but a registry record freed by
-    // the reset that comes with a clear must not match a new pipeline at the same address.
+    // The table starts empty again: no record refers to it any more, and a registry record freed
+    // by the reset that comes with a clear must not match a new pipeline at the same address.
+    // (Runs still in flight record nothing for their pipeline from now on: its key is gone.)
     int32_t n = atomic_load_explicit(&table_count, memory_order_relaxed);
-    for (int32_t i = 0; i < n; i++) {
-        atomic_store_explicit(&table[i].key, NULL, memory_order_relaxed);
-        atomic_store_explicit(&table[i].live[0], 0, memory_order_relaxed);
-        atomic_store_explicit(&table[i].live[1], 0, memory_order_relaxed);
-    }
+    atomic_store_explicit(&table_count, 0, memory_order_release);
     atomic_fetch_add_explicit(&table_generation, 1, memory_order_release);
+    for (int32_t i = 0; i < n; i++) {
+        trace_pipeline *t = &table[i];
+        atomic_store_explicit(&t->key, NULL, memory_order_relaxed);
+        for (int32_t s = 0; s < t->num_slots; s++) {
+            free(t->slot_names[s]);
+        }
+        free(t->slot_names);
+        free(t->slot_kinds);
+        free(t->name);
+        free(t->target);
+        t->slot_names = NULL;
+        t->slot_kinds = NULL;
+        t->name = t->target = NULL;
+        t->num_slots = 0;
+    }
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -402,7 +415,8 @@ int32_t tally_trace_snapshot_take(tally_trace_snapshot *out) {
         r = TALLY_ERROR_OUT_OF_MEMORY;
     }
     for (int32_t i = 0; r == 0 && i < n; i++) {
-        // Owned by the table, which only grows, and freed by no one: valid after the lock.
+        // Owned by the table until the next tally_trace_clear (tally_profiler_reset, which must
+        // not run while a trace is written).
         out->pipelines[i].name = table[i].name;
         out->pipelines[i].target = table[i].target;
         out->pipelines[i].num_slots = table[i].num_slots;
