@@ -27,6 +27,7 @@ through mapped memory puts nothing on the queue); lavapipe runs them here.
 Exit status 0 on success, 1 on a mismatch (each printed).
 
 Usage: check_trace.py --tally-run BIN --work DIR [--expect-device] -- PIPELINE.stmt ARGS...
+       check_trace.py --self-test   (each rule against a small trace broken in that one way)
 """
 
 import argparse
@@ -221,7 +222,75 @@ def check_trace(trace, report, expect_device):
     return num_flows
 
 
+def self_test():
+    """The checker against small traces, each broken in one way it must catch (and one that is
+    valid): a checker that passes everything would prove nothing about the real files."""
+    report = {"pipelines": [{"name": "p", "kernel_launches": 1, "copies_to_device": 0,
+                             "copies_to_host": 0,
+                             "slots": [{"id": 0, "name": "overhead", "kind": "func", "time_ns": 1},
+                                       {"id": 1, "name": "f", "kind": "func", "time_ns": 1}]}]}
+
+    def base():
+        return {"traceEvents": [
+            {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "p"}},
+            {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "host thread 1"}},
+            {"ph": "M", "pid": 1, "tid": 1000, "name": "thread_name",
+             "args": {"name": "Vulkan queue"}},
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0, "name": "f", "cat": "func"},
+            {"ph": "s", "pid": 1, "tid": 1, "ts": 2.0, "name": "launch", "cat": "launch", "id": 1},
+            {"ph": "X", "pid": 1, "tid": 1000, "ts": 3.0, "dur": 4.0, "name": "f",
+             "cat": "device"},
+            {"ph": "f", "pid": 1, "tid": 1000, "ts": 5.0, "name": "launch", "cat": "launch",
+             "id": 1, "bp": "e"},
+            {"ph": "C", "pid": 1, "tid": 1, "ts": 1.0, "name": "heap", "args": {"bytes": 4}}],
+            "displayTimeUnit": "ns", "otherData": {"dropped_events": 0}}
+
+    def broken(change):
+        t = base()
+        change(t["traceEvents"])
+        return t
+
+    cases = [
+        ("valid", base(), None),
+        ("negative dur", broken(lambda e: e[3].update(dur=-1.0)), "negative dur"),
+        ("X without dur", broken(lambda e: e[3].pop("dur")), "X without a numeric dur"),
+        ("improper nesting", broken(lambda e: e.append(
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 5.0, "dur": 10.0, "name": "f", "cat": "func"})),
+         "overlaps its parent's end"),
+        ("unnamed thread", broken(lambda e: e[1].update(tid=7)), "tid 1 has no thread_name"),
+        ("unnamed process", broken(lambda e: e.pop(0)), "has no process_name"),
+        ("flow end missing", broken(lambda e: e.pop(6)), "expected one s and one f"),
+        ("flow start outside a slice", broken(lambda e: e[4].update(ts=20.0)),
+         "no slice on (1, 1) encloses its start"),
+        ("flow ends on a host track", broken(lambda e: e[6].update(tid=1)),
+         "not a device track"),
+        ("flow name differs", broken(lambda e: e[6].update(name="other")),
+         "expected one s and one f"),
+        ("counter not numeric", broken(lambda e: e[7].update(args={"bytes": "4"})),
+         "counter args must be numbers"),
+        ("no launch flow", broken(lambda e: [e.pop(6), e.pop(4)]), "flows from Func slices"),
+        ("dropped events", dict(base(), otherData={"dropped_events": 3}), "dropped_events is 3"),
+    ]
+    bad = 0
+    for name, trace, want in cases:
+        failures.clear()
+        check_trace(json.loads(json.dumps(trace)), report, True)
+        caught = [f for f in failures if want and want in f]
+        ok = not failures if want is None else bool(caught)
+        if not ok:
+            bad += 1
+            print("SELF-TEST FAIL: %s: expected %s, got %s" % (name, want or "no failure",
+                                                              failures or "no failure"))
+    failures.clear()
+    if bad:
+        return 1
+    print("OK: %d self-test cases" % len(cases))
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     ap = argparse.ArgumentParser()
     ap.add_argument("--tally-run", required=True)
     ap.add_argument("--work", required=True)
