@@ -875,6 +875,7 @@ static int help_groups_locked(void) {
             pthread_mutex_unlock(&pool.lock);
             run_unit(g, gt, min, extent);
             tally_set_current_context(NULL);
+            tally_trace_context();
             pthread_mutex_lock(&pool.lock);
             finish_unit_locked(g, gt, extent);
             return 1;
@@ -905,6 +906,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&pool.lock);
         run_task(job, idx);
         tally_set_current_context(NULL);
+        tally_trace_context();
         pthread_mutex_lock(&pool.lock);
         if (++job->finished == job->extent) {
             wake_waiter_locked(job->owner);

@@ -15,8 +15,9 @@
 // alone (a state record says where the thread is, not what changed), so losing the oldest ones
 // loses their time span, never the meaning of the rest. Record kinds:
 //   STATE   the thread's current context is now in slot `slot` of pipeline `pipe` (pipe 0: the
-//           thread has no profiled context). Written at every slot switch, whichever mode the
-//           run uses (exact or sampling): the timeline's slices are switch-timed in every mode.
+//           thread has no profiled context). Written at every slot switch and context change
+//           that changes it (not when a task sets its loop's slot again), whichever mode the run
+//           uses (exact or sampling): the timeline's slices are switch-timed in every mode.
 //   LAUNCH  a device command (kernel or staged copy) was recorded for slot `slot`; w2 its flow id.
 //   DEVICE  the device ran flow w2 for w3 ns (bit 63: its start w0 is on the host clock).
 //   WAIT    the thread waited for the device from w2 to w0.
@@ -71,6 +72,10 @@ static _Atomic uint32_t table_generation;
 
 static _Thread_local trace_ring *my_ring;
 static _Thread_local int my_ring_refused;
+// The calling thread's last state record (put_state), and the clears so far when it was made.
+static _Thread_local int32_t last_pipe = -1, last_slot;
+static _Thread_local uint32_t last_clears;
+static _Atomic uint32_t clear_count;
 // The calling thread's last pipeline lookup (key, table generation, pipe).
 static _Thread_local const void *cached_key;
 static _Thread_local uint32_t cached_generation;
@@ -218,14 +223,28 @@ static int works_in(const tally_context *ctx) {
            (ctx != &ctx->instance->main || ctx->instance->main_thread == tally_thread_tag());
 }
 
-// The state record of `ctx` (NULL: the thread has no profiled context).
-static void put_state(const tally_context *ctx, uint64_t now) {
-    if (!works_in(ctx)) {
-        put(now, TALLY_TRACE_STATE, 0, 0, 0, 0);
+// A state record (pipe 0: no profiled context), unless it says what the thread's last one did:
+// tasks set their loop's slot again on entry, and a pool thread ends a task and then drops the
+// context it borrowed, both without changing where the thread is.
+static void put_state(int32_t pipe, int32_t slot) {
+    uint32_t clears = atomic_load_explicit(&clear_count, memory_order_relaxed);
+    if (clears == last_clears && pipe == last_pipe && (pipe == 0 || slot == last_slot)) {
         return;
     }
-    put(now, TALLY_TRACE_STATE, pipe_of(ctx->instance->pipeline),
-        atomic_load_explicit(&ctx->slot, memory_order_relaxed), 0, 0);
+    last_clears = clears;
+    last_pipe = pipe;
+    last_slot = slot;
+    put(tally_now_ns(), TALLY_TRACE_STATE, pipe, slot, 0, 0);
+}
+
+// The state record of the thread's context `ctx` (NULL: none).
+static void put_state_of(const tally_context *ctx) {
+    if (works_in(ctx)) {
+        put_state(pipe_of(ctx->instance->pipeline),
+                  atomic_load_explicit(&ctx->slot, memory_order_relaxed));
+    } else {
+        put_state(0, 0);
+    }
 }
 
 void tally_trace_run_started_slow(const tally_instance *inst) {
@@ -237,23 +256,17 @@ void tally_trace_run_started_slow(const tally_instance *inst) {
         }
         pthread_mutex_unlock(&table_lock);
     }
-    put_state(tally_get_current_context(), tally_now_ns());
+    put_state_of(tally_get_current_context());
 }
 
 void tally_trace_switch_slow(const tally_context *ctx, int32_t slot) {
-    // Setting the slot the thread's current context is in changes nothing the last state record
-    // did not say (parallel tasks set their loop's slot again on entry): no record.
-    if (ctx == tally_get_current_context() &&
-        atomic_load_explicit(&ctx->slot, memory_order_relaxed) == slot) {
-        return;
-    }
     if (works_in(ctx)) {
-        put(tally_now_ns(), TALLY_TRACE_STATE, pipe_of(ctx->instance->pipeline), slot, 0, 0);
+        put_state(pipe_of(ctx->instance->pipeline), slot);
     }
 }
 
 void tally_trace_context_slow(void) {
-    put_state(tally_get_current_context(), tally_now_ns());
+    put_state_of(tally_get_current_context());
 }
 
 void tally_trace_memory_slow(const tally_instance *inst, int32_t kind, int64_t delta) {
@@ -322,6 +335,7 @@ void tally_trace_clear(void) {
                               memory_order_relaxed);
     }
     atomic_store_explicit(&refused, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&clear_count, 1, memory_order_relaxed);
     // The table starts empty again: no record refers to it any more, and a registry record freed
     // by the reset that comes with a clear must not match a new pipeline at the same address.
     // (Runs still in flight record nothing for their pipeline from now on: its key is gone.)
