@@ -1,5 +1,6 @@
-// The profile exports and report files from Python: tally.profiler.write_pprof / write_folded
-// (the runtime's tally_profiler_write_pprof / _folded), and tally.report_show / tally.report_diff,
+// The profile exports and report files from Python: tally.profiler.write_pprof / write_folded /
+// write_trace and trace_record (the runtime's tally_profiler_write_pprof / _folded / _trace and
+// tally_profiler_trace_record), and tally.report_show / tally.report_diff,
 // which are tally-report's show and diff (src/driver/ReportFile.h, the same C++ code).
 
 #include <pybind11/stl.h>
@@ -60,6 +61,31 @@ device_alloc_space; one sample per slot, its stack pipeline -> Func -> copy. Ope
         py::arg("path"),
         R"doc(Writes every pipeline's totals to `path` as folded stacks ('a;b;c N', N in ns), the
 input of flame-graph tools. Raises tally.RuntimeError if the file cannot be written.)doc");
+
+    prof.def(
+        "write_trace",
+        [](const std::filesystem::path &path) { write_export(tally_profiler_write_trace, path); },
+        py::arg("path"),
+        R"doc(Writes the timeline recorded so far to `path` as Chrome Trace Event JSON (open it in
+Perfetto UI, chrome://tracing or speedscope): a process per pipeline, a track per host thread with
+a slice per Func and copy activation, a device track with kernels and copies, launch -> kernel
+flows, heap and device memory counters. Nothing is recorded unless trace_record(True) (or
+TALLY_PROFILE_TRACE) turned recording on. Raises tally.RuntimeError if the file cannot be
+written.)doc");
+    prof.def(
+        "trace_record",
+        [](bool on, uint64_t events_per_thread) {
+            ErrorCapture capture;
+            int32_t rc = tally_profiler_trace_record(nullptr, on ? 1 : 0, events_per_thread);
+            if (rc != 0) {
+                raise_runtime_error(capture.message(), rc);
+            }
+        },
+        py::arg("on") = true, py::arg("events_per_thread") = 0,
+        R"doc(Turns timeline recording on or off (records made so far are kept; reset() forgets
+them). events_per_thread (0: unchanged; default 262144) sizes the ring each thread records into from
+then on; a full ring overwrites its oldest records and counts them as dropped (otherData of the
+trace, and the report). Raises tally.RuntimeError for a size out of range.)doc");
 
     py::class_<tally::DiffResult>(m, "ReportDiff",
                                   "The result of tally.report_diff: text, failures, passed.")

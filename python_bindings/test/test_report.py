@@ -1,5 +1,5 @@
 """tally.report_show / tally.report_diff (tally-report's show and diff, the same C++ code) and
-tally.profiler.write_pprof / write_folded."""
+tally.profiler.write_pprof / write_folded / write_trace."""
 
 import gzip
 import json
@@ -86,3 +86,34 @@ def test_write_pprof_and_folded(clean_profiler, tmp_path):
     assert b"blur_x" in raw and b"alloc_space" in raw
     with pytest.raises(tally.RuntimeError, match="cannot write the pprof profile to"):
         tally.profiler.write_pprof(str(tmp_path / "no" / "such" / "dir.pb.gz"))
+
+
+def test_write_trace(clean_profiler, tmp_path):
+    """A traced run gives a Chrome Trace Event file with the pipeline as a process and a slice for
+    each Func; recording off again, nothing more is recorded."""
+    p = tally.parse(app_stmt("blur")).compile("host-profile")
+    inp = np.random.default_rng(7).integers(0, 65536, size=(130, 258), dtype=np.uint16)
+    out = np.zeros((128, 256), dtype=np.uint16)
+    tally.profiler.trace_record(True)
+    try:
+        for _ in range(2):
+            p(inp, out, 256, 128)
+    finally:
+        tally.profiler.trace_record(False)
+    tally.profiler.write_trace(str(tmp_path / "t.json"))
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["displayTimeUnit"] == "ns"
+    assert trace["otherData"]["dropped_events"] == 0
+    events = trace["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"blur"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert {"blur_x", "blur_y"} <= {e["name"] for e in slices}
+    assert all(e["dur"] >= 0 for e in slices)
+    p(inp, out, 256, 128)  # not recorded
+    tally.profiler.write_trace(str(tmp_path / "t2.json"))
+    assert json.loads((tmp_path / "t2.json").read_text())["traceEvents"] == events
+    with pytest.raises(tally.RuntimeError, match="events per thread is out of range"):
+        tally.profiler.trace_record(True, 1 << 40)
+    with pytest.raises(tally.RuntimeError, match="cannot write the trace to"):
+        tally.profiler.write_trace(str(tmp_path / "no" / "such" / "dir.json"))

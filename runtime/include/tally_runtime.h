@@ -921,6 +921,26 @@ int32_t tally_profiler_write_pprof(void *user_context, const char *path);
  * written ':'). Written and failing as tally_profiler_write_pprof. */
 int32_t tally_profiler_write_folded(void *user_context, const char *path);
 
+/** Writes the timeline recorded so far to `path` as Chrome Trace Event JSON (the object form, for
+ * Perfetto UI, chrome://tracing and speedscope): one process per pipeline, a track per host thread
+ * with a slice per slot activation (switch-timed, in every profiling mode), a device track with a
+ * slice per kernel and staged copy (device timestamps under profile_timestamps, else the host's
+ * view: launch to the device wait that completed it), a flow from each launch to its device
+ * slice, "heap" and "device memory" counters, and thread and process names. otherData holds
+ * "dropped_events" (records lost from full rings; expected 0). Records exist only while recording
+ * is on: TALLY_PROFILE_TRACE=<path> turns it on at the first profiled run and writes this file at
+ * exit (when a profiled run finished); tally_profiler_trace_record turns it on from code. Written
+ * and failing as tally_profiler_write_pprof. */
+int32_t tally_profiler_write_trace(void *user_context, const char *path);
+
+/** Turns timeline recording on (on != 0) or off; records made so far are kept (tally_profiler_reset
+ * forgets them). `events_per_thread` (0: unchanged) sets the ring each thread records into from
+ * then on, in records (rounded up to a power of two; default 262144, or
+ * TALLY_PROFILE_TRACE_EVENTS): a full ring overwrites its oldest records and counts them dropped.
+ * While off, each hook costs one predictable branch. Returns 0 or TALLY_ERROR_BAD_ARGUMENT (more
+ * than 2^26 events per thread). */
+int32_t tally_profiler_trace_record(void *user_context, int32_t on, uint64_t events_per_thread);
+
 /** Writes, as tally_profiler_write_pprof does, the numbers of what happened since the previous
  * call (the first call: since the process started): runs, time, samples, allocations and copies
  * are differences, peaks are as they are now. A pipeline counts from zero when it is new or the

@@ -70,3 +70,55 @@ void tally_bytes_free(tally_bytes *b) {
     b->len = b->cap = 0;
     b->failed = 0;
 }
+
+/** The length of the well-formed UTF-8 sequence at c (Unicode's table 3-7), or 0. */
+static int utf8_sequence_length(const unsigned char *c) {
+    int n = 0;
+    unsigned lo = 0x80, hi = 0xbf;
+    if (c[0] < 0x80) {
+        return 1;
+    } else if (c[0] >= 0xc2 && c[0] <= 0xdf) {
+        n = 1;
+    } else if (c[0] >= 0xe0 && c[0] <= 0xef) {
+        n = 2;
+        lo = c[0] == 0xe0 ? 0xa0 : 0x80;
+        hi = c[0] == 0xed ? 0x9f : 0xbf;
+    } else if (c[0] >= 0xf0 && c[0] <= 0xf4) {
+        n = 3;
+        lo = c[0] == 0xf0 ? 0x90 : 0x80;
+        hi = c[0] == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i <= n; i++) {
+        if (c[i] < (i == 1 ? lo : 0x80) || c[i] > (i == 1 ? hi : 0xbf)) {
+            return 0;  // also stops at the NUL
+        }
+    }
+    return n + 1;
+}
+
+void tally_bytes_json_string(tally_bytes *b, const char *s) {
+    tally_bytes_printf(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        const char *escape = *c == '"'    ? "\\\""
+                             : *c == '\\' ? "\\\\"
+                             : *c == '\n' ? "\\n"
+                             : *c == '\t' ? "\\t"
+                             : *c == '\r' ? "\\r"
+                                          : NULL;
+        int n = utf8_sequence_length(c);
+        if (escape) {
+            tally_bytes_printf(b, "%s", escape);
+        } else if (*c < 0x20) {
+            tally_bytes_printf(b, "\\u%04x", (unsigned)*c);
+        } else if (n == 0) {
+            tally_bytes_printf(b, "\\ufffd");
+            n = 1;
+        } else {
+            tally_bytes_printf(b, "%.*s", n, (const char *)c);
+        }
+        c += n ? n : 1;
+    }
+    tally_bytes_printf(b, "\"");
+}

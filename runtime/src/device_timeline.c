@@ -9,6 +9,9 @@
 // intervals that complete after a reset are dropped, not billed to a new pipeline that happens
 // to reuse the address.
 //
+// While a trace is recorded, the owner also carries the launch's flow id (trace.c), and each
+// completed interval is recorded for the timeline's device track.
+//
 // Storage: a fixed open-addressed table of (pipeline, slot) totals under one mutex. Its lock is a
 // leaf: nothing is called while it is held. An interval that finds the table full is counted as
 // lost (the report prints the count; expected 0).
@@ -65,13 +68,24 @@ typedef struct clock_map {
 static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
 static clock_map clocks[TALLY_TIMELINE_NUM_APIS];
 
-tally_timeline_owner tally_timeline_owner_now(void) {
-    tally_timeline_owner o = {NULL, 0, 0};
+// The calling thread's run and slot, without recording anything.
+static tally_timeline_owner current_owner(tally_context **ctx_out) {
+    tally_timeline_owner o = {NULL, 0, 0, 0};
     tally_context *ctx = tally_get_current_context();
     if (ctx && ctx->instance && ctx->instance->pipeline) {
         o.pipeline = ctx->instance->pipeline;
         o.slot = atomic_load_explicit(&ctx->slot, memory_order_relaxed);
         o.generation = atomic_load_explicit(&generation, memory_order_relaxed);
+    }
+    *ctx_out = ctx;
+    return o;
+}
+
+tally_timeline_owner tally_timeline_owner_now(void) {
+    tally_context *ctx;
+    tally_timeline_owner o = current_owner(&ctx);
+    if (o.pipeline) {
+        o.trace_flow = tally_trace_launch(ctx, o.slot);
     }
     return o;
 }
@@ -122,6 +136,7 @@ void tally_timeline_add(const tally_timeline_owner *o, uint64_t device_ns, int32
     if (!o->pipeline) {
         return;
     }
+    tally_trace_device(o->pipeline, o->slot, o->trace_flow, device_ns, calibrated, host_begin_ns);
     pthread_mutex_lock(&timeline_lock);
     if (o->generation == atomic_load_explicit(&generation, memory_order_relaxed)) {
         timeline_entry *e = entry_locked(o->pipeline, o->slot);
@@ -144,7 +159,8 @@ void tally_timeline_add(const tally_timeline_owner *o, uint64_t device_ns, int32
 }
 
 void tally_timeline_add_host_wait(uint64_t ns) {
-    tally_timeline_owner o = tally_timeline_owner_now();
+    tally_context *ctx;
+    tally_timeline_owner o = current_owner(&ctx);
     if (!o.pipeline || !tally_timeline_owner_wants_timestamps(&o)) {
         return;
     }

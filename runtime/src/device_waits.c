@@ -47,6 +47,7 @@ void tally_device_wait_end(int32_t reason, uint64_t begin_ns) {
     atomic_fetch_add_explicit(&wait_count[reason], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&wait_ns[reason], ns, memory_order_relaxed);
     tally_timeline_add_host_wait(ns);
+    tally_trace_wait(begin_ns, now);
 }
 
 void tally_device_register_drain(int32_t api, tally_device_collect_fn collect,
@@ -58,7 +59,7 @@ void tally_device_register_drain(int32_t api, tally_device_collect_fn collect,
 }
 
 void tally_device_collect_completed(const void *pipeline) {
-    tally_timeline_owner o = {pipeline, 0, 0};
+    tally_timeline_owner o = {pipeline, 0, 0, 0};
     if (!tally_timeline_owner_wants_timestamps(&o)) {
         return;
     }

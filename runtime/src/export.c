@@ -1,8 +1,9 @@
 // The exports the environment asks for when the process exits: TALLY_PROFILE_PPROF=<path> writes
 // the pprof profile (export_pprof.c), TALLY_PROFILE_FOLDED=<path> the folded stacks
-// (export_folded.c). Like the report, they are written only when at least one profiled run
-// finished, and failures are reported through halide_error (the process is exiting: nothing can
-// be returned).
+// (export_folded.c), TALLY_PROFILE_TRACE=<path> the timeline (export_trace.c, recorded since the
+// first profiled run because the variable was set then). Like the report, they are written only
+// when at least one profiled run finished, and failures are reported through halide_error (the
+// process is exiting: nothing can be returned).
 
 #include "export.h"
 #include "internal.h"
@@ -12,9 +13,11 @@
 void tally_export_at_exit(void) {
     const char *pprof = getenv("TALLY_PROFILE_PPROF");
     const char *folded = getenv("TALLY_PROFILE_FOLDED");
+    const char *trace = getenv("TALLY_PROFILE_TRACE");
     int want_pprof = pprof && *pprof;
     int want_folded = folded && *folded;
-    if (!want_pprof && !want_folded) {
+    int want_trace = trace && *trace;
+    if (!want_pprof && !want_folded && !want_trace) {
         return;
     }
     uint64_t runs = 0;
@@ -33,5 +36,8 @@ void tally_export_at_exit(void) {
     }
     if (want_folded) {
         tally_profiler_write_folded(NULL, folded);
+    }
+    if (want_trace) {
+        tally_profiler_write_trace(NULL, trace);
     }
 }

@@ -9,6 +9,8 @@
 //   export_stacks.c   the snapshot every exporter reads, and the call stack of each slot
 //   export_pprof.c    pprof's profile.proto, gzipped (tally_profiler_write_pprof)
 //   export_folded.c   folded stacks for flame-graph tools (tally_profiler_write_folded)
+//   export_trace.c    the timeline recorded by trace.c as Chrome Trace Event JSON
+//                     (tally_profiler_write_trace)
 //   export_continuous.c  pprof windows (tally_profiler_write_pprof_window) and the thread that
 //                     writes one every TALLY_PROFILE_PPROF_EVERY seconds
 //   export.c          the exports the environment asks for at exit
@@ -74,8 +76,13 @@ int32_t tally_export_pprof_encode(const tally_export_snapshot *s, uint8_t **out,
  * without the NUL). Returns 0 or TALLY_ERROR_OUT_OF_MEMORY. */
 int32_t tally_export_folded_format(const tally_export_snapshot *s, char **out, size_t *out_len);
 
-/** Writes the exports named by TALLY_PROFILE_PPROF and TALLY_PROFILE_FOLDED, when at least one
- * profiled run finished. Called once by lifetime.c at exit, after the report. */
+/** Formats what the timeline recorder holds as Chrome Trace Event JSON into a malloc'ed
+ * NUL-terminated string (*out, *out_len without the NUL). Returns 0 or TALLY_ERROR_OUT_OF_MEMORY.
+ */
+int32_t tally_export_trace_format(char **out, size_t *out_len);
+
+/** Writes the exports named by TALLY_PROFILE_PPROF, TALLY_PROFILE_FOLDED and TALLY_PROFILE_TRACE,
+ * when at least one profiled run finished. Called once by lifetime.c at exit, after the report. */
 void tally_export_at_exit(void);
 
 /** Starts the continuous pprof writer if TALLY_PROFILE_PPROF_EVERY asks for it (once per process;

@@ -28,6 +28,8 @@
 //      exact.c            the exact rule (switch-timed billing, the run's share clock)
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
 //   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
+//      trace.c            the timeline recorder: per-thread rings of switch, launch, device,
+//                         wait and memory records for the trace export (export_trace.c)
 //   0  error.c            error and print hooks, the halide_error_* messages
 //      bytes.c            the growable byte string the report and export writers build in
 //      clock.c            the profiler's clock
@@ -259,6 +261,9 @@ void tally_bytes_reserve(tally_bytes *b, size_t extra);
 void tally_bytes_append(tally_bytes *b, const void *bytes, size_t n);
 void tally_bytes_printf(tally_bytes *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tally_bytes_free(tally_bytes *b);
+// Appends `s` as a JSON string (RFC 8259, so valid UTF-8): names are any bytes; a byte that does
+// not begin a well-formed UTF-8 sequence is written as U+FFFD, control bytes as \u00XX.
+void tally_bytes_json_string(tally_bytes *b, const char *s);
 
 // ---- error.c --------------------------------------------------------------------------------
 
@@ -266,6 +271,137 @@ void tally_bytes_free(tally_bytes *b);
 // returns `code`.
 int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+// ---- trace.c --------------------------------------------------------------------------------
+
+// The timeline recorder (trace.c has the design; export_trace.c writes what it holds). Each hook
+// below costs one predictable branch while no trace is requested.
+extern _Atomic int32_t tally_trace_on __attribute__((visibility("hidden")));
+
+static inline int tally_tracing(void) {
+    return __builtin_expect(atomic_load_explicit(&tally_trace_on, memory_order_relaxed), 0);
+}
+
+enum {
+    TALLY_TRACE_STATE = 1,
+    TALLY_TRACE_LAUNCH,
+    TALLY_TRACE_DEVICE,
+    TALLY_TRACE_WAIT,
+    TALLY_TRACE_MEMORY,
+};
+
+// The most pipelines one process's trace names (later ones record nothing), and the most threads
+// that record (later ones' records are dropped): host thread tids stay below
+// TALLY_TRACE_MAX_THREADS.
+#define TALLY_TRACE_MAX_PIPELINES 256
+#define TALLY_TRACE_MAX_THREADS 999
+
+typedef struct tally_trace_record {
+    _Atomic uint64_t w[4];
+} tally_trace_record;
+
+void tally_trace_run_started_slow(const struct tally_instance *inst);
+void tally_trace_switch_slow(const tally_context *ctx, int32_t slot);
+void tally_trace_context_slow(void);
+void tally_trace_memory_slow(const struct tally_instance *inst, int32_t kind, int64_t delta);
+uint64_t tally_trace_launch_slow(const tally_context *ctx, int32_t slot);
+void tally_trace_device_slow(const void *pipeline, int32_t slot, uint64_t flow, uint64_t device_ns,
+                             int32_t on_host_clock, uint64_t host_begin_ns);
+void tally_trace_wait_slow(uint64_t begin_ns, uint64_t end_ns);
+
+// A run started on the calling thread, whose current context it now is (names its pipeline).
+static inline void tally_trace_run_started(const struct tally_instance *inst) {
+    if (tally_tracing()) {
+        tally_trace_run_started_slow(inst);
+    }
+}
+// `ctx` is about to switch to `slot`.
+static inline void tally_trace_switch(const tally_context *ctx, int32_t slot) {
+    if (tally_tracing()) {
+        tally_trace_switch_slow(ctx, slot);
+    }
+}
+// The calling thread's current context changed (a task's context began or ended, a run ended).
+static inline void tally_trace_context(void) {
+    if (tally_tracing()) {
+        tally_trace_context_slow();
+    }
+}
+// A run of `inst` allocated (delta > 0) or freed memory of `kind` (TALLY_MEMORY_*).
+static inline void tally_trace_memory(const struct tally_instance *inst, int32_t kind,
+                                      int64_t delta) {
+    if (tally_tracing()) {
+        tally_trace_memory_slow(inst, kind, delta);
+    }
+}
+// The calling thread, current context `ctx` in `slot`, records a device command; returns its flow
+// id, 0 when not recording.
+static inline uint64_t tally_trace_launch(const tally_context *ctx, int32_t slot) {
+    return tally_tracing() ? tally_trace_launch_slow(ctx, slot) : 0;
+}
+// The device ran the command of `flow` for device_ns, from host_begin_ns when on_host_clock.
+static inline void tally_trace_device(const void *pipeline, int32_t slot, uint64_t flow,
+                                      uint64_t device_ns, int32_t on_host_clock,
+                                      uint64_t host_begin_ns) {
+    if (flow && tally_tracing()) {
+        tally_trace_device_slow(pipeline, slot, flow, device_ns, on_host_clock, host_begin_ns);
+    }
+}
+// The calling thread waited for the device from begin_ns to end_ns.
+static inline void tally_trace_wait(uint64_t begin_ns, uint64_t end_ns) {
+    if (tally_tracing()) {
+        tally_trace_wait_slow(begin_ns, end_ns);
+    }
+}
+
+// Turns recording on when TALLY_PROFILE_TRACE names a file (TALLY_PROFILE_TRACE_EVENTS sets the
+// ring size). Called once per process, before the first profiled run.
+void tally_trace_start_from_env(void);
+void tally_trace_set_recording(int32_t on);
+// Records per thread ring (rounded up to a power of two); 0 or TALLY_ERROR_BAD_ARGUMENT. Applies
+// to rings created later.
+int32_t tally_trace_set_capacity(uint64_t records);
+uint32_t tally_trace_capacity(void);
+// Forgets every record so far and the pipelines' registry records (tally_profiler_reset).
+void tally_trace_clear(void);
+// Fork handlers: prepare takes the pipeline table's lock, release (parent and child) releases
+// it. The child keeps the records made before the fork.
+void tally_trace_fork_prepare(void);
+void tally_trace_fork_release(void);
+// Records lost so far (overwritten in a full ring, or refused: no memory or too many threads).
+uint64_t tally_trace_dropped(void);
+// Whether anything was ever recorded in this process (the report mentions the trace only then).
+int tally_trace_used(void);
+
+// A copy of every ring's records, for the writer.
+typedef struct tally_trace_event {
+    uint64_t ts;
+    uint64_t a, b;  // the record's w2 and w3
+    uint64_t seq;   // index in its thread's ring: the order of the thread's records
+    int32_t kind, pipe, slot, tid;
+} tally_trace_event;
+
+typedef struct tally_trace_pipeline_names {
+    const char *name;
+    const char *target;
+    int32_t num_slots;
+    const char *const *slot_names;
+    const int32_t *slot_kinds;
+} tally_trace_pipeline_names;
+
+typedef struct tally_trace_snapshot {
+    tally_trace_event *events;  // ring by ring, each in record order
+    size_t num_events, cap_events;
+    tally_trace_pipeline_names *pipelines;  // pipe p is pipelines[p - 1]
+    int32_t num_pipelines;
+    int32_t max_tid;
+    uint64_t dropped;
+    uint32_t capacity;
+} tally_trace_snapshot;
+
+// Returns 0 or TALLY_ERROR_OUT_OF_MEMORY (nothing to free).
+int32_t tally_trace_snapshot_take(tally_trace_snapshot *out);
+void tally_trace_snapshot_free(tally_trace_snapshot *s);
 
 // ---- fault.c --------------------------------------------------------------------------------
 
@@ -404,6 +540,7 @@ typedef struct tally_timeline_owner {
     const void *pipeline;
     int32_t slot;
     uint32_t generation;
+    uint64_t trace_flow;  // the launch's flow id in the trace (trace.c); 0 when not recording
 } tally_timeline_owner;
 
 enum {
@@ -437,6 +574,7 @@ typedef struct tally_timeline_summary {
     int32_t mode[TALLY_TIMELINE_NUM_APIS];           // per device API; 0: unused
 } tally_timeline_summary;
 
+// The calling thread's owner now; while a trace is recorded, also records the launch (its flow).
 tally_timeline_owner tally_timeline_owner_now(void);
 // Whether the owner's pipeline was compiled for profile_timestamps.
 int tally_timeline_owner_wants_timestamps(const tally_timeline_owner *o);

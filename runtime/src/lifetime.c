@@ -8,11 +8,13 @@
 //
 // Installed by the first tally_profiler_start, halide_profiler_pipeline_start,
 // halide_do_par_for or halide_do_parallel_tasks, once:
+//  - timeline recording, when TALLY_PROFILE_TRACE names a file (trace.c);
 //  - one pthread_atfork. Before a fork it takes every runtime lock, in one fixed order (thread
-//    pool resize and pool locks, registry lock, sampler lock, malloc cache lock), so the child
-//    never inherits a lock held by a thread that does not exist there; after the fork the parent
-//    releases them in the reverse order, and the child resets each subsystem's thread state (no
-//    workers, no sampler thread, no armed timer) before releasing them.
+//    pool resize and pool locks, registry lock, sampler lock, malloc cache lock, the trace's
+//    pipeline table lock), so the child never inherits a lock held by a thread that does not
+//    exist there; after the fork the parent releases them in the reverse order, and the child
+//    resets each subsystem's thread state (no workers, no sampler thread, no armed timer) before
+//    releasing them.
 //  - one atexit handler: it shuts the thread pool down (joining its workers and task threads),
 //    stops the sampler (thread and timer), waits for queued device work (device_waits.c: so that
 //    every kernel timed by profile_timestamps is billed), prints the report (report.c: only when a
@@ -33,9 +35,11 @@ static void fork_prepare(void) {
     tally_profiler_fork_prepare();
     tally_sampler_fork_prepare();
     tally_malloc_fork_prepare();
+    tally_trace_fork_prepare();
 }
 
 static void fork_parent(void) {
+    tally_trace_fork_release();
     tally_malloc_fork_parent();
     tally_sampler_fork_parent();
     tally_profiler_fork_parent();
@@ -43,6 +47,7 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+    tally_trace_fork_release();
     tally_malloc_fork_child();
     tally_sampler_fork_child();
     tally_profiler_fork_child();
@@ -63,6 +68,7 @@ static void at_exit(void) {
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 
 static void install_hooks_once(void) {
+    tally_trace_start_from_env();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
 }

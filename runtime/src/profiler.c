@@ -176,6 +176,7 @@ static void release_pipeline_locked(tally_pipeline *p) {
 
 void tally_profiler_reset(void) {
     tally_timeline_reset();  // device time billed by timestamps (device_timeline.c)
+    tally_trace_clear();     // the timeline's records (trace.c)
     pthread_mutex_lock(&tally_registry_lock);
     tally_pipeline *p = registry_head;
     while (p) {
@@ -382,6 +383,7 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
         return NULL;
     }
     tally_set_current_context(&inst->main);
+    tally_trace_run_started(inst);
     return inst;
 }
 
@@ -497,6 +499,7 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
     if (current && current->instance == inst) {
         tally_set_current_context(inst->main.saved_tls);
     }
+    tally_trace_context();
     free_instance(inst);
     return 0;
 }
@@ -508,6 +511,7 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
 // modes they only store the state the sampler reads.
 
 static void switch_slot(tally_context *ctx, int32_t slot) {
+    tally_trace_switch(ctx, slot);
     // Setting the slot a context is in bills nothing: the time since its last event still goes
     // to that slot at its next one. (Parallel tasks set their loop's slot again on entry.)
     if (is_exact(ctx->instance) && atomic_load_explicit(&ctx->slot, memory_order_relaxed) != slot) {
@@ -673,6 +677,7 @@ void *tally_profiler_thread_begin(void *instance) {
             l->owner = NULL;
             switch_slot(l, atomic_load_explicit(&inst->main.slot, memory_order_relaxed));
             tally_set_current_context(l);
+            tally_trace_context();
             return l;
         }
         tally_profiler_linger_flush();
@@ -714,6 +719,7 @@ void *tally_profiler_thread_begin(void *instance) {
         atomic_fetch_add_explicit(&c->parent->suspended, 1, memory_order_release);
     }
     tally_set_current_context(c);
+    tally_trace_context();
     return c;
 }
 
@@ -729,6 +735,7 @@ void tally_profiler_thread_end(void *context) {
         // of the run takes it back or the pool flushes it. (One Halide's code suspended, or one
         // waiting on a device, ends now.)
         tally_set_current_context(c->saved_tls);
+        tally_trace_context();
         c->saved_tls = NULL;
         c->owner = NULL;
         tls_lingering = c;
@@ -761,6 +768,7 @@ static void end_worker_context(tally_context *c, int restore) {
     atomic_store_explicit(&c->active, 0, memory_order_release);
     if (restore) {
         tally_set_current_context(c->saved_tls);
+        tally_trace_context();
     }
     release_worker_context(c);
 }
@@ -832,6 +840,7 @@ void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, 
     if (run_cur > 0) {
         atomic_max_u64(&inst->mem_peak[kind], (uint64_t)run_cur);
     }
+    tally_trace_memory(inst, kind, (int64_t)bytes);
 }
 
 void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
@@ -842,6 +851,7 @@ void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint
     atomic_fetch_sub_explicit(&inst->mem[slot * 2 + kind].current, (int64_t)bytes,
                               memory_order_relaxed);
     atomic_fetch_sub_explicit(&inst->mem_current[kind], (int64_t)bytes, memory_order_relaxed);
+    tally_trace_memory(inst, kind, -(int64_t)bytes);
 }
 
 void tally_profiler_count(int32_t counter) {

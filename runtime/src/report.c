@@ -107,8 +107,6 @@ static void write_text_warnings(tally_bytes *b, const tally_pipeline *p) {
     free(w);
 }
 
-static void write_json_string(tally_bytes *b, const char *s);
-
 // A JSON number, or null for what JSON has no number for (an infinite ratio, NaN).
 static void write_json_real(tally_bytes *b, double v) {
     if (isfinite(v)) {
@@ -130,7 +128,7 @@ static void write_json_warnings(tally_bytes *b, const tally_pipeline *p) {
         tally_bytes_printf(b, ", \"threshold\": ");
         write_json_real(b, w[i].threshold);
         tally_bytes_printf(b, ", \"message\": ");
-        write_json_string(b, w[i].message);
+        tally_bytes_json_string(b, w[i].message);
         tally_bytes_printf(b, "}");
     }
     tally_bytes_printf(b, "%s]", n ? "\n      " : "");
@@ -374,60 +372,6 @@ static void write_text_pipeline(tally_bytes *b, const tally_pipeline *p) {
 
 // ---- JSON -----------------------------------------------------------------------------
 
-/** The length of the well-formed UTF-8 sequence at c (Unicode's table 3-7), or 0. */
-static int utf8_sequence_length(const unsigned char *c) {
-    int n = 0;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c[0] < 0x80) {
-        return 1;
-    } else if (c[0] >= 0xc2 && c[0] <= 0xdf) {
-        n = 1;
-    } else if (c[0] >= 0xe0 && c[0] <= 0xef) {
-        n = 2;
-        lo = c[0] == 0xe0 ? 0xa0 : 0x80;
-        hi = c[0] == 0xed ? 0x9f : 0xbf;
-    } else if (c[0] >= 0xf0 && c[0] <= 0xf4) {
-        n = 3;
-        lo = c[0] == 0xf0 ? 0x90 : 0x80;
-        hi = c[0] == 0xf4 ? 0x8f : 0xbf;
-    } else {
-        return 0;
-    }
-    for (int i = 1; i <= n; i++) {
-        if (c[i] < (i == 1 ? lo : 0x80) || c[i] > (i == 1 ? hi : 0xbf)) {
-            return 0;  // also stops at the NUL
-        }
-    }
-    return n + 1;
-}
-
-/** A JSON string (RFC 8259, so valid UTF-8): names are any bytes, and a byte that does not
- * begin a well-formed UTF-8 sequence is written as U+FFFD. */
-static void write_json_string(tally_bytes *b, const char *s) {
-    tally_bytes_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c;) {
-        const char *escape = *c == '"'    ? "\\\""
-                             : *c == '\\' ? "\\\\"
-                             : *c == '\n' ? "\\n"
-                             : *c == '\t' ? "\\t"
-                             : *c == '\r' ? "\\r"
-                                          : NULL;
-        int n = utf8_sequence_length(c);
-        if (escape) {
-            tally_bytes_printf(b, "%s", escape);
-        } else if (*c < 0x20) {
-            tally_bytes_printf(b, "\\u%04x", (unsigned)*c);
-        } else if (n == 0) {
-            tally_bytes_printf(b, "\\ufffd");
-            n = 1;
-        } else {
-            tally_bytes_printf(b, "%.*s", n, (const char *)c);
-        }
-        c += n ? n : 1;
-    }
-    tally_bytes_printf(b, "\"");
-}
-
 static const char *kind_name(int32_t kind) {
     return kind == TALLY_SLOT_COPY_TO_DEVICE ? "copy_to_device"
            : kind == TALLY_SLOT_COPY_TO_HOST ? "copy_to_host"
@@ -447,9 +391,9 @@ static void write_json_pipeline(tally_bytes *b, const tally_pipeline *p) {
     tally_pipeline_stats ps;
     tally_fill_pipeline_stats_locked(p, &ps);
     tally_bytes_printf(b, "    {\n      \"name\": ");
-    write_json_string(b, ps.name);
+    tally_bytes_json_string(b, ps.name);
     tally_bytes_printf(b, ",\n      \"target\": ");
-    write_json_string(b, ps.target);
+    tally_bytes_json_string(b, ps.target);
     tally_bytes_printf(b, ",\n");
     write_json_mode(b, p);
     tally_bytes_printf(b, "      \"runs\": %" PRIu64 ",\n", ps.runs);
@@ -476,7 +420,7 @@ static void write_json_pipeline(tally_bytes *b, const tally_pipeline *p) {
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
         tally_bytes_printf(b, "        {\"id\": %d, \"name\": ", (int)s);
-        write_json_string(b, ss.name);
+        tally_bytes_json_string(b, ss.name);
         tally_bytes_printf(b,
                            ", \"kind\": \"%s\", \"time_ns\": %" PRIu64
                            ", \"time_ms\": %.6f, \"percent\": %.4f, \"samples\": %" PRIu64
@@ -613,7 +557,7 @@ static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) 
     for (int32_t a = 0; a < TALLY_TIMELINE_NUM_APIS; a++) {
         if (sum.mode[a]) {
             tally_bytes_printf(b, "%s\"%s\": ", first ? "" : ", ", timeline_api_names[a]);
-            write_json_string(b, tally_timeline_mode_name(sum.mode[a]));
+            tally_bytes_json_string(b, tally_timeline_mode_name(sum.mode[a]));
             first = 0;
         }
     }
@@ -636,7 +580,7 @@ static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) 
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
         tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
-        write_json_string(b, ss.name);
+        tally_bytes_json_string(b, ss.name);
         tally_bytes_printf(
             b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"kernels\": %" PRIu64 "}",
             ss.time_ns, device_ns[s], kernels[s]);
@@ -651,7 +595,7 @@ static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) 
         tally_slot_stats ss;
         tally_fill_slot_stats_locked(p, s, &ss);
         tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
-        write_json_string(b, ss.name);
+        tally_bytes_json_string(b, ss.name);
         tally_bytes_printf(
             b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"copies\": %" PRIu64 "}",
             ss.time_ns, device_ns[s], kernels[s]);
@@ -706,6 +650,27 @@ static void write_json_device_waits(tally_bytes *b) {
                        w.deferred_frees, w.deferred_frees_released);
 }
 
+// The timeline recorder (trace.c), once anything was recorded: the records lost from full rings
+// (expected 0; TALLY_PROFILE_TRACE_EVENTS sizes the rings).
+static void write_text_trace(tally_bytes *b) {
+    if (!tally_trace_used()) {
+        return;
+    }
+    tally_bytes_printf(b,
+                       "\ntrace: %" PRIu64 " events dropped (ring of %u events per thread; "
+                       "TALLY_PROFILE_TRACE_EVENTS)\n",
+                       tally_trace_dropped(), (unsigned)tally_trace_capacity());
+}
+
+static void write_json_trace(tally_bytes *b) {
+    if (!tally_trace_used()) {
+        return;
+    }
+    tally_bytes_printf(
+        b, ",\n  \"trace\": {\"dropped_events\": %" PRIu64 ", \"ring_events_per_thread\": %u}",
+        tally_trace_dropped(), (unsigned)tally_trace_capacity());
+}
+
 // Builds the whole report. Returns 0, or TALLY_ERROR_OUT_OF_MEMORY.
 static int32_t build_report(tally_bytes *b, int json, int *any_runs) {
     tally_bytes_reserve(b, 0);
@@ -733,9 +698,11 @@ static int32_t build_report(tally_bytes *b, int json, int *any_runs) {
     if (json) {
         tally_bytes_printf(b, "%s]", first ? "" : "\n  ");
         write_json_device_waits(b);
+        write_json_trace(b);
         tally_bytes_printf(b, "\n}\n");
     } else if (!first) {
         write_text_device_waits(b);
+        write_text_trace(b);
     }
     pthread_mutex_unlock(&tally_registry_lock);
     if (b->failed) {

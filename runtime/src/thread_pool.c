@@ -900,6 +900,7 @@ static int help_groups_locked(void) {
             pthread_mutex_unlock(&pool.lock);
             run_unit(g, gt, min, extent);
             tally_set_current_context(NULL);
+            tally_trace_context();
             pthread_mutex_lock(&pool.lock);
             finish_unit_locked(g, gt, extent);
             return 1;
@@ -933,6 +934,7 @@ static void *worker_main(void *arg) {
         for (int32_t i = 0; i < count; i++) {
             run_task(job, idx + i);
             tally_set_current_context(NULL);
+            tally_trace_context();
         }
         pthread_mutex_lock(&pool.lock);
         // A task's lingering profiler context ends before its tasks count as finished, unless

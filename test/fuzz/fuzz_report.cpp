@@ -1,14 +1,17 @@
-// libFuzzer target: the profiler's text report and JSON writers (runtime/src/report.c), fed by
+// libFuzzer target: the profiler's text report and JSON writers (runtime/src/report.c) and the
+// timeline writer (runtime/src/export_trace.c, recording into rings of 64 events so that they
+// overflow too), fed by
 // profiled runs the input describes: up to 3 pipelines with arbitrary names and targets (quotes,
 // backslashes, control bytes, valid and invalid UTF-8), up to 8 slots of any kind with such
 // names, 0 to 4 runs each, and in each run slot switches, samples after clock jumps of any size
 // (the testing clock), heap and device allocations and frees up to 2^48 bytes, and launches.
 //
 // The property: both reports have the length tally_profiler_report_to_buffer promised; the JSON
-// report is one valid JSON document (StrictJson.h: RFC 8259, strings in valid UTF-8); the text
-// report is bounded (a few hundred bytes per slot line plus the longest name) and well-formed:
-// no NUL, no control byte but the line feeds, every line ended. A violated property aborts, so
-// libFuzzer keeps the input; crashes, sanitizer reports, leaks and hangs are reported by libFuzzer.
+// report and the trace are each one valid JSON document (StrictJson.h: RFC 8259, strings in valid
+// UTF-8); the text report is bounded (a few hundred bytes per slot line plus the longest name) and
+// well-formed: no NUL, no control byte but the line feeds, every line ended. A violated property
+// aborts, so libFuzzer keeps the input; crashes, sanitizer reports, leaks and hangs are reported by
+// libFuzzer.
 
 #include <algorithm>
 #include <cstddef>
@@ -57,6 +60,10 @@ private:
     const uint8_t *end;
 };
 
+// The trace writer's formatting step (export.h), which the static runtime links: the fuzzer
+// checks the text without a file in between.
+extern "C" int32_t tally_export_trace_format(char **out, size_t *out_len);
+
 uint64_t fake_now = 1;
 uint64_t fake_clock() {
     return __atomic_load_n(&fake_now, __ATOMIC_RELAXED);
@@ -94,6 +101,7 @@ uint64_t allocation_size(Input &in) {
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     tally_testing_set_clock(fake_clock);
     tally_profiler_set_interval_us(1000000);  // the sampler thread stays out of the way
+    tally_profiler_trace_record(nullptr, 1, 64);
     return 0;
 }
 
@@ -159,6 +167,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string problem = tally_fuzz::StrictJson::check(json);
     if (!problem.empty()) {
         finding("the JSON report is not valid JSON: " + problem, json);
+    }
+    char *trace = nullptr;
+    size_t trace_len = 0;
+    if (tally_export_trace_format(&trace, &trace_len) != 0) {
+        finding("the trace could not be formatted", json);
+    }
+    const std::string trace_text(trace, trace_len);
+    std::free(trace);
+    const std::string trace_problem = tally_fuzz::StrictJson::check(trace_text);
+    if (!trace_problem.empty()) {
+        finding("the trace is not valid JSON: " + trace_problem, trace_text);
     }
     const std::string text = report(0);
     // About 30 header lines a pipeline and one line a slot, each at most the longest name plus

@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -588,6 +589,111 @@ TEST_F(CudaFakeDriverScriptedClock, PairsTheTightestReadingAndFitsTheDrift) {
     const double span = (*p)["device_timeline"]["device_span_ns"].number;
     EXPECT_NEAR(span, truth, 2.0 * window)
         << "a rate of 1 would be " << 1201000000.0 - truth << " ns off";
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+}
+
+// The timeline in sync mode (no device timestamps): each launch is a slice on the "CUDA stream"
+// track from the launch to the end of the device wait that completed it, cut at the next launch
+// the same wait completed, with a flow from the launch (inside the Func's slice on the host
+// thread) to the slice. The scripted clock makes every number exact: the device wait hook moves
+// it while the host waits.
+uint64_t trace_wait_ends_at_ns = 0;
+
+TEST_F(CudaFakeDriver, TraceShowsLaunchesOnTheStreamTrackFromTheHostsView) {
+    using tally_test::fake_time_ns;
+    const uint64_t t0 = 9000000000ull;
+    auto at_us = [&](uint64_t us) { fake_time_ns() = t0 + us * 1000; };
+    tally_profiler_reset();
+    tally_testing_set_clock(tally_test::fake_clock);
+    tally_testing_set_device_wait_hook([] { tally_test::fake_time_ns() = trace_wait_ends_at_ns; });
+    ASSERT_EQ(tally_profiler_trace_record(nullptr, 1, 0), 0);
+    const char *slots[] = {"overhead", "A"};
+    Table t({{"fill", 3}});
+    IntBuffer b(64);
+    at_us(0);
+    ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
+    void *inst = tally_profiler_start(nullptr, "cuda_trace", "host-cuda-profile", 2, slots, nullptr,
+                                      TALLY_PROFILER_FLAG_EXACT);
+    ASSERT_NE(inst, nullptr);
+    at_us(10);
+    tally_profiler_set_current(inst, 1);
+    at_us(12);
+    ASSERT_EQ(run_fill(t, "fill", &b.buf, 1, 64, 2), 0);  // launch 1 at 12 us
+    at_us(15);
+    trace_wait_ends_at_ns = t0 + 40000;
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);  // waits until 40 us
+    at_us(50);
+    ASSERT_EQ(run_fill(t, "fill", &b.buf, 2, 64, 2), 0);  // launch 2 at 50 us
+    at_us(55);
+    ASSERT_EQ(run_fill(t, "fill", &b.buf, 3, 64, 2), 0);  // launch 3 at 55 us
+    at_us(60);
+    trace_wait_ends_at_ns = t0 + 100000;
+    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);  // waits until 100 us
+    at_us(110);
+    tally_profiler_set_current(inst, 0);
+    at_us(120);
+    ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    tally_testing_set_device_wait_hook(nullptr);
+    tally_profiler_trace_record(nullptr, 0, 0);
+
+    std::string path = ::testing::TempDir() + "tally_cuda_trace.json";
+    ASSERT_EQ(tally_profiler_write_trace(nullptr, path.c_str()), 0);
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    std::string text;
+    char chunk[4096];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) {
+        text.append(chunk, n);
+    }
+    std::fclose(f);
+    std::remove(path.c_str());
+    tally_test::Json trace;
+    std::string error;
+    ASSERT_TRUE(tally_test::JsonParser(text).parse(&trace, &error)) << error;
+
+    std::vector<std::string> host, device, flows;
+    int device_tid = -1, host_tid = -1;
+    std::string device_name;
+    for (const tally_test::Json &e : trace["traceEvents"].items) {
+        const std::string &ph = e["ph"].str;
+        char line[160];
+        if (ph == "X") {
+            std::snprintf(line, sizeof line, "%s %s %.3f+%.3f", e["name"].str.c_str(),
+                          e["cat"].str.c_str(), e["ts"].number - double(t0 / 1000),
+                          e["dur"].number);
+            bool on_device = e["tid"].number > 100;
+            (on_device ? device_tid : host_tid) = int(e["tid"].number);
+            (on_device ? device : host).push_back(line);
+        } else if (ph == "s" || ph == "f") {
+            std::snprintf(line, sizeof line, "%s %d %.3f id %d %s %s", ph.c_str(),
+                          int(e["tid"].number), e["ts"].number - double(t0 / 1000),
+                          int(e["id"].number), e["cat"].str.c_str(), e["name"].str.c_str());
+            flows.push_back(line);
+        } else if (ph == "M" && e["name"].str == "thread_name" && e["tid"].number > 100) {
+            device_name = e["args"]["name"].str;
+        }
+    }
+    // The host thread: A from 10 us to 110 us, waits included (the first launch loads the kernel
+    // in no time on this clock).
+    const std::vector<std::string> want_host = {
+        "overhead func 0.000+10.000", "A func 10.000+2.000",
+        "kernel compilation (one-time) one-time 12.000+0.000", "A func 12.000+98.000",
+        "overhead func 110.000+10.000"};
+    EXPECT_EQ(host, want_host) << text;
+    EXPECT_EQ(device_name, "CUDA stream");
+    const std::vector<std::string> want_device = {"A device (host view) 12.000+28.000",
+                                                  "A device (host view) 50.000+5.000",
+                                                  "A device (host view) 55.000+45.000"};
+    EXPECT_EQ(device, want_device) << text;
+    const std::string h = std::to_string(host_tid), d = std::to_string(device_tid);
+    const std::vector<std::string> want_flows = {
+        "s " + h + " 12.000 id 1 launch launch", "s " + h + " 50.000 id 2 launch launch",
+        "s " + h + " 55.000 id 3 launch launch", "f " + d + " 26.000 id 1 launch launch",
+        "f " + d + " 52.500 id 2 launch launch", "f " + d + " 77.500 id 3 launch launch"};
+    EXPECT_EQ(flows, want_flows) << text;
+
+    tally_testing_set_clock(nullptr);
+    tally_profiler_reset();
     ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
 }
 

@@ -124,10 +124,20 @@ private:
                     }
                     unsigned v =
                         unsigned(std::strtoul(std::string(p_ + 1, 4).c_str(), nullptr, 16));
-                    if (v > 0x7f) {
-                        return fail("non-ASCII \\u escape unsupported");
+                    if (v >= 0xd800 && v <= 0xdfff) {
+                        return fail("surrogate \\u escape unsupported");
                     }
-                    out->push_back(char(v));
+                    // As UTF-8 (one to three bytes for the Basic Multilingual Plane).
+                    if (v < 0x80) {
+                        out->push_back(char(v));
+                    } else if (v < 0x800) {
+                        out->push_back(char(0xc0 | (v >> 6)));
+                        out->push_back(char(0x80 | (v & 0x3f)));
+                    } else {
+                        out->push_back(char(0xe0 | (v >> 12)));
+                        out->push_back(char(0x80 | ((v >> 6) & 0x3f)));
+                        out->push_back(char(0x80 | (v & 0x3f)));
+                    }
                     p_ += 4;
                     break;
                 }
