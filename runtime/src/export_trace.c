@@ -29,6 +29,7 @@
 #include "export.h"
 #include "internal.h"
 
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,37 @@ typedef struct launch_info {
     const tally_trace_event *device;  // its DEVICE record, or NULL
 } launch_info;
 
+// Times are written in microseconds with three decimals: nanoseconds exactly, as Perfetto's
+// importer reads them. Readers that keep microseconds in doubles (speedscope, chrome://tracing)
+// add ts + dur in double arithmetic, which can land a rounding error past the ts of a slice that
+// starts where this one ends (10.3 + 0.3 > 10.6), and then nest every following slice inside it:
+// so a slice's dur is written 1 ns shorter where that would happen (checked with the same
+// correctly rounded parse, in the C locale: tally_export_trace_format).
+static void format_us(char *out, size_t size, uint64_t ns) {
+    snprintf(out, size, "%llu.%03llu", (unsigned long long)(ns / 1000),
+             (unsigned long long)(ns % 1000));
+}
+
 static void put_us(tally_bytes *b, uint64_t ns) {
-    tally_bytes_printf(b, "%llu.%03llu", (unsigned long long)(ns / 1000),
-                       (unsigned long long)(ns % 1000));
+    char s[32];
+    format_us(s, sizeof(s), ns);
+    tally_bytes_append(b, s, strlen(s));
+}
+
+// The dur of a slice [ts, ts + dur) as written: dur, or less by the nanoseconds that make
+// ts + dur <= ts + dur as doubles (at most a few, in practice 0 or 1).
+static uint64_t written_dur(uint64_t ts, uint64_t dur) {
+    char ts_s[32], dur_s[32], end_s[32];
+    format_us(ts_s, sizeof(ts_s), ts);
+    format_us(end_s, sizeof(end_s), ts + dur);
+    const double t = strtod(ts_s, NULL), end = strtod(end_s, NULL);
+    for (uint64_t d = dur; d > 0 && d + 4 > dur; d--) {
+        format_us(dur_s, sizeof(dur_s), d);
+        if (t + strtod(dur_s, NULL) <= end) {
+            return d;
+        }
+    }
+    return dur > 4 ? dur - 4 : 0;
 }
 
 static const char *slot_name(const tally_trace_pipeline_names *p, int32_t slot) {
@@ -99,7 +128,7 @@ static void put_slice(tally_bytes *b, int *first, int32_t pid, int32_t tid, uint
     tally_bytes_printf(b, ",\"ts\":");
     put_us(b, ts);
     tally_bytes_printf(b, ",\"dur\":");
-    put_us(b, dur);
+    put_us(b, written_dur(ts, dur));
     tally_bytes_printf(b, ",\"name\":");
     tally_bytes_json_string(b, name);
     tally_bytes_printf(b, ",\"cat\":\"%s\"}", cat);
@@ -425,7 +454,15 @@ int32_t tally_export_trace_format(char **out, size_t *out_len) {
         return r;
     }
     tally_bytes b = {0};
+    // written_dur parses numbers as a JSON reader does: '.' is the decimal point whatever the
+    // process's locale says.
+    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t previous = c_numeric ? uselocale(c_numeric) : (locale_t)0;
     r = format_trace(&s, now, &b);
+    if (c_numeric) {
+        uselocale(previous);
+        freelocale(c_numeric);
+    }
     tally_trace_snapshot_free(&s);
     if (r != 0) {
         tally_bytes_free(&b);

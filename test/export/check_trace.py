@@ -111,10 +111,14 @@ def check_trace(trace, report, expect_device):
             continue
         # Microseconds to integer nanoseconds, as Perfetto's importer converts them
         # (llround(ts * 1000)): nesting is then decided on the nanoseconds the file means.
+        e["ts_us"] = float(e["ts"])
         e["ts"] = round(e["ts"] * 1000)
         if ph == "X":
             if not check(is_number(e.get("dur")), where + ": X without a numeric dur"):
                 continue
+            # The end as readers that keep microseconds in doubles compute it (speedscope,
+            # chrome://tracing): ts + dur in double arithmetic.
+            e["end_us"] = e["ts_us"] + float(e["dur"])
             e["dur"] = round(e["dur"] * 1000)
             check(e["dur"] >= 0, where + ": negative dur")
             check(isinstance(e.get("name"), str), where + ": X without a name")
@@ -146,6 +150,19 @@ def check_trace(trace, report, expect_device):
                 check(end <= stack[-1], "track %s: slice %r [%s, %s] overlaps its parent's end %s"
                       % (track, s["name"], s["ts"], end, stack[-1]))
             stack.append(end)
+
+    # The same in doubles: a slice that ends where the next starts must not end a rounding error
+    # past it (speedscope nests every following slice inside such a one).
+    for track, xs in slices.items():
+        stack = []
+        for s in sorted(xs, key=lambda s: (s["ts_us"], -s["end_us"])):
+            while stack and stack[-1] <= s["ts_us"]:
+                stack.pop()
+            if stack:
+                check(s["end_us"] <= stack[-1],
+                      "track %s: slice %r [%r, %r] ends past its parent's end %r in double "
+                      "arithmetic" % (track, s["name"], s["ts_us"], s["end_us"], stack[-1]))
+            stack.append(s["end_us"])
 
     starts = {track: [x["ts"] for x in xs] for track, xs in slices.items()}
 
@@ -257,6 +274,10 @@ def self_test():
         ("improper nesting", broken(lambda e: e.append(
             {"ph": "X", "pid": 1, "tid": 1, "ts": 5.0, "dur": 10.0, "name": "f", "cat": "func"})),
          "overlaps its parent's end"),
+        ("ts + dur a rounding error past the next ts", broken(lambda e: e.extend([
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 10.3, "dur": 0.3, "name": "f", "cat": "func"},
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 10.6, "dur": 1.0, "name": "f",
+             "cat": "func"}])), "in double arithmetic"),
         ("unnamed thread", broken(lambda e: e[1].update(tid=7)), "tid 1 has no thread_name"),
         ("unnamed process", broken(lambda e: e.pop(0)), "has no process_name"),
         ("flow end missing", broken(lambda e: e.pop(6)), "expected one s and one f"),

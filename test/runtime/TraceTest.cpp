@@ -140,9 +140,15 @@ TEST_F(Trace, AScriptedRunGivesExactSlicesCountersAndNames) {
     EXPECT_EQ((*worker_slices[0])["name"].str, "f");
     EXPECT_EQ((*worker_slices[0])["ts"].number, 7000012.0);
     EXPECT_EQ((*worker_slices[0])["dur"].number, 8.25);
-    // Sub-microsecond decimals are written as such (nanoseconds exactly).
+    // Sub-microsecond decimals are written as such (nanoseconds exactly), and no slice ends past
+    // the next one's start when a reader adds ts + dur in doubles.
     EXPECT_NE(text.find("\"ts\":7000031.500,\"dur\":18.500"), std::string::npos) << text;
     EXPECT_NE(text.find("\"ts\":7000012.000,\"dur\":8.250"), std::string::npos) << text;
+    for (size_t i = 0; i + 1 < main_slices.size(); i++) {
+        EXPECT_LE((*main_slices[i])["ts"].number + (*main_slices[i])["dur"].number,
+                  (*main_slices[i + 1])["ts"].number)
+            << i;
+    }
 
     // The heap counter: the pipeline's live bytes after each allocation and free, in time order
     // per thread.

@@ -350,10 +350,12 @@ def check(args, devtools, url):
         drawn.append(sorted(labels))
         shots.append("%s (%d colours, %.1f%% of pixels unlike the background)" % (
             shot, colours, 100 * busy))
-        if found == expected or not position or position[0] >= position[1]:
+        if (found == expected and not args.all_profiles) or not position or \
+                position[0] >= position[1]:
             break
         page.press("n")
-        labels, position = page.wait_drawn(expected - found, index=index + 1)
+        labels, position = page.wait_drawn(
+            expected if args.all_profiles else expected - found, index=index + 1)
 
     missing = sorted(expected - found)
     if missing:
@@ -373,6 +375,9 @@ def main():
     parser.add_argument("--screenshot", type=Path, required=True, help="where the PNG goes")
     parser.add_argument("--view", choices=("time-ordered", "left-heavy"),
                         help="speedscope's view (default: its own, time-ordered)")
+    parser.add_argument("--all-profiles", action="store_true",
+                        help="screenshot every profile of the file (a trace: every track), not "
+                             "only until every NAME was drawn")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for the whole check (default 120)")
     parser.add_argument("--speedscope", type=Path, default=DEFAULT_SPEEDSCOPE,
