@@ -576,9 +576,10 @@ typedef enum tally_profiler_flags_t {
 
 /** The mode of runs started without a mode flag when neither tally_profiler_set_default_mode nor
  * TALLY_PROFILE_MODE says otherwise. Chosen by measurement (bench/truth_bench.cpp; the figures and
- * the rule are in README.md): exact mode is the more truthful, but on this project's benchmark it
- * costs more than sampling (a clock read per switch and per parallel task), so it is opt-in. */
-#define TALLY_PROFILER_DEFAULT_MODE TALLY_PROFILER_FLAG_SAMPLING
+ * the rule are in README.md): exact mode is the more truthful (on short runs by tens of points)
+ * and, since a parallel task's context lingers for its thread's next task, costs no more than
+ * sampling on the benchmark (a clock read per slot switch against a sampler thread's wakeups). */
+#define TALLY_PROFILER_DEFAULT_MODE TALLY_PROFILER_FLAG_EXACT
 
 /** Sets the mode of runs started without a mode flag (what `profile` targets and Halide's
  * profiler ABI start): TALLY_PROFILER_FLAG_EXACT, _SAMPLING or _TIMER, or 0 for the default,

@@ -10,8 +10,9 @@
 // profiled run, a thread that writes a window every <seconds> to <path>.<n> (n = 0, 1, ...) and
 // deletes <path>.<n - keep>, keep = TALLY_PROFILE_PPROF_KEEP (default 8): disk use is bounded by
 // keep files, memory by one snapshot. Each file is written under a temporary name and renamed, so
-// a crash loses at most the window being measured. Unless TALLY_PROFILE_INTERVAL_US is set, the
-// sampling interval becomes TALLY_CONTINUOUS_INTERVAL_US (100 Hz). At exit the thread is stopped
+// a crash loses at most the window being measured. Runs sample (the mode becomes sampling unless
+// TALLY_PROFILE_MODE is set) and, unless TALLY_PROFILE_INTERVAL_US is set, the sampling interval
+// becomes TALLY_CONTINUOUS_INTERVAL_US (100 Hz). At exit the thread is stopped
 // and the last, partial window written; a forked child does not inherit the thread and writes
 // nothing.
 
@@ -246,6 +247,12 @@ static void start_writer(void) {
     const char *interval = getenv("TALLY_PROFILE_INTERVAL_US");
     if (!interval || !*interval) {
         tally_profiler_set_interval_us(TALLY_CONTINUOUS_INTERVAL_US);
+    }
+    // Continuous profiling samples at a low rate (its cost is the sampler's wakeups, not a clock
+    // read per switch), unless TALLY_PROFILE_MODE asks for another mode.
+    const char *mode = getenv("TALLY_PROFILE_MODE");
+    if (!mode || !*mode) {
+        tally_profiler_set_default_mode(TALLY_PROFILER_FLAG_SAMPLING);
     }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

@@ -355,8 +355,8 @@ TEST_F(ProfileExport, PprofWindowsHoldDifferences) {
 }
 
 // TALLY_PROFILE_PPROF_EVERY in a real process: however many windows the timing made, together
-// they hold exactly the cumulative profile written at exit; with a small KEEP only the newest
-// windows remain. Bad settings are reported and leave it off.
+// they hold exactly the cumulative profile written at exit, sampled; with a small KEEP only the
+// newest windows remain. Bad settings are reported and leave it off.
 TEST_F(ProfileExport, ContinuousWindowsAddUpToTheProfile) {
     auto run = [&](const std::string &env) {
         std::string cmd = "env TALLY_PROFILE_OUTPUT='" + path("report.txt") + "' " + env + " '" +
@@ -378,6 +378,10 @@ TEST_F(ProfileExport, ContinuousWindowsAddUpToTheProfile) {
         }
     }
     EXPECT_GE(windows, 1);  // at least the last one, written at exit
+    // Continuous mode samples at a low rate, whatever the default mode.
+    const std::string report = read_file(path("report.txt"));
+    EXPECT_NE(report.find("\n  mode:             sampling (sampler thread)\n"), std::string::npos)
+        << report;
     auto all = decode_pprof(path("p"));
     ASSERT_FALSE(all.empty());
     for (auto &[name, values] : all) {

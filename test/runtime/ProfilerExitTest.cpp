@@ -127,18 +127,18 @@ TEST_F(ProfilerExit, IntervalFromTheEnvironment) {
     EXPECT_EQ(out_, "interval_us=1000\n");  // the default
 }
 
-// The mode of runs started without a mode flag: TALLY_PROFILE_MODE, else the default (sampling);
+// The mode of runs started without a mode flag: TALLY_PROFILE_MODE, else the default (exact);
 // the header and the JSON name it. A timer-flagged run (profile_by_timer) keeps the timer.
 TEST_F(ProfilerExit, ModeFromTheEnvironment) {
-    static_assert(TALLY_PROFILER_DEFAULT_MODE == TALLY_PROFILER_FLAG_SAMPLING,
-                  "the expectations below assume the sampling default");
-    EXPECT_EQ(run_child("TALLY_PROFILE_MODE=exact", "ok"), 0);
-    EXPECT_NE(err_.find("\n  mode:             exact ("), std::string::npos) << err_;
-    EXPECT_EQ(err_.find("+-95%"), std::string::npos) << err_;
-    EXPECT_EQ(run_child("", "ok"), 0);
+    static_assert(TALLY_PROFILER_DEFAULT_MODE == TALLY_PROFILER_FLAG_EXACT,
+                  "the expectations below assume the exact default");
+    EXPECT_EQ(run_child("TALLY_PROFILE_MODE=sampling", "ok"), 0);
     EXPECT_NE(err_.find("\n  mode:             sampling (sampler thread)\n"), std::string::npos)
         << err_;
     EXPECT_NE(err_.find("+-95%"), std::string::npos) << err_;
+    EXPECT_EQ(run_child("", "ok"), 0);
+    EXPECT_NE(err_.find("\n  mode:             exact ("), std::string::npos) << err_;
+    EXPECT_EQ(err_.find("+-95%"), std::string::npos) << err_;
     EXPECT_EQ(run_child("TALLY_PROFILE_MODE=exact", "timer"), 0);
     EXPECT_NE(err_.find("\n  mode:             sampling (timer signal)\n"), std::string::npos)
         << err_;
@@ -149,7 +149,7 @@ TEST_F(ProfilerExit, ModeFromTheEnvironment) {
         << err_;
     tally_test::Json root;
     ASSERT_TRUE(tally_test::JsonParser(read_file(path("m.json"))).parse(&root, nullptr));
-    EXPECT_EQ(root["pipelines"][0]["mode"].str, "sampling");
+    EXPECT_EQ(root["pipelines"][0]["mode"].str, "exact");
 }
 
 TEST_F(ProfilerExit, ThreadCountFromTheEnvironment) {
