@@ -15,7 +15,8 @@
 # and small inputs run about 100 times faster than the 80 KB corpus listings; 65536 takes them
 # all, for coverage of the big listings at a few executions a second), TALLY_FUZZ_KEEP_CORPUS=1 (keep each
 # target's working corpus from the last run instead of starting afresh: campaign.sh uses it),
-# TALLY_FUZZ_FORK=N (run N libFuzzer jobs in parallel, -fork=N).
+# TALLY_FUZZ_FORK=N (run N libFuzzer jobs in parallel, -fork=N), TALLY_FUZZ_RUNS=N (stop after N
+# executions, if that comes before SECONDS).
 #
 # Configures test/fuzz/CMakeLists.txt with clang-19 (libFuzzer + ASan + UBSan), builds the
 # targets, seeds each one (the IR targets from every .stmt file of test/corpus/halide14,
@@ -85,6 +86,9 @@ for target in "${TARGETS[@]}"; do
         flags+=(-max_len=4096 -malloc_limit_mb=16)
         ;;
     esac
+    if [[ -n "${TALLY_FUZZ_RUNS:-}" ]]; then
+        flags+=(-runs="$TALLY_FUZZ_RUNS")
+    fi
     if [[ -n "${TALLY_FUZZ_FORK:-}" ]]; then
         flags+=(-fork="$TALLY_FUZZ_FORK" -ignore_crashes=0)
     fi
