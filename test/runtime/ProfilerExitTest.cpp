@@ -111,8 +111,8 @@ TEST_F(ProfilerExit, OutputToAFileAndJson) {
         sum += p["slots"][s]["percent"].number;
     }
     EXPECT_NEAR(sum, 100.0, 0.01);
-    EXPECT_GT(p["slots"][1]["percent"].number, 0.0);
-    EXPECT_GT(p["slots"][2]["percent"].number, 0.0);
+    EXPECT_GT(p["slots"][1]["percent"].number, 0.0) << json;
+    EXPECT_GT(p["slots"][2]["percent"].number, 0.0) << json;
 }
 
 TEST_F(ProfilerExit, IntervalFromTheEnvironment) {
