@@ -871,8 +871,9 @@ public:
 // then shows, per run, one wait at the copy of B to the host (where the pipeline itself blocks),
 // one deferred free, no wait in a free and no sync; and the billed host time shows the
 // consequence: A and B get none of the kernels' wait, all of it surfaces in `B (copy to host)`
-// (their device time is the timestamps' business). The real-time figure of the same attribution
-// is bench/apps_bench.cpp's BM_VulkanTimestamps (nosync_copy_b_pct).
+// (their device time is the timestamps' business). In real time, the kernels' time surfacing in
+// the blocking copy when nothing syncs is bench/apps_bench.cpp's BM_VulkanTimestamps
+// (nosync_copy_b_pct), and the device time per Func under timestamps its timestamps_*_pct.
 TEST(VulkanNoHiddenSyncs, ProducerFreedAfterItsConsumersLaunchDoesNotBillTheConsumer) {
     REQUIRE_VULKAN();
     const int width = 64, height = 64, reps = 8, runs = 4;
