@@ -8,8 +8,10 @@
 #   test/fuzz/campaign.sh [TARGET=SECONDS ...]
 #
 # Default: fuzz_parser=400 fuzz_lowering=480 fuzz_report=220 fuzz_npy=110 (about 20 minutes of
-# one core; the goal is 10^6 executions per target, which fuzz_lowering, at about 400 a second
-# here, does not reach in that time). Extra environment as for run_fuzz.sh.
+# one core). The goal of 10^6 executions per target takes about 1,000 s of one core for
+# fuzz_lowering and 350 to 400 s for fuzz_parser and fuzz_report (docs/reliability.md), more on a
+# shared machine: give each target a generous time and TALLY_FUZZ_RUNS=1000000. Extra environment
+# as for run_fuzz.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
