@@ -275,7 +275,6 @@ TEST(ProfileMemory, AllocationCountsAndPeaks) {
     EXPECT_EQ(horiz.heap.peak, horiz_bytes);
 }
 
-/** Replaces every `produce` other than `keep` with a no-op: a pipeline that runs one stage. */
 /** Puts a call to tally_e2e_skewed_round() at the start of every xorshift round (the bodies
  * of the `<stage>.s1.k` loops): the pipeline reports each unit of its work as it does it. */
 class CallPerRound : public tally::IRMutator {
@@ -301,9 +300,10 @@ public:
 }  // namespace
 }  // namespace tally_e2e
 
-// The profiler's clock for ProfileSkewed: it moves only when the pipeline finishes a round of
-// work, kRoundNs per round, and the round is sampled right there on the pipeline's own thread, so
-// the Func current while the clock moved is the one billed, in every mode. Host work outside the
+// The profiler's clock for ProfileSkewed: it moves only when the pipeline reports a round of work
+// (at the round's start), kRoundNs per round, and the round is sampled right there on the
+// pipeline's own thread, so the Func current while the clock moved is the one billed, in every
+// mode. Host work outside the
 // rounds (allocations, the profiler's own calls, the machine's load) takes no time on it.
 namespace {
 constexpr uint64_t kRoundNs = 1000;
