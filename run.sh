@@ -86,22 +86,23 @@ tsan() {
     log "building runtime tests under ThreadSanitizer in $dir"
     # Everything under test/runtime: those tests link only the runtime, so no LLVM is rebuilt.
     cmake --build "$dir" -j "$JOBS" --target test/runtime/all
-    # The Vulkan validation layer (third-party, not instrumented) races inside itself under TSan;
-    # its run is covered by the main test pass. The timing tests compare real time against
-    # sampled shares, which TSan skews: they run in the main pass only.
+    # Left out: the rerun under the Khronos validation layer (third-party, not instrumented),
+    # which races inside itself under TSan (its std::thread-based queue checks against Tally's
+    # fence reclaim; docs/reliability.md); that run is covered by the main test pass.
     (cd "$dir" && TSAN_OPTIONS="halt_on_error=1:suppressions=$ROOT/test/tsan.supp" ctest -L runtime \
-        -E "vulkan\.validation|runtime\.ProfilerAccuracy\." \
+        -E "^runtime\.vulkan\.validation$" \
         --output-on-failure -j "$JOBS")
 }
 
 # Unit, ir, runtime and e2e tests under AddressSanitizer + UndefinedBehaviorSanitizer, in their own
 # build folder (-O1 -g1: half the compile time of -O2 -g, still symbolized). Only Tally's code is
 # instrumented (LLVM is linked into libtally.so as built by Debian). Left out, and run by the
-# plain build instead: the timing tests (they compare sampled shares with timings, and the
-# sanitizers slow some stages more than others), and the tests that throw a CompileError out of
-# parser recursion more than 64 MiB deep, where GCC 12's ASan cannot unpoison the stack and then
-# reports a false stack-buffer-overflow in its own sigaltstack call (google/sanitizers#189; the
-# clang-built fuzzer runs the same inputs cleanly).
+# plain build instead: the tests that throw a CompileError out of parser recursion more than
+# 64 MiB deep, where GCC 12's ASan cannot unpoison the stack and then reports a false
+# stack-buffer-overflow in its own sigaltstack call (google/sanitizers#189; the clang-built fuzzer
+# runs the same inputs cleanly); and e2e_vulkan's rerun under the Khronos validation layer, left
+# out since it carried the real-time Vulkan tests (now deterministic) and not yet tried under ASan
+# (runtime.vulkan.validation, the runtime's own rerun under the layer, does run here).
 asan() {
     local dir="$BUILD-asan"
     # GCC's -Wmaybe-uninitialized misfires under -fsanitize=address on LLVM's inlined headers
@@ -132,7 +133,7 @@ asan() {
         LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
         ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' \
-        -E 'ProfileSkewed|VulkanAttribution|runtime\.ProfilerAccuracy\.|e2e\.vulkan\.validation|IRParser\.Deep(Parentheses|StatementNesting)|Kept\.(Input|Lowering)/deep_')
+        -E '^e2e\.vulkan\.validation$|^IRParser\.Deep(Parentheses|StatementNesting)|Kept\.(Input|Lowering)/deep_')
 }
 
 # The fuzzers (test/fuzz/run_fuzz.sh: parser, lowering, profiler report, .npy reader): clang-19

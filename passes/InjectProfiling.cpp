@@ -44,6 +44,7 @@
 
 #include "ir/LargeStack.h"
 #include "ir/RuntimeCalls.h"
+#include "ir/UniqueNames.h"
 #include "tally/Error.h"
 #include "tally/IRMutator.h"
 #include "tally/IRVisitor.h"
@@ -53,8 +54,24 @@ namespace tally {
 
 namespace {
 
-const char *const inst_name = "tally_prof";
-const char *const ctx_name = "tally_prof_ctx";
+/** The names the probes bind in one function: the run (`tally_prof`) and a worker's context
+ * (`tally_prof_ctx`), or `tally_prof$1`, ... where the function already uses those names (an
+ * argument named `tally_prof` must keep its meaning). */
+struct ProbeNames {
+    std::string inst, ctx;
+};
+
+ProbeNames probe_names(const LoweredFunc &f) {
+    UniqueNames names("$", "tally_prof");
+    for (const Argument &a : f.args) {
+        names.reserve(a.name);
+    }
+    names.reserve_names_in(f.body);
+    ProbeNames n;
+    n.inst = names.make("tally_prof");
+    n.ctx = names.make("tally_prof_ctx");
+    return n;
+}
 
 Expr handle_var(const std::string &n) {
     return Variable::make(Handle(), n);
@@ -218,15 +235,17 @@ private:
 /** Rewrites one function body: slot switches, copy slots, syncs, memory, worker contexts. */
 class Instrument : public IRMutator {
 public:
-    Instrument(const SlotTable &t, const ProfilingOptions &o, int entry_slot, bool worker)
-        : table(t), opts(o), ctx(handle_var(worker ? ctx_name : inst_name)),
-          inst(handle_var(inst_name)) {
+    Instrument(const SlotTable &t, const ProfilingOptions &o, const ProbeNames &n, int entry_slot,
+               bool worker)
+        : table(t), opts(o), names(n), ctx(handle_var(worker ? n.ctx : n.inst)),
+          inst(handle_var(n.inst)) {
         current.push_back(entry_slot);
     }
 
 private:
     const SlotTable &table;
     const ProfilingOptions &opts;
+    const ProbeNames names;
     Expr ctx, inst;
     std::vector<int> current;
     struct HeapAlloc {
@@ -289,12 +308,12 @@ private:
         }
         // A parallel body runs on worker threads: each task gets its own context.
         Expr saved = ctx;
-        ctx = handle_var(ctx_name);
+        ctx = handle_var(names.ctx);
         Stmt body = mutate(op->body);
         ctx = saved;
-        Expr worker = handle_var(ctx_name);
+        Expr worker = handle_var(names.ctx);
         Stmt wrapped = LetStmt::make(
-            ctx_name,
+            names.ctx,
             Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
             Block::make(set_current(worker, current.back()),
                         append_inside(body, Evaluate::make(call_i32(
@@ -486,7 +505,7 @@ Expr int_table(const std::vector<int> &v) {
 
 /** Opens a pipeline: start, its check, and the end registered for every exit. */
 Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
-                       const Stmt &body) {
+                       const ProbeNames &names, const Stmt &body) {
     int flags = t.has_feature("profile_by_timer") ? TALLY_PROFILER_FLAG_TIMER : 0;
     Expr start =
         Call::make(Handle(), runtime::tally_profiler_start,
@@ -494,27 +513,27 @@ Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable
                     make_const(Int(32), int(table.names.size())), string_table(table.names),
                     int_table(table.kinds), make_const(Int(32), flags)},
                    Call::Extern);
-    Expr inst = handle_var(inst_name);
+    Expr inst = handle_var(names.inst);
     Expr not_null = NE::make(Reinterpret::make(UInt(64), inst), make_zero(UInt(64)));
     Stmt check = AssertStmt::make(not_null, make_const(Int(32), -1));
     Stmt end = Evaluate::make(Call::make(Handle(), "register_destructor",
                                          {StringImm::make(runtime::tally_profiler_end), inst},
                                          Call::Intrinsic));
-    return LetStmt::make(inst_name, start, Block::make({check, end, body}));
+    return LetStmt::make(names.inst, start, Block::make({check, end, body}));
 }
 
 /** Opens a closure that Halide outlined from a parallel loop: a worker context on the
  * instance of the pipeline that called it. */
-Stmt closure_prologue(int slot, const Stmt &body) {
-    Expr inst = handle_var(inst_name), worker = handle_var(ctx_name);
+Stmt closure_prologue(int slot, const ProbeNames &names, const Stmt &body) {
+    Expr inst = handle_var(names.inst), worker = handle_var(names.ctx);
     Stmt inner = LetStmt::make(
-        ctx_name, Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
+        names.ctx, Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
         Block::make(set_current(worker, slot),
                     append_inside(body, Evaluate::make(call_i32(runtime::tally_profiler_thread_end,
                                                                 {worker})))));
     return LetStmt::make(
-        inst_name, Call::make(Handle(), runtime::tally_profiler_current_instance, {}, Call::Extern),
-        inner);
+        names.inst,
+        Call::make(Handle(), runtime::tally_profiler_current_instance, {}, Call::Extern), inner);
 }
 
 }  // namespace
@@ -550,8 +569,10 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &req
             closure_tables.emplace(kv.first, &tables[i]);
         }
         // 3-4. Probes, then the prologue.
-        Instrument inst(tables[i], opts, 0, false);
-        out.functions[i].body = pipeline_prologue(f.name, m.target, tables[i], inst.mutate(f.body));
+        ProbeNames names = probe_names(f);
+        Instrument inst(tables[i], opts, names, 0, false);
+        out.functions[i].body =
+            pipeline_prologue(f.name, m.target, tables[i], names, inst.mutate(f.body));
     }
     for (size_t i = 0; i < m.functions.size(); i++) {
         const LoweredFunc &f = m.functions[i];
@@ -560,8 +581,9 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &req
             continue;
         }
         int slot = it->second->closure_slot.at(f.name);
-        Instrument inst(*it->second, opts, slot, true);
-        out.functions[i].body = closure_prologue(slot, inst.mutate(f.body));
+        ProbeNames names = probe_names(f);
+        Instrument inst(*it->second, opts, names, slot, true);
+        out.functions[i].body = closure_prologue(slot, names, inst.mutate(f.body));
     }
     return out;
 }

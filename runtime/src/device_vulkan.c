@@ -1795,9 +1795,10 @@ int32_t tally_testing_vulkan_hold(int32_t mode) {
 // Destroys every Vulkan object (waiting for the device first). vk_lock held.
 static void teardown_locked(void) {
     if (atomic_load_explicit(&vk_ready, memory_order_relaxed)) {
-        open_gate_locked();
-        // Counted as a wait only when submissions were still in flight.
+        // Counted as a wait only when submissions were still in flight, held ones included: asked
+        // before the gate opens, so that held work cannot complete in between.
         int busy = reclaim_locked() < vk.next_serial;
+        open_gate_locked();
         uint64_t begin = tally_device_wait_begin();
         VkResult idle = vk.f.vkDeviceWaitIdle(vk.device);
         if (busy) {

@@ -7,18 +7,16 @@
 // - memory: per-Func heap allocation counts and bytes equal loop iterations x runs exactly, the
 //   serial-loop scratch's peak is one allocation, the pipeline's heap peak is at least what is
 //   live at once, and nothing is left allocated.
-// - skewed: the heavy stage gets the largest share, and every stage's sampled share agrees within
-//   5 percentage points with its share measured by timing variants of the pipeline that contain
-//   only that stage (host build, no profiling).
+// - skewed: in each profiling mode (exact, sampling, timer), every stage is billed exactly its
+//   share of the work (heavy 5/7), on a testing clock that the pipeline itself advances once per
+//   round of work: no assertion depends on real time or on the machine's load.
 //
-// The profiler is process-wide state: every test starts with tally_profiler_reset(). The timing
-// test is registered RUN_SERIAL so that ctest -j does not run other tests beside it.
+// The profiler is process-wide state: every test starts with tally_profiler_reset().
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -29,6 +27,7 @@
 #include "memory/reference.h"
 #include "skewed/reference.h"
 #include "tally/IRMutator.h"
+#include "tally_runtime_testing.h"
 
 namespace tally_e2e {
 namespace {
@@ -276,175 +275,121 @@ TEST(ProfileMemory, AllocationCountsAndPeaks) {
     EXPECT_EQ(horiz.heap.peak, horiz_bytes);
 }
 
-/** Replaces every `produce` other than `keep` with a no-op: a pipeline that runs one stage. */
-class KeepOnlyProducer : public tally::IRMutator {
+/** Puts a call to tally_e2e_skewed_round() at the start of every xorshift round (the bodies
+ * of the `<stage>.s1.k` loops): the pipeline reports each unit of its work as it does it. */
+class CallPerRound : public tally::IRMutator {
 public:
-    explicit KeepOnlyProducer(std::string keep) : keep(std::move(keep)) {}
     using tally::IRMutator::visit;
-    tally::Stmt visit(const tally::ProducerConsumer *op) override {
-        if (op->is_producer && op->name != keep) {
-            return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
+    tally::Stmt visit(const tally::For *op) override {
+        tally::Stmt s = tally::IRMutator::visit(op);
+        const std::string suffix = ".s1.k";
+        if (op->name.size() < suffix.size() ||
+            op->name.compare(op->name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+            return s;
         }
-        return tally::IRMutator::visit(op);
+        const tally::For *f = s.as<tally::For>();
+        tally::Expr tick =
+            tally::Call::make(tally::Int(32), "tally_e2e_skewed_round", {}, tally::Call::Extern);
+        loops++;
+        return tally::For::make(f->name, f->min, f->extent, f->for_type, f->device_api,
+                                tally::Block::make(tally::Evaluate::make(tick), f->body));
     }
-
-private:
-    std::string keep;
+    int loops = 0;
 };
 
-double seconds_for_run(const tally::JITModule &jit, void **args) {
-    auto t0 = std::chrono::steady_clock::now();
-    int rc = jit.run(args);
-    auto t1 = std::chrono::steady_clock::now();
-    EXPECT_EQ(rc, 0);
-    return std::chrono::duration<double>(t1 - t0).count();
+}  // namespace
+}  // namespace tally_e2e
+
+// The profiler's clock for ProfileSkewed: it moves only when the pipeline reports a round of work
+// (at the round's start), kRoundNs per round, and the round is sampled right there on the
+// pipeline's own thread, so the Func current while the clock moved is the one billed, in every
+// mode. Host work outside the
+// rounds (allocations, the profiler's own calls, the machine's load) takes no time on it.
+namespace {
+constexpr uint64_t kRoundNs = 1000;
+std::atomic<uint64_t> g_round_clock_ns{1000000000};
+std::atomic<uint64_t> g_rounds{0};
+uint64_t round_clock() {
+    return g_round_clock_ns.load();
+}
+}  // namespace
+
+/** Called by the JIT-compiled skewed pipeline (CallPerRound), found in this executable's
+ * exported symbols. */
+extern "C" __attribute__((visibility("default"))) int32_t tally_e2e_skewed_round() {
+    g_rounds++;
+    g_round_clock_ns += kRoundNs;
+    tally_testing_sample_now();
+    return 0;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+namespace tally_e2e {
+namespace {
 
-// skewed: sampled shares against stage-alone timing.
-//
-// The truth is measured in the same process just before the profile: variants of the pipeline
-// that keep one stage (host build, no profiler), each timed over interleaved rounds (median).
-// Both sides are wall time on a machine other processes share, so a burst of outside load can
-// skew one side only; the comparison is therefore tried up to three times and must hold once.
-// A systematic misattribution (time billed to the wrong slot) fails every attempt.
-struct Attribution {
-    int reps = 0;
-    double total_ms = 0;
-    uint64_t samples = 0;
-    int32_t mode = 0;
-    double overhead_pct = 0;
-    std::vector<double> alone_ms, timed_pct, sampled_pct;
-};
-
+// skewed: each stage is billed exactly its share of the work, in every profiling mode. The
+// pipeline reports each xorshift round it does (CallPerRound) and the profiler's clock advances
+// by a fixed step per round (round_clock), so the true share of each stage is its round count
+// over all rounds: pre and post n * reps each, heavy 5 * n * reps (5/7 of the time). Nothing
+// here depends on real time or on the machine's load; the real-time accuracy of the shares
+// against timed stages is bench/truth_bench.cpp's BM_Truth (exact_pp, sampling_pp).
 TEST(ProfileSkewed, HeavyStageShareMatchesStageTiming) {
+    const int n = 512, reps = 6, runs = 3;
+    const uint64_t stage_rounds = uint64_t(n) * reps;  // pre and post; heavy does 5 times this
     const std::vector<std::string> stages = {"pre", "heavy", "post"};
-    const int n = 4096, runs = 5, truth_rounds = 5, calibration_reps = 64, attempts = 3;
-    const double target_run_s = 0.12, tolerance_points = 5.0;
+    const std::vector<uint64_t> rounds = {stage_rounds, 5 * stage_rounds, stage_rounds};
 
-    auto full_host = compile_app("skewed", "host");
-    std::vector<std::unique_ptr<tally::JITModule>> alone;
-    for (const std::string &s : stages) {
-        tally::Module m = parse_app("skewed");
-        for (tally::LoweredFunc &f : m.functions) {
-            f.body = KeepOnlyProducer(s).mutate(f.body);
-        }
-        alone.push_back(compile_module(m, "host"));
+    tally::Module m = parse_app("skewed");
+    CallPerRound per_round;
+    for (tally::LoweredFunc &f : m.functions) {
+        f.body = per_round.mutate(f.body);
     }
-    auto profiled = compile_app("skewed", "host-profile");
-    auto app = make_instance("skewed", n, calibration_reps);
+    ASSERT_EQ(per_round.loops, 3);
+    auto profiled = compile_module(m, "host-profile");
+    auto app = make_instance("skewed", n, reps);
+    std::vector<uint32_t> want(n);
+    tally_apps::skewed_reference(app->u32[0]->ptr(), want.data(), n, reps);
 
-    auto measure = [&]() {
-        Attribution a;
-        // Calibrate the round count so that one run takes about target_run_s (the fastest of
-        // three runs of a few milliseconds each, scaled).
-        app->scalars[1] = calibration_reps;
-        double t_cal = 1e9;
-        for (int r = 0; r < 3; r++) {
-            t_cal = std::min(t_cal, seconds_for_run(*full_host, app->args.data()));
-        }
-        a.reps = int(std::ceil(calibration_reps * target_run_s / std::max(t_cal, 1e-6)));
-        a.reps = std::max(calibration_reps, std::min(a.reps, 1 << 20));
-        app->scalars[1] = a.reps;
-
-        std::vector<std::vector<double>> times(stages.size());
-        for (int r = 0; r < truth_rounds; r++) {
-            for (size_t k = 0; k < stages.size(); k++) {
-                times[k].push_back(seconds_for_run(*alone[k], app->args.data()));
-            }
-        }
-        double truth_total = 0;
-        for (size_t k = 0; k < stages.size(); k++) {
-            a.alone_ms.push_back(1e3 * median(times[k]));
-            truth_total += a.alone_ms[k];
-        }
-        for (size_t k = 0; k < stages.size(); k++) {
-            a.timed_pct.push_back(100.0 * a.alone_ms[k] / truth_total);
-        }
-
-        EXPECT_EQ(profiled->run(app->args.data()), 0);  // warm up, then forget it
+    const int32_t saved_mode = tally_profiler_get_default_mode();
+    for (int32_t mode :
+         {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_SAMPLING, TALLY_PROFILER_FLAG_TIMER}) {
+        SCOPED_TRACE(tally_profiler_mode_name(mode));
+        ASSERT_EQ(tally_profiler_set_default_mode(mode), 0);
         tally_profiler_reset();
+        tally_testing_set_clock(round_clock);
+        g_rounds = 0;
         for (int r = 0; r < runs; r++) {
             EXPECT_EQ(profiled->run(app->args.data()), 0);
         }
-        std::vector<uint32_t> want(n);
-        tally_apps::skewed_reference(app->u32[0]->ptr(), want.data(), n, a.reps);
+        tally_testing_set_clock(nullptr);
         EXPECT_EQ(app->u32[1]->data, want);
+        const uint64_t all_rounds = runs * (rounds[0] + rounds[1] + rounds[2]);
+        EXPECT_EQ(g_rounds.load(), all_rounds) << "the pipeline did not report every round";
 
-        tally_pipeline_stats ps;
-        EXPECT_EQ(tally_profiler_get_pipeline_stats("skewed", &ps), 0);
+        tally_pipeline_stats ps{};
+        ASSERT_EQ(tally_profiler_get_pipeline_stats("skewed", &ps), 0);
         EXPECT_EQ(ps.runs, uint64_t(runs));
-        a.total_ms = double(ps.total_ns) / 1e6;
-        a.samples = ps.samples;
-        a.mode = ps.flags;
-        for (size_t k = 0; k <= stages.size(); k++) {
-            tally_slot_stats ss;
-            EXPECT_EQ(tally_profiler_get_slot_stats("skewed", int32_t(k), &ss), 0);
-            if (k == 0) {
-                EXPECT_STREQ(ss.name, "overhead");
-                a.overhead_pct = ss.percent;
-            } else {
-                EXPECT_EQ(ss.name, stages[k - 1]);
-                a.sampled_pct.push_back(ss.percent);
-            }
-        }
-        std::printf("skewed: n=%d reps=%d, %d profiled runs, %.1f ms total, %llu samples\n", n,
-                    a.reps, runs, a.total_ms, (unsigned long long)a.samples);
-        std::printf("  %-8s %10s %10s %12s\n", "stage", "timed %", "sampled %", "alone ms");
+        EXPECT_EQ(ps.flags & TALLY_PROFILER_MODE_FLAGS, uint32_t(mode));
+        EXPECT_EQ(ps.total_ns, all_rounds * kRoundNs);
+        tally_slot_stats overhead{};
+        ASSERT_EQ(tally_profiler_get_slot_stats("skewed", 0, &overhead), 0);
+        EXPECT_STREQ(overhead.name, "overhead");
+        EXPECT_EQ(overhead.time_ns, 0u);
+        EXPECT_EQ(overhead.samples, 0u);
         for (size_t k = 0; k < stages.size(); k++) {
-            std::printf("  %-8s %10.2f %10.2f %12.3f\n", stages[k].c_str(), a.timed_pct[k],
-                        a.sampled_pct[k], a.alone_ms[k]);
+            tally_slot_stats ss{};
+            ASSERT_EQ(tally_profiler_get_slot_stats("skewed", int32_t(k + 1), &ss), 0);
+            EXPECT_EQ(ss.name, stages[k]);
+            EXPECT_EQ(ss.time_ns, runs * rounds[k] * kRoundNs) << stages[k];
+            EXPECT_NEAR(ss.percent, 100.0 * double(rounds[k]) / double(7 * stage_rounds), 1e-9)
+                << stages[k];
+            // Every round is one sample in the sampling modes (taken by the pipeline's call or,
+            // if it got there first, by the sampler): none lost, none counted twice.
+            EXPECT_EQ(ss.samples, mode == TALLY_PROFILER_FLAG_EXACT ? 0 : runs * rounds[k])
+                << stages[k];
         }
-        std::printf("  %-8s %10s %10.2f\n", "overhead", "-", a.overhead_pct);
-        return a;
-    };
-    auto agrees = [&](const Attribution &a) {
-        for (size_t k = 0; k < stages.size(); k++) {
-            if (std::fabs(a.sampled_pct[k] - a.timed_pct[k]) > tolerance_points) {
-                return false;
-            }
-        }
-        return true;
-    };
-
-    Attribution a;
-    for (int attempt = 1; attempt <= attempts; attempt++) {
-        a = measure();
-        if (::testing::Test::HasFailure()) {
-            return;
-        }
-        if (agrees(a)) {
-            break;
-        }
-        std::printf("attempt %d of %d: shares differ by more than %.1f points\n", attempt, attempts,
-                    tolerance_points);
     }
-    RecordProperty("heavy_timed_pct", std::to_string(a.timed_pct[1]));
-    RecordProperty("heavy_sampled_pct", std::to_string(a.sampled_pct[1]));
-
-    // The app's premise: heavy does about five times the work of each other stage.
-    EXPECT_GT(a.alone_ms[1] / a.alone_ms[0], 3.0);
-    EXPECT_LT(a.alone_ms[1] / a.alone_ms[0], 8.0);
-    EXPECT_GT(a.alone_ms[1] / a.alone_ms[2], 3.0);
-    EXPECT_LT(a.alone_ms[1] / a.alone_ms[2], 8.0);
-    if (a.mode & TALLY_PROFILER_FLAG_EXACT) {
-        EXPECT_EQ(a.samples, 0u);  // exact mode (TALLY_PROFILE_MODE=exact) takes no samples
-    } else {
-        // About 1 kHz: at least half the samples the wall time allows.
-        EXPECT_GE(double(a.samples), 0.5 * a.total_ms * 1000.0 / tally_profiler_get_interval_us())
-            << "total " << a.total_ms << " ms";
-    }
-    // The heavy stage gets the largest share, and every share agrees with the timing.
-    EXPECT_GT(a.sampled_pct[1], a.sampled_pct[0]);
-    EXPECT_GT(a.sampled_pct[1], a.sampled_pct[2]);
-    EXPECT_GT(a.sampled_pct[1], a.overhead_pct);
-    for (size_t k = 0; k < stages.size(); k++) {
-        EXPECT_NEAR(a.sampled_pct[k], a.timed_pct[k], tolerance_points) << stages[k];
-    }
+    ASSERT_EQ(tally_profiler_set_default_mode(saved_mode), 0);
+    tally_profiler_reset();
 }
 
 }  // namespace

@@ -15,7 +15,8 @@
 # and small inputs run about 100 times faster than the 80 KB corpus listings; 65536 takes them
 # all, for coverage of the big listings at a few executions a second), TALLY_FUZZ_KEEP_CORPUS=1 (keep each
 # target's working corpus from the last run instead of starting afresh: campaign.sh uses it),
-# TALLY_FUZZ_FORK=N (run N libFuzzer jobs in parallel, -fork=N).
+# TALLY_FUZZ_FORK=N (run N libFuzzer jobs in parallel, -fork=N), TALLY_FUZZ_RUNS=N (stop after N
+# executions, if that comes before SECONDS).
 #
 # Configures test/fuzz/CMakeLists.txt with clang-19 (libFuzzer + ASan + UBSan), builds the
 # targets, seeds each one (the IR targets from every .stmt file of test/corpus/halide14,
@@ -85,6 +86,9 @@ for target in "${TARGETS[@]}"; do
         flags+=(-max_len=4096 -malloc_limit_mb=16)
         ;;
     esac
+    if [[ -n "${TALLY_FUZZ_RUNS:-}" ]]; then
+        flags+=(-runs="$TALLY_FUZZ_RUNS")
+    fi
     if [[ -n "${TALLY_FUZZ_FORK:-}" ]]; then
         flags+=(-fork="$TALLY_FUZZ_FORK" -ignore_crashes=0)
     fi
@@ -95,12 +99,21 @@ for target in "${TARGETS[@]}"; do
     # detect_leaks: libFuzzer turns a leak into a failure; halt on the first UBSan report. No
     # fake stacks for use-after-return and 5 frames of allocation stacks instead of 30: about
     # twice the executions a second (docs/reliability.md, "Throughput").
+    # The fuzzer's CPU time (user + system, in $BUILD/<target>.cpu) as well as the wall time: on
+    # a shared machine the rate per CPU second is the fuzzer's own speed, the rate per second of
+    # wall time also the share of the cores it got.
+    cputime=()
+    rm -f "$BUILD/$target.cpu"
+    if [[ -x /usr/bin/time ]]; then
+        cputime=(/usr/bin/time -f "%U %S" -o "$BUILD/$target.cpu")
+    fi
     ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=0:malloc_context_size=5}" \
         UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
-        "$BUILD/$target" -max_total_time="$SECONDS_TO_RUN" "${flags[@]}" \
+        "${cputime[@]}" "$BUILD/$target" -max_total_time="$SECONDS_TO_RUN" "${flags[@]}" \
         -artifact_prefix="$artifacts/" "$corpus" "$seeds" >"$logfile" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logfile" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$logfile" | tail -1)
+    cpu=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { printf "%.0f", $1 + $2 }' "$BUILD/$target.cpu" 2>/dev/null || true)
     inputs=$(find "$corpus" -type f | wc -l)
     if ((rc != 0)); then
         tail -n 60 "$logfile" >&2
@@ -109,7 +122,7 @@ for target in "${TARGETS[@]}"; do
         status=1
         continue
     fi
-    log "$target: ${execs:-?} executions (${rate:-?}/s) in ${SECONDS_TO_RUN} s; working corpus" \
-        "$inputs inputs; full log: $logfile"
+    log "$target: ${execs:-?} executions (${rate:-?}/s) in ${SECONDS_TO_RUN} s (${cpu:-?} s of" \
+        "CPU); working corpus $inputs inputs; full log: $logfile"
 done
 exit "$status"

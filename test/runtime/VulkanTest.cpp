@@ -707,6 +707,18 @@ private:
     std::thread watchdog_;
 };
 
+// The host gate in mode 2 for the object's scope: work submitted meanwhile does not start until
+// the host waits for it (each runtime wait on held work first lets everything queued so far run),
+// so a kernel launched in the scope is still pending until then, whatever the device's speed and
+// the machine's load. No watchdog is needed: every wait opens the gate.
+class HeldUntilWaited {
+public:
+    HeldUntilWaited() { EXPECT_EQ(tally_testing_vulkan_hold(2), 0); }
+    ~HeldUntilWaited() { EXPECT_EQ(tally_testing_vulkan_hold(0), 0); }
+    HeldUntilWaited(const HeldUntilWaited &) = delete;
+    HeldUntilWaited &operator=(const HeldUntilWaited &) = delete;
+};
+
 // A launch returns before its kernel has run: with the queue held, nothing queued can start,
 // yet both launches return without a device wait of any kind, and freeing the buffer of the
 // second is deferred (the runtime's own fence query finds its submission pending). Once the
@@ -892,29 +904,32 @@ TEST_F(VulkanTest, WaitingForAKernelCountsZeroThreads) {
 }
 
 // No hidden syncs: freeing a buffer that a queued kernel still writes does not wait for the
-// kernel (no wait of any kind is counted, and free returns while the kernel is still running);
-// the memory is released once the queue has passed the kernel: here at the next sync, which is
-// the only wait counted.
+// kernel (no wait of any kind is counted, and free returns while the kernel is still pending:
+// the queue is held until the host waits); the memory is released once the queue has passed the
+// kernel: here at the next sync, which is the only wait counted.
 TEST_F(VulkanTest, FreeDuringAKernelDoesNotWaitAndReleasesAfterIt) {
-    int32_t n = calibrate_slow(200 * 1000 * 1000ull);
-    Buffer<uint32_t> b(n, 1);
+    Buffer<uint32_t> b(4096, 1);
     Buffer<int32_t> other(256, 2);
     upload(b);
     upload(other);
     ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
     tally_device_wait_stats before = wait_stats();
-    ASSERT_EQ(slow(table, b), 0);
-    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
-    EXPECT_EQ(b.buf.device, 0u);
-    tally_device_wait_stats freed = wait_stats();
-    EXPECT_EQ(total_waits(freed), total_waits(before)) << "the free waited";
-    EXPECT_EQ(freed.deferred_frees, before.deferred_frees + 1)
-        << "a 200 ms kernel cannot have finished at once: its buffer must be retired";
-    EXPECT_EQ(freed.deferred_frees_released, before.deferred_frees_released);
-    // Later work on the queue is unaffected, and the sync that follows releases the memory.
-    ASSERT_EQ(add_scalar(table, other, 1), 0);
-    ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
-    tally_device_wait_stats synced = wait_stats();
+    tally_device_wait_stats synced{};
+    {
+        HeldUntilWaited held;
+        ASSERT_EQ(slow(table, b), 0);
+        ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
+        EXPECT_EQ(b.buf.device, 0u);
+        tally_device_wait_stats freed = wait_stats();
+        EXPECT_EQ(total_waits(freed), total_waits(before)) << "the free waited";
+        EXPECT_EQ(freed.deferred_frees, before.deferred_frees + 1)
+            << "the held kernel counted as complete: its buffer must be retired";
+        EXPECT_EQ(freed.deferred_frees_released, before.deferred_frees_released);
+        // Later work on the queue is unaffected, and the sync that follows releases the memory.
+        ASSERT_EQ(add_scalar(table, other, 1), 0);
+        ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
+        synced = wait_stats();
+    }
     EXPECT_EQ(synced.deferred_frees_released, before.deferred_frees + 1);
     EXPECT_EQ(synced.waits[TALLY_DEVICE_WAIT_SYNC_GLOBAL],
               before.waits[TALLY_DEVICE_WAIT_SYNC_GLOBAL] + 1);
@@ -939,11 +954,13 @@ TEST_F(VulkanTest, IdleBuffersFreeAtOnceAndReleaseDrainsRetiredOnes) {
     EXPECT_EQ(after_idle.deferred_frees, before.deferred_frees);
     EXPECT_EQ(total_waits(after_idle), total_waits(before));
 
-    int32_t n = calibrate_slow(100 * 1000 * 1000ull);
-    Buffer<uint32_t> b(n, 1);
+    Buffer<uint32_t> b(4096, 1);
     upload(b);
     ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
     before = wait_stats();
+    // The queue held until the host waits: the kernel is still pending when its buffer is freed
+    // and when the release starts; the release opens the gate and waits.
+    ASSERT_EQ(tally_testing_vulkan_hold(2), 0);
     ASSERT_EQ(slow(table, b), 0);
     ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
     ASSERT_EQ(halide_device_release(nullptr, iface), 0);
@@ -1067,7 +1084,11 @@ TEST_F(VulkanTest, TimestampsBillEachKernelToTheFuncThatLaunchedIt) {
     int32_t n = calibrate_slow(50 * 1000 * 1000ull);
     tally_profiler_reset();
     tally_device_wait_stats before = wait_stats();
-    uint64_t host_ns = run_two_funcs(table, iface, "vk_ts", n, 2, 3);
+    uint64_t host_ns = 0;
+    {
+        HeldUntilWaited held;  // the kernels are pending when B is copied to the host
+        host_ns = run_two_funcs(table, iface, "vk_ts", n, 2, 3);
+    }
     tally_device_wait_stats after = wait_stats();
     EXPECT_EQ(total_waits(after), total_waits(before) + 1);
     EXPECT_EQ(after.waits[TALLY_DEVICE_WAIT_COPY_TO_HOST],

@@ -2,12 +2,15 @@
  * generated code hits a failed assertion, ends the run on the error path and exits with an error.
  * ProfilerExitTest runs it and checks that the report still appears at exit. Being C11 with
  * -pedantic, it also proves the header and the runtime need no C++. Usage:
- *   tally_runtime_exit_child fail|ok|timer|none|threads
- * "threads" runs a parallel loop and prints the most tasks seen running at once. */
+ *   tally_runtime_exit_child fail|ok|timer|none|interval|threads [N]
+ * "threads N" runs a parallel loop and prints the most tasks seen running at once; each task
+ * first waits until N tasks have been seen running at once (giving up, for good, once 10 s have
+ * passed: a deadlock guard), so that a pool with N threads shows them whatever the load. */
 #include "tally_runtime.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -27,6 +30,9 @@ static void spin_ms(uint64_t ms) {
 
 static atomic_int running_tasks;
 static atomic_int max_running_tasks;
+static int wanted_concurrency = 1;
+static uint64_t give_up_ns;
+static atomic_int gave_up;
 
 static int32_t spinning_task(void *user_context, int32_t idx, uint8_t *closure) {
     (void)user_context;
@@ -35,6 +41,11 @@ static int32_t spinning_task(void *user_context, int32_t idx, uint8_t *closure) 
     int now = atomic_fetch_add(&running_tasks, 1) + 1;
     int prev = atomic_load(&max_running_tasks);
     while (now > prev && !atomic_compare_exchange_weak(&max_running_tasks, &prev, now)) {
+    }
+    while (atomic_load(&max_running_tasks) < wanted_concurrency && !atomic_load(&gave_up)) {
+        if (now_ns() > give_up_ns) {
+            atomic_store(&gave_up, 1);
+        }
     }
     spin_ms(2);
     atomic_fetch_sub(&running_tasks, 1);
@@ -47,6 +58,8 @@ int main(int argc, char **argv) {
         return 0; /* no pipeline ran: no report */
     }
     if (strcmp(mode, "threads") == 0) {
+        wanted_concurrency = argc > 2 ? atoi(argv[2]) : 1;
+        give_up_ns = now_ns() + 10000000000u;
         if (halide_do_par_for(NULL, spinning_task, 0, 64, NULL) != 0) {
             return 3;
         }
