@@ -5,13 +5,14 @@
 // every P-, C- and T-state), it is read with RDTSC and converted to nanoseconds with a
 // multiplier calibrated against CLOCK_MONOTONIC once, when the first profiled run starts
 // (tally_clock_init): the calibration brackets an RDTSC read between two clock_gettime reads at
-// the start and again ~1 ms later, keeping the tightest of a few brackets at each end, and
-// derives ns per tick from the two pairs. It is then checked: a third pair must agree with the
-// converted TSC within 2 us plus 0.1 % of the elapsed time, and the rate must be plausible
-// (0.1 to 10 GHz); otherwise, or when the counter is not invariant, or when the environment says
-// TALLY_PROFILE_CLOCK=monotonic, every read is a clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns).
-// Both give nanoseconds on CLOCK_MONOTONIC's time base, so times taken before and after the
-// calibration compare.
+// the start and again ~1 ms later, keeping the tightest of a few brackets at each end (a bracket
+// still wider than 20 us, preempted in every try, fails the calibration), and derives ns per tick
+// from the two pairs. It is then checked: a third pair ~1 ms later must agree with the converted
+// TSC within 2 us plus 0.1 % of the elapsed time, and the rate must be plausible (0.1 to 10 GHz).
+// A failed calibration is tried again, three times in all; otherwise, or when the counter is not
+// invariant, or when the environment says TALLY_PROFILE_CLOCK=monotonic, every read is a
+// clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Both give nanoseconds on CLOCK_MONOTONIC's time
+// base, so times taken before and after the calibration compare.
 //
 // A test clock (tally_testing_set_clock) overrides both whenever it is set, so profiler tests are
 // deterministic. Everything here is async-signal-safe after initialisation (the timer mode reads
@@ -54,9 +55,13 @@ static int tsc_is_invariant(void) {
     return (edx >> 8) & 1;
 }
 
+// A pair whose bracket is wider than this (the thread was preempted in every try) cannot anchor a
+// rate: calibration then tries again, and gives up on the TSC after a few failures.
+#define TALLY_TSC_MAX_BRACKET_NS 20000u
+
 // One (monotonic, tsc) pair: the TSC read between two clock reads, of the tightest of 5 tries;
-// the pair's time is the midpoint of its bracket.
-static void read_pair(uint64_t *ns, uint64_t *ticks) {
+// the pair's time is the midpoint of its bracket. Returns the bracket's width.
+static uint64_t read_pair(uint64_t *ns, uint64_t *ticks) {
     uint64_t best = UINT64_MAX;
     *ns = 0;
     *ticks = 0;
@@ -70,6 +75,7 @@ static void read_pair(uint64_t *ns, uint64_t *ticks) {
             *ticks = t;
         }
     }
+    return best;
 }
 
 static uint64_t tsc_to_ns(uint64_t ticks) {
@@ -77,13 +83,23 @@ static uint64_t tsc_to_ns(uint64_t ticks) {
     return tally_tsc.base_ns + (uint64_t)(((unsigned __int128)d * tally_tsc.mult) >> 32);
 }
 
-static int calibrate(void) {
-    uint64_t ns0, t0, ns1, t1;
-    read_pair(&ns0, &t0);
-    uint64_t until = ns0 + 1000000u;
+static void spin_until(uint64_t until) {
     while (tally_monotonic_ns() < until) {
     }
-    read_pair(&ns1, &t1);
+}
+
+// One calibration: pairs 1 ms apart give the rate, a third pair 1 ms later checks it (a check
+// right after the second pair would only see that pair's own error: the rate's error shows over
+// time). A loaded machine can preempt a bracket in every try; such a calibration fails.
+static int calibrate_once(void) {
+    uint64_t ns0, t0, ns1, t1;
+    if (read_pair(&ns0, &t0) > TALLY_TSC_MAX_BRACKET_NS) {
+        return 0;
+    }
+    spin_until(ns0 + 1000000u);
+    if (read_pair(&ns1, &t1) > TALLY_TSC_MAX_BRACKET_NS) {
+        return 0;
+    }
     if (t1 <= t0 || ns1 <= ns0) {
         return 0;
     }
@@ -94,13 +110,25 @@ static int calibrate(void) {
     tally_tsc.base_tsc = t1;
     tally_tsc.base_ns = ns1;
     tally_tsc.mult = (uint64_t)(ns_per_tick * 4294967296.0 + 0.5);
-    // Check the conversion against one more pair.
+    // Check the conversion against one more pair, 1 ms on.
     uint64_t ns2, t2;
-    read_pair(&ns2, &t2);
+    spin_until(ns1 + 1000000u);
+    if (read_pair(&ns2, &t2) > TALLY_TSC_MAX_BRACKET_NS) {
+        return 0;
+    }
     uint64_t converted = tsc_to_ns(t2);
     uint64_t err = converted > ns2 ? converted - ns2 : ns2 - converted;
     uint64_t elapsed = ns2 - ns0;
     return err <= 2000u + elapsed / 1000u;
+}
+
+static int calibrate(void) {
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (calibrate_once()) {
+            return 1;
+        }
+    }
+    return 0;
 }
 #endif
 
