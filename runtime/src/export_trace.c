@@ -52,11 +52,12 @@ typedef struct launch_info {
 } launch_info;
 
 // Times are written in microseconds with three decimals: nanoseconds exactly, as Perfetto's
-// importer reads them. Readers that keep microseconds in doubles (speedscope, chrome://tracing)
-// add ts + dur in double arithmetic, which can land a rounding error past the ts of a slice that
-// starts where this one ends (10.3 + 0.3 > 10.6), and then nest every following slice inside it:
-// so a slice's dur is written 1 ns shorter where that would happen (checked with the same
-// correctly rounded parse, in the C locale: tally_export_trace_format).
+// importer reads them. Readers that keep microseconds in doubles compute a slice's end from its
+// ts and dur, and can land a rounding error past the ts of the slice that starts where it ends
+// (10.3 + 0.3 > 10.6), and then nest every following slice inside it. speedscope also first
+// subtracts the earliest ts of the track from every ts and computes the end as (ts - origin) +
+// dur. So a slice's dur is written a few ns shorter where either sum would pass the next ts
+// (checked with the same correctly rounded parse, in the C locale: tally_export_trace_format).
 static void format_us(char *out, size_t size, uint64_t ns) {
     snprintf(out, size, "%llu.%03llu", (unsigned long long)(ns / 1000),
              (unsigned long long)(ns % 1000));
@@ -68,20 +69,23 @@ static void put_us(tally_bytes *b, uint64_t ns) {
     tally_bytes_append(b, s, strlen(s));
 }
 
-// The dur of a slice [ts, ts + dur) as written: dur, or less by the nanoseconds that make
-// ts + dur <= ts + dur as doubles (at most a few, in practice 0 or 1).
-static uint64_t written_dur(uint64_t ts, uint64_t dur) {
-    char ts_s[32], dur_s[32], end_s[32];
+// The dur of a slice [ts, ts + dur) on a track whose first slice starts at `origin`, as written:
+// dur, or less by the nanoseconds that keep both ts + dur and (ts - origin) + dur, in doubles,
+// at or before the end's own ts (at most a few, in practice 0 or 1).
+static uint64_t written_dur(uint64_t ts, uint64_t dur, uint64_t origin) {
+    char ts_s[32], dur_s[32], end_s[32], origin_s[32];
     format_us(ts_s, sizeof(ts_s), ts);
     format_us(end_s, sizeof(end_s), ts + dur);
-    const double t = strtod(ts_s, NULL), end = strtod(end_s, NULL);
-    for (uint64_t d = dur; d > 0 && d + 4 > dur; d--) {
+    format_us(origin_s, sizeof(origin_s), origin);
+    const double t = strtod(ts_s, NULL), end = strtod(end_s, NULL), o = strtod(origin_s, NULL);
+    for (uint64_t d = dur; d > 0 && d + 8 > dur; d--) {
         format_us(dur_s, sizeof(dur_s), d);
-        if (t + strtod(dur_s, NULL) <= end) {
+        const double x = strtod(dur_s, NULL);
+        if (t + x <= end && (t - o) + x <= end - o) {
             return d;
         }
     }
-    return dur > 4 ? dur - 4 : 0;
+    return dur > 8 ? dur - 8 : 0;
 }
 
 static const char *slot_name(const tally_trace_pipeline_names *p, int32_t slot) {
@@ -122,13 +126,17 @@ static void begin_event(tally_bytes *b, int *first, char ph, int32_t pid, int32_
     *first = 0;
 }
 
-static void put_slice(tally_bytes *b, int *first, int32_t pid, int32_t tid, uint64_t ts,
-                      uint64_t dur, const char *name, const char *cat) {
+// A slice on a track whose first slice's ts is *origin (UINT64_MAX: this is the first).
+static void put_slice(tally_bytes *b, int *first, int32_t pid, int32_t tid, uint64_t *origin,
+                      uint64_t ts, uint64_t dur, const char *name, const char *cat) {
+    if (*origin == UINT64_MAX || ts < *origin) {
+        *origin = ts;
+    }
     begin_event(b, first, 'X', pid, tid);
     tally_bytes_printf(b, ",\"ts\":");
     put_us(b, ts);
     tally_bytes_printf(b, ",\"dur\":");
-    put_us(b, written_dur(ts, dur));
+    put_us(b, written_dur(ts, dur, *origin));
     tally_bytes_printf(b, ",\"name\":");
     tally_bytes_json_string(b, name);
     tally_bytes_printf(b, ",\"cat\":\"%s\"}", cat);
@@ -326,9 +334,16 @@ static int32_t format_trace(const tally_trace_snapshot *s, uint64_t now, tally_b
     // used[(pipe) * (max_tid + 1) + tid]: the pipe's process has a track for tid.
     size_t width = (size_t)s->max_tid + 1;
     unsigned char *used = (unsigned char *)calloc(((size_t)s->num_pipelines + 1) * width, 1);
+    // origin[(pipe) * (max_tid + 2) + tid]: the ts of the track's first slice (tid max_tid + 1:
+    // the pipe's device track).
+    const size_t tracks = ((size_t)s->num_pipelines + 1) * (width + 1);
+    uint64_t *origin = (uint64_t *)malloc(tracks * sizeof(uint64_t));
+    for (size_t t = 0; origin && t < tracks; t++) {
+        origin[t] = UINT64_MAX;
+    }
     device_slice *dev = NULL;
     size_t ndev = 0;
-    int32_t r = pid && used ? device_slices(s, &dev, &ndev) : TALLY_ERROR_OUT_OF_MEMORY;
+    int32_t r = pid && used && origin ? device_slices(s, &dev, &ndev) : TALLY_ERROR_OUT_OF_MEMORY;
     // The flows that reach a device slice (only those get a flow start).
     uint64_t *flows = r == 0 ? (uint64_t *)calloc(ndev + 1, sizeof(uint64_t)) : NULL;
     if (r == 0 && !flows) {
@@ -338,6 +353,7 @@ static int32_t format_trace(const tally_trace_snapshot *s, uint64_t now, tally_b
         free(dev);
         free(pid);
         free(used);
+        free(origin);
         return r;
     }
     for (size_t d = 0; d < ndev; d++) {
@@ -368,8 +384,10 @@ static int32_t format_trace(const tally_trace_snapshot *s, uint64_t now, tally_b
             (new_thread || (is_state && (e->pipe != cur_pipe || e->slot != cur_slot)))) {
             uint64_t end = new_thread ? now : e->ts;
             const tally_trace_pipeline_names *p = &s->pipelines[cur_pipe - 1];
-            put_slice(b, &first, pid[cur_pipe], cur_tid, cur_ts, end > cur_ts ? end - cur_ts : 0,
-                      slot_name(p, cur_slot), slot_category(p, cur_slot));
+            put_slice(b, &first, pid[cur_pipe], cur_tid,
+                      &origin[(size_t)cur_pipe * (width + 1) + (size_t)cur_tid], cur_ts,
+                      end > cur_ts ? end - cur_ts : 0, slot_name(p, cur_slot),
+                      slot_category(p, cur_slot));
             used[(size_t)cur_pipe * width + (size_t)cur_tid] = 1;
             cur_pipe = 0;
         }
@@ -401,7 +419,8 @@ static int32_t format_trace(const tally_trace_snapshot *s, uint64_t now, tally_b
     for (size_t d = 0; d < ndev; d++) {
         const device_slice *ds = &dev[d];
         const tally_trace_pipeline_names *p = &s->pipelines[ds->pipe - 1];
-        put_slice(b, &first, pid[ds->pipe], TRACE_DEVICE_TID, ds->ts, ds->dur,
+        put_slice(b, &first, pid[ds->pipe], TRACE_DEVICE_TID,
+                  &origin[(size_t)ds->pipe * (width + 1) + width], ds->ts, ds->dur,
                   slot_name(p, ds->slot), ds->timed ? "device" : "device (host view)");
         put_flow(b, &first, 'f', pid[ds->pipe], TRACE_DEVICE_TID, ds->ts + ds->dur / 2, ds->flow);
     }
@@ -443,6 +462,7 @@ static int32_t format_trace(const tally_trace_snapshot *s, uint64_t now, tally_b
     free(dev);
     free(pid);
     free(used);
+    free(origin);
     return b->failed ? TALLY_ERROR_OUT_OF_MEMORY : 0;
 }
 

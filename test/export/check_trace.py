@@ -118,7 +118,8 @@ def check_trace(trace, report, expect_device):
                 continue
             # The end as readers that keep microseconds in doubles compute it (speedscope,
             # chrome://tracing): ts + dur in double arithmetic.
-            e["end_us"] = e["ts_us"] + float(e["dur"])
+            e["dur_us"] = float(e["dur"])
+            e["end_us"] = e["ts_us"] + e["dur_us"]
             e["dur"] = round(e["dur"] * 1000)
             check(e["dur"] >= 0, where + ": negative dur")
             check(isinstance(e.get("name"), str), where + ": X without a name")
@@ -151,18 +152,25 @@ def check_trace(trace, report, expect_device):
                       % (track, s["name"], s["ts"], end, stack[-1]))
             stack.append(end)
 
-    # The same in doubles: a slice that ends where the next starts must not end a rounding error
-    # past it (speedscope nests every following slice inside such a one).
+    # The same in doubles, as readers that keep microseconds in doubles compute it: a slice that
+    # ends where the next starts must not end a rounding error past it (speedscope nests every
+    # following slice inside such a one). Both ts + dur, and speedscope's (ts - origin) + dur
+    # against next ts - origin, origin being the track's earliest ts.
     for track, xs in slices.items():
-        stack = []
-        for s in sorted(xs, key=lambda s: (s["ts_us"], -s["end_us"])):
-            while stack and stack[-1] <= s["ts_us"]:
-                stack.pop()
-            if stack:
-                check(s["end_us"] <= stack[-1],
-                      "track %s: slice %r [%r, %r] ends past its parent's end %r in double "
-                      "arithmetic" % (track, s["name"], s["ts_us"], s["end_us"], stack[-1]))
-            stack.append(s["end_us"])
+        origin = min(s["ts_us"] for s in xs)
+        for shift in (0.0, origin):
+            stack = []
+            for s in sorted(xs, key=lambda s: (s["ts_us"], -s["end_us"])):
+                start = s["ts_us"] - shift
+                end = start + s["dur_us"]
+                while stack and stack[-1] <= start:
+                    stack.pop()
+                if stack:
+                    check(end <= stack[-1],
+                          "track %s: slice %r [%r, %r] ends past its parent's end %r in double "
+                          "arithmetic (less the origin %r)"
+                          % (track, s["name"], start, end, stack[-1], shift))
+                stack.append(end)
 
     starts = {track: [x["ts"] for x in xs] for track, xs in slices.items()}
 
