@@ -409,7 +409,10 @@ static int32_t copy_ring(trace_ring *r, tally_trace_snapshot *out) {
         valid = head;
     }
     size_t skip = (size_t)(valid - first);
-    memmove(&out->events[base], &out->events[base + skip], (n - skip) * sizeof(tally_trace_event));
+    if (skip > 0 && n > skip) {  // (no events: out->events may be NULL)
+        memmove(&out->events[base], &out->events[base + skip],
+                (n - skip) * sizeof(tally_trace_event));
+    }
     out->num_events = base + (n - skip);
     out->dropped += valid - start;
     return 0;

@@ -500,6 +500,7 @@ TEST_F(CudaFakeDriverScriptedClock, CopiesAreTimedAndBilledToTheirCopySlots) {
     set_copy_rate(0);
     EXPECT_EQ(stats->stream_syncs, stream_syncs + 1) << "only the copy to the host waits";
     EXPECT_EQ(b.data[5], 1 + 5);
+    ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
 
     tally_test::Json root = report_json();
     const tally_test::Json *p = find_pipeline(root, "cuda_copies");
