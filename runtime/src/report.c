@@ -66,6 +66,16 @@
 
 // The warnings of a pipeline, into a malloc'ed array (*out, NULL when there are none or memory
 // ran out: a report without its warnings still reports). Returns how many.
+// An average thread count as the JSON report states it (four decimals). The text prints it from
+// that value, so that `tally-report show` of the JSON prints the same digits (rounding the raw
+// value to two decimals could differ from rounding its four-decimal form: 1.03504 -> 1.04, but
+// 1.0350 -> 1.03).
+static double as_in_json(double threads) {
+    char s[64];
+    snprintf(s, sizeof(s), "%.4f", threads);
+    return strtod(s, NULL);
+}
+
 static int32_t collect_warnings(const tally_pipeline *p, tally_warning **out) {
     *out = NULL;
     tally_pipeline_stats ps;
@@ -303,7 +313,7 @@ static void write_text_pipeline(tally_bytes *b, const tally_pipeline *p) {
     tally_bytes_printf(b, "  %-18s%.3f ms\n",
                        "time per run:", ps.runs ? ms(ps.total_ns) / (double)ps.runs : 0.0);
     tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "samples:", ps.samples);
-    tally_bytes_printf(b, "  %-18s%.2f\n", "average threads:", ps.average_threads);
+    tally_bytes_printf(b, "  %-18s%.2f\n", "average threads:", as_in_json(ps.average_threads));
     tally_bytes_printf(b, "  %-18s%" PRIu64 " bytes\n", "heap peak:", ps.heap_peak);
     tally_bytes_printf(b, "  %-18s%" PRIu64 " bytes\n", "device peak:", ps.device_peak);
     tally_bytes_printf(b, "  %-18s%" PRIu64 "\n", "kernel launches:", ps.kernel_launches);
@@ -352,9 +362,9 @@ static void write_text_pipeline(tally_bytes *b, const tally_pipeline *p) {
                 tally_bytes_printf(b,
                                    "%9" PRIu64 "%9.2f%12" PRId64 "%12" PRIu64 "%13" PRIu64
                                    "%14" PRIu64 "%12" PRIu64 "%12" PRIu64 "%14" PRIu64 "\n",
-                                   ss.samples, ss.average_threads, ss.heap.current, ss.heap.peak,
-                                   ss.heap.num_allocs, ss.heap.total_bytes, ss.device.peak,
-                                   ss.device.num_allocs, ss.device.total_bytes);
+                                   ss.samples, as_in_json(ss.average_threads), ss.heap.current,
+                                   ss.heap.peak, ss.heap.num_allocs, ss.heap.total_bytes,
+                                   ss.device.peak, ss.device.num_allocs, ss.device.total_bytes);
             } else {
                 tally_bytes_printf(b, "%9" PRIu64 "%9" PRIu64 "%14" PRIu64 "\n", ss.samples,
                                    ss.copies, ss.copy_bytes);
