@@ -247,12 +247,32 @@ def test_strides_must_be_element_multiples(coords):
         coords(odd, 1)
 
 
-def test_dense_pipelines_need_contiguous_arrays(blur):
-    # blur never reads its buffers' strides: a strided view would be read as if it were dense.
+def test_dense_pipelines_need_contiguous_arrays(par_check):
+    # par_check never reads its buffer's strides: a strided view would be read as if it were dense.
+    wide = np.zeros(128, dtype=np.int32)
+    with pytest.raises(ValueError, match="'out' must be C-contiguous"):
+        par_check(wide[::2], 64)
+
+
+def test_apps_check_their_buffers(blur):
+    # The shipped apps check their buffers as Halide's lowering does (type, rank, the region they
+    # touch, and their layout constraints), so a wrong buffer is an error naming it.
     inp, out, w, h = blur_args()
-    wide = np.zeros((h + 2, 2 * (w + 2)), dtype=np.uint16)
-    with pytest.raises(ValueError, match="'input' must be C-contiguous"):
-        blur(wide[:, ::2], out, w, h)
+    checks = [
+        ((inp[:, :-1], out, w, h), -4,
+         f"Input buffer input is accessed at {w + 1}, which is beyond the max ({w}) in dimension 0"),
+        ((inp, out[:-1], w, h), -4,
+         f"Output buffer output is accessed at {h - 1}, which is beyond the max ({h - 2}) in dimension 1"),
+        ((np.zeros((h + 2, 2 * (w + 2)), dtype=np.uint16)[:, ::2], out, w, h), -8,
+         "Constraint violated: input.stride.0 (2) == 1 (1)"),
+        ((np.zeros((h + 2, w + 3), dtype=np.uint16), out, w, h), -8,
+         f"Constraint violated: input.stride.1 ({w + 3}) == width + 2 ({w + 2})"),
+        ((inp, out, 0, h), -9, "Parameter width is 0 but must be at least 1"),
+    ]
+    for args, code, message in checks:
+        with pytest.raises(tally.RuntimeError) as info:
+            blur(*args)
+        assert (str(info.value), info.value.code) == (message, code)
 
 
 def test_scalar_errors(blur):
