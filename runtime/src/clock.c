@@ -2,17 +2,18 @@
 //
 // Exact mode reads the clock on every slot switch, so a read must cost a few nanoseconds. Where
 // the CPU's time-stamp counter is invariant (CPUID leaf 0x80000007, EDX bit 8: constant rate in
-// every P-, C- and T-state), it is read with RDTSC and converted to nanoseconds with a
-// multiplier calibrated against CLOCK_MONOTONIC once, when the first profiled run starts
-// (tally_clock_init): the calibration brackets an RDTSC read between two clock_gettime reads at
-// the start and again ~1 ms later, keeping the tightest of a few brackets at each end (a bracket
-// still wider than 20 us, preempted in every try, fails the calibration), and derives ns per tick
-// from the two pairs. It is then checked: a third pair ~1 ms later must agree with the converted
-// TSC within 2 us plus 0.1 % of the elapsed time, and the rate must be plausible (0.1 to 10 GHz).
-// A failed calibration is tried again, three times in all; otherwise, or when the counter is not
-// invariant, or when the environment says TALLY_PROFILE_CLOCK=monotonic, every read is a
-// clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Both give nanoseconds on CLOCK_MONOTONIC's time
-// base, so times taken before and after the calibration compare.
+// every P-, C- and T-state) and Linux's own clocksource is the TSC (the kernel checks the CPUs'
+// counters against each other and moves off a TSC it cannot trust), it is read with RDTSC and
+// converted to nanoseconds with a multiplier calibrated against CLOCK_MONOTONIC once, when the
+// first profiled run starts (tally_clock_init): the calibration brackets an RDTSC read between two
+// clock_gettime reads at the start and again ~1 ms later, keeping the tightest of a few brackets at
+// each end (a bracket still wider than 20 us, preempted in every try, fails the calibration), and
+// derives ns per tick from the two pairs. It is then checked: a third pair ~1 ms later must agree
+// with the converted TSC within 2 us plus 0.1 % of the elapsed time, and the rate must be plausible
+// (0.1 to 10 GHz). A failed calibration is tried again, three times in all; otherwise, or when the
+// counter is not invariant, or when the environment says TALLY_PROFILE_CLOCK=monotonic, every read
+// is a clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Both give nanoseconds on CLOCK_MONOTONIC's
+// time base, so times taken before and after the calibration compare.
 //
 // A test clock (tally_testing_set_clock) overrides both whenever it is set, so profiler tests are
 // deterministic. Everything here is async-signal-safe after initialisation (the timer mode reads
@@ -20,6 +21,7 @@
 
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +57,21 @@ static int tsc_is_invariant(void) {
     return (edx >> 8) & 1;
 }
 
+// Whether Linux times itself with the TSC. The kernel checks the counters of all CPUs against
+// each other at boot and while it runs, and moves off "tsc" when they disagree (a VM whose vCPUs'
+// counters drift, a TSC halted in deep sleep): a clock it has given up on must not time slot
+// switches that migrate between CPUs. Where the file cannot be read, the CPUID bit decides alone.
+static int kernel_trusts_tsc(void) {
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+    if (!f) {
+        return 1;
+    }
+    char name[32] = {0};
+    int ok = fgets(name, sizeof(name), f) != NULL;
+    fclose(f);
+    return !ok || strcmp(name, "tsc\n") == 0 || strcmp(name, "tsc") == 0;
+}
+
 // A pair whose bracket is wider than this (the thread was preempted in every try) cannot anchor a
 // rate: calibration then tries again, and gives up on the TSC after a few failures.
 #define TALLY_TSC_MAX_BRACKET_NS 20000u
@@ -79,8 +96,7 @@ static uint64_t read_pair(uint64_t *ns, uint64_t *ticks) {
 }
 
 static uint64_t tsc_to_ns(uint64_t ticks) {
-    uint64_t d = ticks - tally_tsc.base_tsc;
-    return tally_tsc.base_ns + (uint64_t)(((unsigned __int128)d * tally_tsc.mult) >> 32);
+    return tally_tsc_ticks_to_ns(ticks);
 }
 
 static void spin_until(uint64_t until) {
@@ -136,7 +152,7 @@ static void init_clock(void) {
 #if TALLY_HAVE_TSC
     const char *env = getenv("TALLY_PROFILE_CLOCK");
     int forced_monotonic = env && strcmp(env, "monotonic") == 0;
-    if (!forced_monotonic && tsc_is_invariant() && calibrate()) {
+    if (!forced_monotonic && tsc_is_invariant() && kernel_trusts_tsc() && calibrate()) {
         atomic_store_explicit(&tally_use_tsc, 1, memory_order_release);
     }
 #endif

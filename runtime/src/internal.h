@@ -439,6 +439,14 @@ extern _Atomic(tally_testing_clock_t) tally_test_clock __attribute__((visibility
 extern tally_tsc_conversion tally_tsc __attribute__((visibility("hidden")));
 extern _Atomic int32_t tally_use_tsc __attribute__((visibility("hidden")));
 
+// A TSC reading in ns on CLOCK_MONOTONIC's time base, by the calibrated conversion. Signed from
+// the calibration's base: a reading a few ticks before it (another CPU's counter, a hair behind)
+// converts to a time a few ns before the base, not to one 2^64 ticks later.
+static inline uint64_t tally_tsc_ticks_to_ns(uint64_t ticks) {
+    int64_t d = (int64_t)(ticks - tally_tsc.base_tsc);
+    return tally_tsc.base_ns + (uint64_t)(int64_t)(((__int128)d * (__int128)tally_tsc.mult) >> 32);
+}
+
 // CLOCK_MONOTONIC in ns (what tally_now_ns reads without a calibrated TSC).
 uint64_t tally_monotonic_ns(void);
 
@@ -452,8 +460,7 @@ static inline uint64_t tally_now_ns(void) {
     }
 #if defined(__x86_64__) || defined(__i386__)
     if (atomic_load_explicit(&tally_use_tsc, memory_order_acquire)) {
-        uint64_t d = __builtin_ia32_rdtsc() - tally_tsc.base_tsc;
-        return tally_tsc.base_ns + (uint64_t)(((unsigned __int128)d * tally_tsc.mult) >> 32);
+        return tally_tsc_ticks_to_ns(__builtin_ia32_rdtsc());
     }
 #endif
     return tally_monotonic_ns();

@@ -3,8 +3,10 @@
 // overflow too), fed by
 // profiled runs the input describes: up to 3 pipelines with arbitrary names and targets (quotes,
 // backslashes, control bytes, valid and invalid UTF-8), up to 8 slots of any kind with such
-// names, 0 to 4 runs each, and in each run slot switches, samples after clock jumps of any size
-// (the testing clock), heap and device allocations and frees up to 2^48 bytes, and launches.
+// names, 0 to 4 runs each in exact or sampling mode, and in each run slot switches, samples after
+// clock jumps of any size (the testing clock), heap and device allocations and frees of any 64-bit
+// size (or up to 2^48 bytes, the sizes a 48-bit address space holds), launches, and bursts of up
+// to 4,096 launches or allocations (counts far above what the other steps reach).
 //
 // The property: both reports have the length tally_profiler_report_to_buffer promised; the JSON
 // report and the trace are each one valid JSON document (StrictJson.h: RFC 8259, strings in valid
@@ -89,11 +91,11 @@ std::string report(int32_t json) {
     return buf;
 }
 
-/** An allocation size: any up to 2^48 bytes, the most a 48-bit address space holds. (Sizes up
- * to 2^64 overflow the profiler's signed int64 "current" bytes after two allocations:
- * docs/reliability.md, finding 12, left open.) */
+/** An allocation size: any 64-bit value (two of about 2^62 overflowed the profiler's signed
+ * "current" bytes: docs/reliability.md, finding 12), or one up to 2^48 bytes, the most a 48-bit
+ * address space holds, so that frees can match allocations. */
 uint64_t allocation_size(Input &in) {
-    return in.range<uint64_t>(0, uint64_t(1) << 48);
+    return in.range(0, 1) ? in.u64() : in.range<uint64_t>(0, uint64_t(1) << 48);
 }
 
 }  // namespace
@@ -128,9 +130,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         longest_name = std::max({longest_name, name.size(), target.size()});
         slot_lines += size_t(slots) + 3;
         const int runs = in.range(0, 4);
+        const int32_t mode =
+            in.range(0, 1) ? TALLY_PROFILER_FLAG_SAMPLING : TALLY_PROFILER_FLAG_EXACT;
         for (int r = 0; r < runs; r++) {
             void *run = tally_profiler_start(nullptr, name.c_str(), target.c_str(), slots,
-                                             name_ptrs.data(), kinds.data(), 0);
+                                             name_ptrs.data(), kinds.data(), mode);
             if (!run) {
                 continue;
             }
@@ -138,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int i = 0; i < steps; i++) {
                 const int32_t slot = in.range(0, slots - 1);
                 const int32_t kind = in.range(0, 1);
-                switch (in.range(0, 4)) {
+                switch (in.range(0, 5)) {
                 case 0:
                     tally_profiler_set_current(run, slot);
                     break;
@@ -152,9 +156,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 case 3:
                     tally_profiler_memory_free(run, slot, kind, allocation_size(in));
                     break;
-                default:
+                case 4:
                     tally_profiler_count_launch();
                     break;
+                default: {
+                    const int n = in.range(0, 4095);
+                    const uint64_t bytes = allocation_size(in);
+                    for (int k = 0; k < n; k++) {
+                        if (kind) {
+                            tally_profiler_count_launch();
+                        } else {
+                            tally_profiler_memory_allocate(run, slot, TALLY_MEMORY_HEAP, bytes);
+                        }
+                    }
+                    break;
+                }
                 }
             }
             tally_profiler_end(nullptr, run);
