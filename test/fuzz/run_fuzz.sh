@@ -42,8 +42,10 @@ log "configuring the fuzzers in $BUILD (clang-19, -fsanitize=fuzzer,address,unde
 CC=clang-19 CXX=clang++-19 cmake -S "$ROOT/test/fuzz" -B "$BUILD" -G Ninja >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 
-# The IR-text seeds: every lit/corpus file split into its `// -----` cases, one file each, and
-# the kept regressions; those longer than $2 bytes are left out.
+# The IR-text seeds: every lit/corpus file split into its `// -----` cases, one file each, the
+# kept regressions, and the blocks of the Halide 14 listings (stmt_blocks.py: each `produce`,
+# loop, `allocate` or `if` block, a bare statement of its own); those longer than $2 bytes are
+# left out.
 stmt_seeds() {
     local out="$1" max="$2" n=0 f
     while IFS= read -r -d '' f; do
@@ -58,6 +60,10 @@ stmt_seeds() {
         cp "$f" "$out/regression_$(basename "$f")"
     done < <(find "$ROOT/test/fuzz/regressions" -maxdepth 1 -type f ! -name "*.md" -print0 | sort -z)
     find "$out" -type f -size +"$max"c -delete
+    local blocks
+    blocks=$(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance" -name '*.stmt' -print0 |
+        xargs -0 python3 "$ROOT/test/fuzz/stmt_blocks.py" "$max" "$out")
+    log "seeds: $blocks blocks of the Halide listings"
 }
 
 status=0
