@@ -99,6 +99,10 @@ int32_t tally_testing_vulkan_hold(int32_t mode) {
                               "Vulkan headers");
 }
 
+int32_t tally_testing_vulkan_live_buffers(void) {
+    return 0;
+}
+
 void tally_testing_set_vulkan_calibration(tally_testing_vulkan_calibration_t reader) {
     (void)reader;
 }
@@ -1759,6 +1763,16 @@ static void reopen_gate_locked(void) {
     open_gate_locked();
     VkResult ignored;
     (void)close_gate_locked(2, &ignored);
+}
+
+int32_t tally_testing_vulkan_live_buffers(void) {
+    int32_t n = 0;
+    pthread_mutex_lock(&vk_lock);
+    for (const vk_buffer *b = vk.buffers; b; b = b->next) {
+        n++;
+    }
+    pthread_mutex_unlock(&vk_lock);
+    return n;
 }
 
 // A host gate in front of the queue, so tests can order host calls against device work without

@@ -267,11 +267,21 @@ struct GpuApp {
     }
 };
 
+/** After a failed run: once the caller frees its own buffers' device copies, no device
+ * allocation is left that was not there before the run (`before`). The run's own (A, B) must have been freed on the error path: the pass
+ * registers halide_device_free_as_destructor for each, as Halide's lowering does. */
+void expect_no_device_buffer_left(GpuApp *app, int32_t before) {
+    (void)halide_device_free(nullptr, app->input.raw());
+    (void)halide_device_free(nullptr, app->C.raw());
+    EXPECT_EQ(tally_testing_vulkan_live_buffers(), before);
+}
+
 TEST_F(FaultE2E, VulkanLaunchFailureIsReportedAsTheLaunch) {
     REQUIRE_VULKAN();
     auto jit = compile_app("gpu_gpu_cpu", "host-vulkan-profile");
     GpuApp app;
     ErrorCapture capture;
+    const int32_t live_before = tally_testing_vulkan_live_buffers();
     ASSERT_EQ(tally_testing_set_fault("launch"), 0);
     EXPECT_EQ(jit->run(app.args.data()), TALLY_ERROR_DEVICE_RUN_FAILED) << capture.all();
     std::vector<std::string> injected = capture.injected();
@@ -285,6 +295,8 @@ TEST_F(FaultE2E, VulkanLaunchFailureIsReportedAsTheLaunch) {
     ASSERT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps), 0);
     EXPECT_EQ(ps.runs, 1u);
     EXPECT_EQ(ps.kernel_launches, 0u);
+    expect_no_memory_left("gpu_gpu_cpu");
+    expect_no_device_buffer_left(&app, live_before);
 
     // Next run: no fault left, correct result.
     EXPECT_EQ(jit->run(app.args.data()), 0) << capture.all();
@@ -295,6 +307,7 @@ TEST_F(FaultE2E, VulkanSyncFailureIsReportedAsTheSync) {
     auto jit = compile_app("gpu_gpu_cpu", "host-vulkan-profile");
     GpuApp app;
     ErrorCapture capture;
+    const int32_t live_before = tally_testing_vulkan_live_buffers();
     // Sync #1 follows the copy of `input` to the device; #2 is the one injected after A's launch.
     ASSERT_EQ(tally_testing_set_fault("sync:2"), 0);
     EXPECT_EQ(jit->run(app.args.data()), TALLY_ERROR_DEVICE_SYNC_FAILED) << capture.all();
@@ -305,6 +318,8 @@ TEST_F(FaultE2E, VulkanSyncFailureIsReportedAsTheSync) {
     tally_pipeline_stats ps;
     ASSERT_EQ(tally_profiler_get_pipeline_stats("gpu_gpu_cpu", &ps), 0);
     EXPECT_EQ(ps.kernel_launches, 1u);  // A was launched; its sync failed
+    expect_no_memory_left("gpu_gpu_cpu");
+    expect_no_device_buffer_left(&app, live_before);
 }
 
 }  // namespace
