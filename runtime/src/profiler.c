@@ -452,8 +452,11 @@ static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
             // the run (destructors) without reporting the frees: what it still has current was
             // released. A run that succeeded reported every free, so a remainder is a leak and
             // stays visible.
+            // Summed modulo 2^64, as the run's own count is (sizes the caller makes up can pass
+            // 2^63; docs/reliability.md, findings 12 and 15).
             if (!failed) {
-                mt->current += atomic_load(&m->current);
+                mt->current =
+                    (int64_t)((uint64_t)mt->current + (uint64_t)atomic_load(&m->current));
             }
             uint64_t peak = atomic_load(&m->peak);
             if (peak > mt->peak) {

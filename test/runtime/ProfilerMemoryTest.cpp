@@ -143,4 +143,20 @@ TEST_F(ProfilerMemory, HugeSizesDoNotOverflow) {
     EXPECT_GE(f.heap.peak, huge);
 }
 
+// Runs that leak past 2^63 bytes between them: the pipeline's "current" sums the runs' own
+// modulo 2^64 (fuzz_report, finding 15: a signed overflow in the merge at each run's end).
+TEST_F(ProfilerMemory, HugeLeaksAcrossRunsDoNotOverflow) {
+    const uint64_t huge = (uint64_t(1) << 62) + 12345;
+    for (int run = 0; run < 3; run++) {
+        void *inst =
+            tally_profiler_start(nullptr, "memory_huge_runs", "host", 4, kSlotNames, nullptr, 0);
+        ASSERT_NE(inst, nullptr);
+        tally_profiler_memory_allocate(inst, F, TALLY_MEMORY_HEAP, huge);
+        tally_profiler_end(nullptr, inst);
+    }
+    tally_slot_stats f = tally_test::slot_stats("memory_huge_runs", F);
+    EXPECT_EQ(f.heap.num_allocs, 3u);
+    EXPECT_EQ(uint64_t(f.heap.current), 3 * huge);  // modulo 2^64
+}
+
 }  // namespace
