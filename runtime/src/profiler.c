@@ -455,8 +455,7 @@ static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
             // Summed modulo 2^64, as the run's own count is (sizes the caller makes up can pass
             // 2^63; docs/reliability.md, findings 12 and 15).
             if (!failed) {
-                mt->current =
-                    (int64_t)((uint64_t)mt->current + (uint64_t)atomic_load(&m->current));
+                mt->current = (int64_t)((uint64_t)mt->current + (uint64_t)atomic_load(&m->current));
             }
             uint64_t peak = atomic_load(&m->peak);
             if (peak > mt->peak) {

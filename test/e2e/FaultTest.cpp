@@ -268,8 +268,9 @@ struct GpuApp {
 };
 
 /** After a failed run: once the caller frees its own buffers' device copies, no device
- * allocation is left that was not there before the run (`before`). The run's own (A, B) must have been freed on the error path: the pass
- * registers halide_device_free_as_destructor for each, as Halide's lowering does. */
+ * allocation is left that was not there before the run (`before`). The run's own (A, B) must have
+ * been freed on the error path: the pass registers halide_device_free_as_destructor for each, as
+ * Halide's lowering does. */
 void expect_no_device_buffer_left(GpuApp *app, int32_t before) {
     (void)halide_device_free(nullptr, app->input.raw());
     (void)halide_device_free(nullptr, app->C.raw());
