@@ -35,6 +35,8 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,12 +255,24 @@ static int open_driver_locked(void) {
     return 1;
 }
 
-static int device_index(void) {
+// The device TALLY_CUDA_DEVICE (else HL_GPU_DEVICE) names, 0 when neither is set, or -1 when
+// the value is not a whole decimal index (the caller says so, naming the variable's value).
+static int device_index(const char **value) {
     const char *s = getenv("TALLY_CUDA_DEVICE");
     if (!s || !*s) {
         s = getenv("HL_GPU_DEVICE");
     }
-    return s && *s ? atoi(s) : 0;
+    *value = s && *s ? s : "";
+    if (!**value) {
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > INT_MAX || !(s[0] >= '0' && s[0] <= '9')) {
+        return -1;
+    }
+    return (int)v;
 }
 
 // Initializes the driver, device, context and stream. Returns 1 when CUDA is usable; otherwise
@@ -296,8 +310,13 @@ static int cuda_init_locked(void) {
         set_reason("no CUDA device (%s reports none)", cuda_lib_name);
         return 0;
     }
-    int index = device_index();
-    if (index < 0 || index >= count) {
+    const char *value = "";
+    int index = device_index(&value);
+    if (index < 0) {
+        set_reason("TALLY_CUDA_DEVICE / HL_GPU_DEVICE is '%s', not a device index", value);
+        return 0;
+    }
+    if (index >= count) {
         set_reason("no CUDA device %d (TALLY_CUDA_DEVICE / HL_GPU_DEVICE; %d present)", index,
                    count);
         return 0;

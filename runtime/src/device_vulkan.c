@@ -382,13 +382,19 @@ static int env_flag(const char *name) {
     return v && v[0] && strcmp(v, "0") != 0;
 }
 
+// A level variable: unset, empty or "0" is 0, a positive decimal number is that level (at most
+// 9), and any other value ("1x", "yes", "-2") turns the setting on at level 1.
 static int32_t env_level(const char *name) {
     const char *v = getenv(name);
     if (!v || !v[0] || strcmp(v, "0") == 0) {
         return 0;
     }
-    int32_t n = atoi(v);
-    return n > 0 ? n : 1;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*end != '\0' || !(v[0] >= '0' && v[0] <= '9') || n < 1) {
+        return 1;
+    }
+    return n > 9 ? 9 : (int32_t)n;
 }
 
 // dlsym returns an object pointer; POSIX guarantees it converts to a function pointer.

@@ -48,13 +48,26 @@ namespace {
     std::exit(2);
 }
 
+/** A per-argument option (--size, --input, --output, --scalar) given twice for one argument is
+ * an error rather than the last one silently winning. */
+void once(bool seen, const std::string &option, const std::string &name) {
+    if (seen) {
+        option_error(option + " " + name, "given more than once");
+    }
+}
+
 /** `text` as a whole decimal integer in [lo, hi]; anything else is an error naming `option`. */
 int64_t parse_integer(const std::string &text, const std::string &option, int64_t lo, int64_t hi) {
     const char *begin = text.c_str();
     char *end = nullptr;
     errno = 0;
     long long v = std::strtoll(begin, &end, 10);
-    if (text.empty() || end != begin + text.size() || text.find_first_of(" \t") == 0) {
+    // Decimal digits with an optional '-', nothing else (strtoll alone takes leading white space
+    // and a '+').
+    size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+    if (digits == text.size() ||
+        text.find_first_not_of("0123456789", digits) != std::string::npos ||
+        end != begin + text.size()) {
         option_error(option, "'" + text + "' is not an integer");
     }
     if (errno == ERANGE || v < lo || v > hi) {
@@ -221,6 +234,15 @@ BufferShape parse_shape(const std::string &text, const std::string &option) {
         option_error(option, "'" + text + "' gives " + std::to_string(out.extents.size()) +
                                  " extents but " + std::to_string(out.mins.size()) + " mins");
     }
+    for (size_t d = 0; d < out.mins.size(); d++) {
+        // Halide's buffers address min .. min + extent - 1 in int32.
+        if (int64_t(out.mins[d]) + out.extents[d] - 1 > INT32_MAX) {
+            option_error(option, "'" + text + "': dimension " + std::to_string(d) + " ends past " +
+                                     std::to_string(INT32_MAX) + " (min " +
+                                     std::to_string(out.mins[d]) + " + extent " +
+                                     std::to_string(out.extents[d]) + " - 1)");
+        }
+    }
     return out;
 }
 
@@ -308,15 +330,19 @@ int main(int argc, char **argv) {
             target = value();
         } else if (a == "--size") {
             auto kv = split_eq(value(), "--size");
+            once(sizes.count(kv.first) != 0, "--size", kv.first);
             sizes[kv.first] = parse_shape(kv.second, "--size " + kv.first);
         } else if (a == "--input") {
             auto kv = split_eq(value(), "--input");
+            once(inputs.count(kv.first) != 0, "--input", kv.first);
             inputs[kv.first] = kv.second;
         } else if (a == "--output") {
             auto kv = split_eq(value(), "--output");
+            once(outputs.count(kv.first) != 0, "--output", kv.first);
             outputs[kv.first] = kv.second;
         } else if (a == "--scalar") {
             auto kv = split_eq(value(), "--scalar");
+            once(scalars.count(kv.first) != 0, "--scalar", kv.first);
             scalars[kv.first] = kv.second;
         } else if (a == "--runs") {
             runs = int(parse_integer(value(), "--runs", 1, INT32_MAX));

@@ -166,6 +166,24 @@ TEST_F(CudaNoDevice, InterfaceIsNullAndLaunchesFailNamingTheMissingDevice) {
     expect_unusable("no CUDA device");
 }
 
+// ---- a device index that is not a number ------------------------------------------------------
+
+class CudaBadDeviceIndex : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (env("TALLY_CUDA_LIBRARY") != TALLY_CUDA_FAKE_DRIVER ||
+            env("TALLY_CUDA_DEVICE") != "1x") {
+            GTEST_SKIP() << "run through ctest (runtime.cuda.bad_device): needs "
+                            "TALLY_CUDA_LIBRARY=" TALLY_CUDA_FAKE_DRIVER " TALLY_CUDA_DEVICE=1x";
+        }
+    }
+};
+
+// "1x" is not read as device 1 (nor "abc" as device 0): CUDA is unusable, and says why.
+TEST_F(CudaBadDeviceIndex, InterfaceIsNullAndLaunchesFailNamingTheValue) {
+    expect_unusable("TALLY_CUDA_DEVICE / HL_GPU_DEVICE is '1x', not a device index");
+}
+
 // ---- the fake driver ----------------------------------------------------------------------------
 
 class CudaFakeDriver : public ::testing::Test {
