@@ -198,7 +198,10 @@ std::string float_str(const Type &t, double v) {
         return type_prefix(t) + (v < 0 ? "-inf" : "inf");
     }
     const char *suffix = t.bits() == 32 ? "f" : t.bits() == 16 ? "h" : "";
-    char buf[64];
+    // Room for any double in "%f" (up to 309 integer digits, the point and six decimals): a
+    // shorter buffer cut 8e61's digits off before its point, and the rest read back as an integer
+    // too large for 64 bits (fuzz_lowering, docs/reliability.md finding 16).
+    char buf[400];
     // Halide prints six decimals; keep that when it reads back exactly, otherwise print
     // enough digits to round-trip.
     std::snprintf(buf, sizeof(buf), "%f", v);
