@@ -219,6 +219,9 @@ private:
     static constexpr int64_t max_shuffled_stride = 4;
 
     static void pop(Scope &s, const std::string &n);
+    /** A gather's or scatter's index vector, sign-extended to 64-bit lanes as the addresses
+     * use them. */
+    llvm::Value *lane_indices(const Expr &index);
     /** A load lane by lane from a vector of indices, each predicated lane in a block of its own. */
     llvm::Value *load_lanes(const Load *op);
     /** A store of `v` (bools already widened) lane by lane, like load_lanes. */

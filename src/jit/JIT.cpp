@@ -9,15 +9,19 @@
 // stages), then in the process (libc, libm).
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
+#include <llvm/ExecutionEngine/JITLink/JITLink.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -63,6 +67,43 @@ std::string runtime_library_path() {
     }
     return "";
 }
+
+/** Appends the callable symbols `g` defines to this process's perf map (see PerfMapPlugin). */
+llvm::Error append_perf_map(llvm::jitlink::LinkGraph &g) {
+    std::string lines;
+    for (const llvm::jitlink::Symbol *sym : g.defined_symbols()) {
+        if (sym->isCallable() && sym->hasName() && sym->getSize() > 0) {
+            char head[64];
+            std::snprintf(head, sizeof(head), "%llx %llx ",
+                          (unsigned long long)sym->getAddress().getValue(),
+                          (unsigned long long)sym->getSize());
+            lines += head + sym->getName().str() + "\n";
+        }
+    }
+    static std::mutex lock;
+    std::lock_guard<std::mutex> hold(lock);
+    std::ofstream("/tmp/perf-" + std::to_string(getpid()) + ".map", std::ios::app) << lines;
+    return llvm::Error::success();
+}
+
+/** With TALLY_PERF_MAP set, every function the JIT links is appended to /tmp/perf-<pid>.map
+ * (`START SIZE NAME`, hexadecimal, the format `perf report` reads for code it has no object file
+ * for), so that profiles of JIT-compiled pipelines name their closures and loops' functions. */
+class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
+public:
+    void modifyPassConfig(llvm::orc::MaterializationResponsibility &, llvm::jitlink::LinkGraph &,
+                          llvm::jitlink::PassConfiguration &config) override {
+        config.PostFixupPasses.emplace_back(&append_perf_map);
+    }
+    llvm::Error notifyFailed(llvm::orc::MaterializationResponsibility &) override {
+        return llvm::Error::success();
+    }
+    llvm::Error notifyRemovingResources(llvm::orc::JITDylib &, llvm::orc::ResourceKey) override {
+        return llvm::Error::success();
+    }
+    void notifyTransferringResources(llvm::orc::JITDylib &, llvm::orc::ResourceKey,
+                                     llvm::orc::ResourceKey) override {}
+};
 
 }  // namespace
 
@@ -138,6 +179,12 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
     }
     // ORC reports a symbol it cannot resolve (an extern function no library defines) through the
     // session's reporter, then fails the lookup with a vaguer error: keep the report for that.
+    if (std::getenv("TALLY_PERF_MAP")) {
+        if (auto *oll =
+                llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&(*jit)->getObjLinkingLayer())) {
+            oll->addPlugin(std::make_unique<PerfMapPlugin>());
+        }
+    }
     auto reported = std::make_shared<std::string>();
     (*jit)->getExecutionSession().setErrorReporter([reported](llvm::Error e) {
         *reported += (reported->empty() ? "" : "; ") + llvm_error(std::move(e));
