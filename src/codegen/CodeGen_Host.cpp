@@ -44,8 +44,10 @@
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include "codegen/Analysis.h"
 #include "codegen/CodeGen_LLVM.h"
@@ -78,6 +80,7 @@ public:
         mod->setTargetTriple(tm.getTargetTriple().str());
         target_cpu = tm.getTargetCPU().str();
         target_features = tm.getTargetFeatureString().str();
+        has_prefetchw = tm.getMCSubtargetInfo()->checkFeatures("+prfchw");
         set_fast_math(!m.target.has_feature("strict_float"));
         buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
                                             "struct.halide_buffer_t");
@@ -117,6 +120,7 @@ private:
     std::unique_ptr<llvm::Module> owned_module;
     llvm::StructType *buffer_t;
     std::string target_cpu, target_features;  // of the target machine
+    bool has_prefetchw = false;               // the target machine has PREFETCHW (prfchw)
 
     struct Destructor {
         std::string function;
@@ -534,8 +538,14 @@ private:
     }
 
     /** Halide's prefetch(address, offset, extent, stride...) of elements of the call's type:
-     * an llvm.prefetch (read, high locality, data cache) of the first element. Halide 14
-     * prefetches one cache line per call; it has no other effect. */
+     * an llvm.prefetch of the first element, as Halide 14's runtime `_halide_prefetch` makes it
+     * (`__builtin_prefetch(ptr, 1, 3)`: for writing, high locality, data cache). Halide 14
+     * prefetches one cache line per call; it has no other effect. On x86 a prefetch for writing
+     * is PREFETCHW where the target has it (prfchw). Where it does not, Halide 14's LLVM emitted
+     * nothing (its code for x86-64-linux-sse41-avx-avx2, haswell, has no prefetch instruction)
+     * while LLVM 19 would emit a PREFETCHT0, a read prefetch nobody asked for: Tally emits
+     * nothing there either (prefetch_p at scale 8: 1.05 to 1.11x Halide's time with the
+     * PREFETCHT0s, 0.87 to 0.89x without). */
     llvm::Value *prefetch(const Call *op) {
         user_assert(op->args.size() >= 2 && op->args[0].type().is_handle())
             << "prefetch needs an address and an offset";
@@ -547,9 +557,13 @@ private:
         int64_t bytes = std::max(1, op->type.element_of().bytes());
         llvm::Value *addr =
             builder.CreateGEP(i8, base, builder.CreateMul(offset, builder.getInt64(bytes)));
+        bool x86 = llvm::Triple(mod->getTargetTriple()).isX86();
+        if (x86 && !has_prefetchw) {
+            return llvm::Constant::getNullValue(llvm_type(op->type));
+        }
         llvm::Function *pf = llvm::Intrinsic::getDeclaration(mod, llvm::Intrinsic::prefetch, {ptr});
         builder.CreateCall(pf,
-                           {addr, builder.getInt32(0), builder.getInt32(3), builder.getInt32(1)});
+                           {addr, builder.getInt32(1), builder.getInt32(3), builder.getInt32(1)});
         return llvm::Constant::getNullValue(llvm_type(op->type));
     }
 
