@@ -103,7 +103,9 @@ PROGRAM_NOTES = {
         "runs the two alternately (T H, H T, ...) for `rounds` rounds; `tally_ms` and "
         "`halide_ms` are median runs, `ratio` their quotient (below 1: Tally is faster), "
         "`pair_ratio` the median of per-round quotients; `first_ratio` and `second_ratio` are "
-        "the first and second runs after loading, once per process. Outputs are compared "
+        "the first and second runs after loading, each the median over 5 fresh processes "
+        "that load only that pipeline (Tally: a fresh JIT; Halide: its library just opened), "
+        "`*_ratio_max` the worst of the 5. Outputs are compared "
         "between the two after every repetition (a pipeline whose outputs differ is reported "
         "as an error, not timed). Built only on request: `cmake --build build --target "
         "halide14_bench`."),
