@@ -1061,12 +1061,23 @@ private:
         e->kind = PExpr::LoadE;
         e->kids.push_back(parse_expr());
         if (is_ident("aligned") && is_punct("(", 1)) {
+            const Loc at = lex.peek().loc;
             lex.next();
             lex.next();
             e->alignment.modulus = expect_int("as the alignment modulus");
             expect_punct(",", "in aligned(...)");
             e->alignment.remainder = expect_int("as the alignment remainder", true);
             expect_punct(")", "to close aligned(...)");
+            // Halide prints an index's alignment only when it knows one: a modulus of at least
+            // 2 and a remainder below it. Anything else (aligned(0, 0), aligned(1, 0),
+            // aligned(8, 9)) has no printed form to round-trip to, so it is no input either.
+            if (e->alignment.modulus < 2 || e->alignment.remainder < 0 ||
+                e->alignment.remainder >= e->alignment.modulus) {
+                lex.error(at, "aligned(" + std::to_string(e->alignment.modulus) + ", " +
+                                  std::to_string(e->alignment.remainder) +
+                                  "): an alignment is a modulus of at least 2 and a remainder "
+                                  "from 0 to the modulus - 1");
+            }
         }
         expect_punct("]", "to close the index");
     }
