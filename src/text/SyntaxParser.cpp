@@ -499,9 +499,12 @@ private:
             if (is_reserved_word(t.text)) {
                 return parse_reserved_stmt(t);
             }
-            if (t.text == "prefetch" && lex.peek(1).kind == Token::Ident) {
-                // Halide's `prefetch f ...` statement; `prefetch(...)` is the lowered intrinsic
-                // call.
+            if (t.text == "prefetch" && lex.peek(1).kind == Token::Ident &&
+                !lex.peek(1).newline_before) {
+                // Halide's `prefetch f ...` statement (its name on the same line);
+                // `prefetch(...)` is the lowered intrinsic call, and a bare `prefetch` at the end
+                // of a line a variable of that name (fuzz_parser, docs/reliability.md
+                // finding 18).
                 unlowered_statement(t.loc, "prefetch " + lex.peek(1).text);
             }
         }
