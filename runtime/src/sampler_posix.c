@@ -184,12 +184,6 @@ static struct timespec ns_to_timespec(uint64_t ns) {
     return ts;
 }
 
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 // The sampler's condition variables wait on CLOCK_MONOTONIC, so tick deadlines are immune to
 // wall-clock changes; they need a dynamic initialization (also redone in a forked child).
 static void init_conds(void) {
@@ -211,22 +205,22 @@ static void *sampler_main(void *arg) {
     sigaddset(&set, SIGPROF);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-    uint64_t next = monotonic_ns();
+    uint64_t next = tally_monotonic_ns();
     pthread_mutex_lock(&sampler.lock);
     for (;;) {
         while (!sampler.stop && atomic_load(&thread_table.count) == 0) {
             pthread_cond_wait(&sampler.wake, &sampler.lock);
-            next = monotonic_ns();
+            next = tally_monotonic_ns();
         }
         uint64_t interval = (uint64_t)tally_profiler_get_interval_us() * 1000u;
         next += interval;
-        uint64_t now = monotonic_ns();
+        uint64_t now = tally_monotonic_ns();
         if (next + interval < now) {
             next = now;  // fell behind (suspended, overloaded): do not burst to catch up
         }
         // Sleep until the deadline; a stop request wakes us early.
         struct timespec deadline = ns_to_timespec(next);
-        while (!sampler.stop && monotonic_ns() < next) {
+        while (!sampler.stop && tally_monotonic_ns() < next) {
             pthread_cond_timedwait(&sampler.wake, &sampler.lock, &deadline);
         }
         if (sampler.stop) {
