@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a struct layout or an entry point signature in this header changes. */
-#define TALLY_RUNTIME_ABI_VERSION 1
+#define TALLY_RUNTIME_ABI_VERSION 2
 
 /* ---------------------------------------------------------------------------------------------
  * Error codes
@@ -807,6 +807,11 @@ typedef struct tally_pipeline_stats {
     uint64_t copies_to_device_bytes;
     uint64_t copies_to_host;
     uint64_t copies_to_host_bytes;
+    /** The clock its exact-mode runs read ("tsc", "clock_gettime" or "test clock", static
+     * strings): this process's for a pipeline of the registry. For tally_profiler_format_text,
+     * the clock of the process that measured the runs, or NULL when the report did not record
+     * it (the text then says so). */
+    const char *clock;
 } tally_pipeline_stats;
 
 /** Number of pipelines in the registry. */
@@ -1049,7 +1054,7 @@ TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_buffer_t) == 56,
                     "halide_buffer_t must be 56 bytes on 64-bit targets");
 TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_slot_stats) == 128,
                     "tally_slot_stats layout changed: bump TALLY_RUNTIME_ABI_VERSION");
-TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_pipeline_stats) == 128,
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_pipeline_stats) == 136,
                     "tally_pipeline_stats layout changed: bump TALLY_RUNTIME_ABI_VERSION");
 
 #ifdef __cplusplus

@@ -229,6 +229,10 @@ typedef struct tally_pipeline {
     struct tally_pipeline *next;
     char *name;
     char *target;
+    // The clock its runs read, for a pipeline made from stats read elsewhere (a static string:
+    // "tsc", "clock_gettime", "test clock", or "not recorded"); NULL for the registry's, whose
+    // clock is this process's (tally_clock_name).
+    const char *clock;
     int32_t num_slots;
     int32_t flags;
     char **slot_names;
@@ -469,6 +473,8 @@ static inline uint64_t tally_now_ns(void) {
 void tally_clock_init(void);
 // What tally_now_ns reads: "tsc", "clock_gettime" or "test clock".
 const char *tally_clock_name(void);
+// The clock `p`'s runs read: its recorded one, else this process's (profiler.c).
+const char *tally_pipeline_clock(const tally_pipeline *p);
 
 // ---- context.c ------------------------------------------------------------------------------
 

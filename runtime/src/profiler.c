@@ -950,6 +950,7 @@ void tally_fill_pipeline_stats_locked(const tally_pipeline *p, tally_pipeline_st
     memset(out, 0, sizeof(*out));
     out->name = p->name;
     out->target = p->target;
+    out->clock = tally_pipeline_clock(p);
     out->num_slots = p->num_slots;
     out->flags = p->flags;
     out->runs = p->runs;
@@ -1097,6 +1098,10 @@ int32_t tally_profiler_get_one_time_ns_by_index(int32_t index, int32_t kind, uin
     return p ? 0 : TALLY_ERROR_NOT_FOUND;
 }
 
+const char *tally_pipeline_clock(const tally_pipeline *p) {
+    return p->clock ? p->clock : tally_clock_name();
+}
+
 const char *tally_profiler_clock_name(void) {
     tally_clock_init();
     return tally_clock_name();
@@ -1151,6 +1156,13 @@ int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_sl
         return ok || !allocated ? TALLY_ERROR_OUT_OF_MEMORY : TALLY_ERROR_BAD_ARGUMENT;
     }
     p->flags = ps->flags;
+    static const char *const known_clocks[] = {"tsc", "clock_gettime", "test clock"};
+    p->clock = "not recorded";
+    for (size_t k = 0; ps->clock && k < sizeof(known_clocks) / sizeof(known_clocks[0]); k++) {
+        if (strcmp(ps->clock, known_clocks[k]) == 0) {
+            p->clock = known_clocks[k];
+        }
+    }
     p->runs = ps->runs;
     p->total_ns = ps->total_ns;
     p->ticks = ps->samples;

@@ -194,7 +194,7 @@ static const char *mode_key(const tally_pipeline *p) {
 
 static void write_text_mode(tally_bytes *b, const tally_pipeline *p) {
     if (!is_sampled(p)) {
-        tally_bytes_printf(b, "  %-18sexact (%s)\n", "mode:", tally_clock_name());
+        tally_bytes_printf(b, "  %-18sexact (%s)\n", "mode:", tally_pipeline_clock(p));
     } else {
         tally_bytes_printf(
             b, "  %-18ssampling (%s)\n",
@@ -289,7 +289,7 @@ static void write_text_one_time(tally_bytes *b, const tally_pipeline *p, int wid
 
 static void write_json_mode(tally_bytes *b, const tally_pipeline *p) {
     tally_bytes_printf(b, "      \"mode\": \"%s\",\n      \"clock\": \"%s\",\n", mode_key(p),
-                       tally_clock_name());
+                       tally_pipeline_clock(p));
 }
 
 static void write_json_one_time(tally_bytes *b, const tally_pipeline *p) {
@@ -824,10 +824,6 @@ int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_s
     if (num_pipelines < 0 || (num_pipelines > 0 && (!pipelines || !slots))) {
         return TALLY_ERROR_BAD_ARGUMENT;
     }
-    // The mode line names this process's clock, as a run here would have chosen it (the stats
-    // structs do not carry the clock of the process that measured them: the same only when the
-    // report was made on a machine of the same kind).
-    tally_clock_init();
     tally_bytes b = {NULL, 0, 0, 0};
     tally_bytes_reserve(&b, 0);
     int32_t r = 0;

@@ -162,6 +162,14 @@ PipelineReport read_pipeline(const json &j, const std::string &where, const std:
                    "expected \"exact\", \"timer\" or \"sampling\", got \"" + mode + "\"");
         }
     }
+    // The clock the runs read (reports written before it was recorded carry none).
+    if (f.has("clock")) {
+        p.clock = f.string("clock");
+        if (p.clock != "tsc" && p.clock != "clock_gettime" && p.clock != "test clock") {
+            f.fail(f.at("clock"), "expected \"tsc\", \"clock_gettime\" or \"test clock\", got \"" +
+                                      p.clock + "\"");
+        }
+    }
     p.stats.runs = f.count("runs");
     p.stats.total_ns = f.count("total_ns");
     p.stats.samples = f.count("samples");
@@ -256,6 +264,7 @@ std::string format_report_text(const Report &report) {
         tally_pipeline_stats ps = p.stats;
         ps.name = p.name.c_str();
         ps.target = p.target.c_str();
+        ps.clock = p.clock.empty() ? nullptr : p.clock.c_str();
         pipelines.push_back(ps);
         for (const SlotReport &s : p.slots) {
             tally_slot_stats ss = s.stats;

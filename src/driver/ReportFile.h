@@ -34,7 +34,7 @@ struct SlotReport {
 /** One pipeline: the runtime's tally_pipeline_stats (its string pointers left NULL, as above)
  * and its slots in slot order. */
 struct PipelineReport {
-    std::string name, target;
+    std::string name, target, clock;  // clock: empty when the report does not record it
     tally_pipeline_stats stats{};
     std::vector<SlotReport> slots;
 };

@@ -33,7 +33,7 @@ TEST(Buffer, LayoutMatchesHalide) {
     EXPECT_EQ(offsetof(halide_buffer_t, padding), 48u);
     EXPECT_EQ(sizeof(halide_dimension_t), 16u);
     EXPECT_EQ(sizeof(halide_type_t), 4u);
-    EXPECT_EQ(TALLY_RUNTIME_ABI_VERSION, 1);
+    EXPECT_EQ(TALLY_RUNTIME_ABI_VERSION, 2);  // 2: tally_pipeline_stats records the clock
 }
 
 TEST(Buffer, ToStringPrintsWhatHalidePrints) {

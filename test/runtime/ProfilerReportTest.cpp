@@ -120,7 +120,7 @@ const char *const kGoldenText = R"golden(pipeline: blur
 )golden";
 
 const char *const kGoldenJson = R"golden({
-  "abi_version": 1,
+  "abi_version": 2,
   "pipelines": [
     {
       "name": "blur",
