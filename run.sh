@@ -100,9 +100,7 @@ tsan() {
 # plain build instead: the tests that throw a CompileError out of parser recursion more than
 # 64 MiB deep, where GCC 12's ASan cannot unpoison the stack and then reports a false
 # stack-buffer-overflow in its own sigaltstack call (google/sanitizers#189; the clang-built fuzzer
-# runs the same inputs cleanly); and e2e_vulkan's rerun under the Khronos validation layer, left
-# out since it carried the real-time Vulkan tests (now deterministic) and not yet tried under ASan
-# (runtime.vulkan.validation, the runtime's own rerun under the layer, does run here).
+# runs the same inputs cleanly).
 asan() {
     local dir="$BUILD-asan"
     # GCC's -Wmaybe-uninitialized misfires under -fsanitize=address on LLVM's inlined headers
@@ -133,7 +131,7 @@ asan() {
         LSAN_OPTIONS="suppressions=$ROOT/test/lsan.supp:print_suppressions=0" \
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" MESA_SHADER_CACHE_DISABLE=true \
         ctest --output-on-failure -j "$JOBS" -L 'unit|ir|runtime|e2e' \
-        -E '^e2e\.vulkan\.validation$|^IRParser\.Deep(Parentheses|StatementNesting)|Kept\.(Input|Lowering)/deep_')
+        -E '^IRParser\.Deep(Parentheses|StatementNesting)|Kept\.(Input|Lowering)/deep_')
 }
 
 # The fuzzers (test/fuzz/run_fuzz.sh: parser, lowering, profiler report, .npy reader): clang-19
