@@ -447,8 +447,10 @@ extern _Atomic int32_t tally_use_tsc __attribute__((visibility("hidden")));
 // the calibration's base: a reading a few ticks before it (another CPU's counter, a hair behind)
 // converts to a time a few ns before the base, not to one 2^64 ticks later.
 static inline uint64_t tally_tsc_ticks_to_ns(uint64_t ticks) {
+    // mult (ns per tick, 32.32, at most 10 << 32 by the calibration's plausibility check) fits
+    // int64: a signed 64 x 64 -> 128 multiply is one imul, as fast as the unsigned mul.
     int64_t d = (int64_t)(ticks - tally_tsc.base_tsc);
-    return tally_tsc.base_ns + (uint64_t)(int64_t)(((__int128)d * (__int128)tally_tsc.mult) >> 32);
+    return tally_tsc.base_ns + (uint64_t)(int64_t)(((__int128)d * (int64_t)tally_tsc.mult) >> 32);
 }
 
 // CLOCK_MONOTONIC in ns (what tally_now_ns reads without a calibrated TSC).
