@@ -11,17 +11,18 @@
 //
 // Per pipeline and scale, BM_VsHalide14/<name>/<scale> (one iteration per repetition) runs the
 // two alternately (T H, H T, ...) for `rounds` rounds and reports median run times and their
-// ratio. Scale 1 runs the committed inputs (tiny: per-call costs dominate); scale 8 multiplies
-// every extent of 16 or more by 8 (the inputs tiled from the committed ones), which is where the
-// generated code's speed shows. The first and second runs at a scale are measured in fresh
-// processes: the benchmark runs itself `first_run_processes` times per pipeline and scale
-// (`--first-runs DIR SCALE ORDER`), each child loading only that pipeline (Tally: a fresh
-// compile_jit; Halide: its library just opened, its code never run), growing the shared heap so
-// that neither side page-faults memory the other then reuses, and timing each side's first and
-// second run, the two sides' order alternating between children. first_ratio and second_ratio
-// are the medians of the children's ratios, *_ratio_max the worst: a run of a few microseconds
-// is one sample per process, which a page fault or a preemption swings. Buffers are 128-byte
-// aligned on both sides.
+// ratio. Each side's timed run follows 200 us of sleep (the other runtime's pool stops spinning)
+// and one untimed run of its own (its pool is awake). Scale 1 runs the committed inputs (tiny:
+// per-call costs dominate); scale 8 multiplies every extent of 16 or more by 8 (the inputs tiled
+// from the committed ones), which is where the generated code's speed shows. The first and second
+// runs at a scale are measured in fresh processes: the benchmark runs itself `first_run_processes`
+// times per pipeline and scale (`--first-runs DIR SCALE ORDER`), each child loading only that
+// pipeline (Tally: a fresh compile_jit; Halide: its library just opened, its code never run),
+// growing the shared heap so that neither side page-faults memory the other then reuses, and timing
+// each side's first and second run, the two sides' order alternating between children. first_ratio
+// and second_ratio are the medians of the children's ratios, *_ratio_max the worst: a run of a few
+// microseconds is one sample per process, which a page fault or a preemption swings. Buffers are
+// 128-byte aligned on both sides.
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -39,6 +40,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "SharedHeap.h"
@@ -502,17 +504,28 @@ void BM_VsHalide14(benchmark::State &state, fs::path dir, size_t index) {
             state.SkipWithError(p.error.c_str());
             return;
         }
+        // A side's timed run starts with the other runtime's thread pool asleep and its own
+        // awake: both pools' workers spin a while after their work (Tally's 40 us), and on two
+        // cores a pool still spinning takes a core from the other side's run, so back-to-back
+        // T H runs measured which pool spun longer as much as which code was faster (a run of
+        // a few microseconds lies wholly inside the other's spin). So each turn sleeps 200 us,
+        // makes one untimed run that wakes this side's workers, and times the next.
+        auto turn = [](Pipeline &q, double (Pipeline::*run)()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            (q.*run)();
+            return (q.*run)();
+        };
         // As many rounds as take about 0.3 s for both sides, 5 to 401.
-        double per_round = std::max(1e-3, p.tally_second_ms + p.halide_second_ms);
+        double per_round = std::max(1e-3, 2 * (p.tally_second_ms + p.halide_second_ms) + 0.4);
         int rounds = std::clamp(int(300 / per_round), 5, 401);
         std::vector<double> t(rounds), h(rounds), ratio(rounds);
         for (int r = 0; r < rounds; r++) {
             if (r % 2 == 0) {
-                t[r] = p.run_tally();
-                h[r] = p.run_halide();
+                t[r] = turn(p, &Pipeline::run_tally);
+                h[r] = turn(p, &Pipeline::run_halide);
             } else {
-                h[r] = p.run_halide();
-                t[r] = p.run_tally();
+                h[r] = turn(p, &Pipeline::run_halide);
+                t[r] = turn(p, &Pipeline::run_tally);
             }
             ratio[r] = t[r] / h[r];
         }
