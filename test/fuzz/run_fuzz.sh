@@ -16,7 +16,8 @@
 # all, for coverage of the big listings at a few executions a second), TALLY_FUZZ_KEEP_CORPUS=1 (keep each
 # target's working corpus from the last run instead of starting afresh: campaign.sh uses it),
 # TALLY_FUZZ_FORK=N (run N libFuzzer jobs in parallel, -fork=N), TALLY_FUZZ_RUNS=N (stop after N
-# executions, if that comes before SECONDS).
+# executions, if that comes before SECONDS), TALLY_FUZZ_BLOCKS=0|1 (seed the IR targets with the
+# Halide listings' blocks too, stmt_blocks.py; default 1 for runs of 120 s or more).
 #
 # Configures test/fuzz/CMakeLists.txt with clang-19 (libFuzzer + ASan + UBSan), builds the
 # targets, seeds each one (the IR targets from every .stmt file of test/corpus/halide14,
@@ -60,10 +61,15 @@ stmt_seeds() {
         cp "$f" "$out/regression_$(basename "$f")"
     done < <(find "$ROOT/test/fuzz/regressions" -maxdepth 1 -type f ! -name "*.md" -print0 | sort -z)
     find "$out" -type f -size +"$max"c -delete
-    local blocks
-    blocks=$(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance" -name '*.stmt' -print0 |
-        xargs -0 python3 "$ROOT/test/fuzz/stmt_blocks.py" "$max" "$out")
-    log "seeds: $blocks blocks of the Halide listings"
+    # The listings' 2,600 blocks take fuzz_lowering about 30 s of a loaded CI machine just to run
+    # once, which would leave CI's 30 s run no time to mutate: they seed runs of 2 minutes or
+    # more (the campaigns), or any run with TALLY_FUZZ_BLOCKS=1 (0 leaves them out).
+    if [[ "${TALLY_FUZZ_BLOCKS:-$((SECONDS_TO_RUN >= 120 ? 1 : 0))}" == 1 ]]; then
+        local blocks
+        blocks=$(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance" -name '*.stmt' \
+            -print0 | xargs -0 python3 "$ROOT/test/fuzz/stmt_blocks.py" "$max" "$out")
+        log "seeds: $blocks blocks of the Halide listings"
+    fi
 }
 
 status=0
