@@ -9,20 +9,22 @@
 // between the two after every repetition (integers exactly, floats within the manifest's
 // tolerance), so a figure for code that computes something else is never reported.
 //
-// Per pipeline and scale, BM_VsHalide14/<name>/<scale> (one iteration per repetition) runs the
-// two alternately (T H, H T, ...) for `rounds` rounds and reports median run times and their
-// ratio. Each side's timed run follows 200 us of sleep (the other runtime's pool stops spinning)
-// and one untimed run of its own (its pool is awake). Scale 1 runs the committed inputs (tiny:
-// per-call costs dominate); scale 8 multiplies every extent of 16 or more by 8 (the inputs tiled
-// from the committed ones), which is where the generated code's speed shows. The first and second
-// runs at a scale are measured in fresh processes: the benchmark runs itself `first_run_processes`
-// times per pipeline and scale (`--first-runs DIR SCALE ORDER`), each child loading only that
+// Per pipeline and scale, BM_VsHalide14/<name>/<scale> measures in `fresh_processes` fresh
+// processes: the benchmark runs itself (`--fresh DIR SCALE ORDER`), each child loading only that
 // pipeline (Tally: a fresh compile_jit; Halide: its library just opened, its code never run),
-// growing the shared heap so that neither side page-faults memory the other then reuses, and timing
-// each side's first and second run, the two sides' order alternating between children. first_ratio
-// and second_ratio are the medians of the children's ratios, *_ratio_max the worst: a run of a few
-// microseconds is one sample per process, which a page fault or a preemption swings. Buffers are
-// 128-byte aligned on both sides.
+// growing the shared heap so that neither side page-faults memory the other then reuses, timing
+// each side's first and second run (the two sides' order alternating between children, each run
+// after 2 ms of sleep so that the other side's pool has stopped spinning), then the steady state:
+// the two alternately (T H, H T, ...) for `rounds` rounds, each side's timed run following 200 us
+// of sleep (the other runtime's pool stops spinning) and one untimed run of its own (its pool is
+// awake). Figures are over the children (fresh_runs says how), with the extremes: a first run of
+// a few microseconds is one sample per process, which a page fault or a preemption swings, and a
+// process that has run other pipelines first is in a state of its own (Halide's pool grows
+// threads for async tasks and keeps them; with them its later parallel loops ran 1.5x faster
+// or slower from one process to the next), so one long-lived process measured its history as
+// much as the code. Scale 1 runs the committed inputs (tiny: per-call costs dominate); scale 8
+// multiplies every extent of 16 or more by 8 (the inputs tiled from the committed ones), which is
+// where the generated code's speed shows. Buffers are 128-byte aligned on both sides.
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -184,14 +186,23 @@ public:
         // fresh memory its intermediates take and leave it, warm, to the other: the heap is
         // grown (and its pages touched) first, so that neither side's first run pays for the
         // other's.
+        // Each side's run starts after the other's pool has gone to sleep (see BM_VsHalide14's
+        // turns): a pool still spinning after its run takes a core from the other side's first
+        // run, and a pipeline that hands work between threads (async_store) then waits for
+        // preempted threads.
         grow_heap();
+        auto quiet = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
         for (int run = 0; run < 2 && error.empty(); run++) {
             double t = 0, h = 0;
             if (tally_first) {
+                quiet();
                 t = run_tally();
+                quiet();
                 h = run_halide();
             } else {
+                quiet();
                 h = run_halide();
+                quiet();
                 t = run_tally();
             }
             (run == 0 ? tally_first_ms : tally_second_ms) = t;
@@ -203,7 +214,7 @@ public:
     /** One run of Tally's code; ms, or -1 (and `error`) when it fails. */
     double run_tally() {
         double t0 = now_ms();
-        int rc = jit->run(tally_args.data());
+        int rc = tally_argv(tally_args.data());
         double t = now_ms() - t0;
         if (rc != 0 && error.empty()) {
             error = "Tally's run failed with " + std::to_string(rc);
@@ -252,7 +263,9 @@ private:
     };
 
     std::unique_ptr<JITModule> jit;
-    HalideArgv halide_argv = nullptr;
+    // Both sides are called the same way: through their `_argv` function's address (Tally's
+    // looked up once in the JIT, Halide's with dlsym).
+    HalideArgv tally_argv = nullptr, halide_argv = nullptr;
     std::vector<std::unique_ptr<Buffer>> buffers;
     std::vector<std::vector<uint8_t>> scalars;
     std::vector<void *> tally_args, halide_args;
@@ -333,6 +346,10 @@ private:
         options.extern_libraries = {TALLY_CONFORMANCE_EXTERNS};  // the extern stages' functions
         jit = compile_jit(lower(m, m.target), options);
         jit_ms = now_ms() - start;
+        tally_argv = reinterpret_cast<HalideArgv>(jit->symbol(jit->entry().name + "_argv"));
+        if (!tally_argv) {
+            throw std::runtime_error("Tally's JIT has no " + jit->entry().name + "_argv");
+        }
 
         halide_argv = reinterpret_cast<HalideArgv>(dlsym(lib, (name + "_argv").c_str()));
         auto meta = reinterpret_cast<HalideMetadata>(dlsym(lib, (name + "_metadata").c_str()));
@@ -410,141 +427,161 @@ void *halide_handle() {
     return lib;
 }
 
-/** The pipeline at a scale, loaded (and its first two runs measured) on its first benchmark. */
-Pipeline &pipeline(const fs::path &dir, int scale, size_t index) {
-    static std::map<std::pair<std::string, int>, std::unique_ptr<Pipeline>> loaded;
-    auto &p = loaded[{dir.string(), scale}];
-    if (!p) {
-        p = std::make_unique<Pipeline>(dir, halide_handle(), scale, index % 2 == 0);
+/** Fresh processes per pipeline and scale. */
+constexpr int fresh_processes = 9;
+
+/** Each side's steady-state run times over interleaved rounds (T H, H T, ...), and the median of
+ * the per-round quotients. */
+struct Steady {
+    double tally_ms = 0, halide_ms = 0, pair = 0;
+    int rounds = 0;
+};
+
+Steady steady_rounds(Pipeline &p) {
+    // A side's timed run starts with the other runtime's thread pool asleep and its own awake:
+    // both pools' workers spin a while after their work (Tally's 40 us), and on two cores a pool
+    // still spinning takes a core from the other side's run, so back-to-back T H runs measured
+    // which pool spun longer as much as which code was faster (a run of a few microseconds lies
+    // wholly inside the other's spin). So each turn sleeps 200 us, makes one untimed run that
+    // wakes this side's workers, and times the next.
+    auto turn = [&p](double (Pipeline::*run)()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        (p.*run)();
+        return (p.*run)();
+    };
+    // As many rounds as take about 0.15 s for both sides, 5 to 201.
+    double per_round = std::max(1e-3, 2 * (p.tally_second_ms + p.halide_second_ms) + 0.4);
+    int rounds = std::clamp(int(150 / per_round), 5, 201);
+    std::vector<double> t(rounds), h(rounds), ratio(rounds);
+    for (int r = 0; r < rounds; r++) {
+        if (r % 2 == 0) {
+            t[r] = turn(&Pipeline::run_tally);
+            h[r] = turn(&Pipeline::run_halide);
+        } else {
+            h[r] = turn(&Pipeline::run_halide);
+            t[r] = turn(&Pipeline::run_tally);
+        }
+        ratio[r] = t[r] / h[r];
     }
-    return *p;
+    return {median(t), median(h), median(ratio), rounds};
 }
 
-/** Fresh processes per pipeline and scale for the first and second runs. */
-constexpr int first_run_processes = 5;
-
-/** A child's job (`--first-runs DIR SCALE ORDER`): load one pipeline in this fresh process, time
- * each side's first two runs (Tally first when ORDER is 1) and print
- * `first T H second T H` in ms, or `error MESSAGE`. */
-int first_runs_child(const char *dir, int scale, bool tally_first) {
+/** A child's job (`--fresh DIR SCALE ORDER`): load one pipeline in this fresh process, time each
+ * side's first two runs (Tally first when ORDER is 1), then the steady state over interleaved
+ * rounds, compare the outputs, and print
+ * `first T H second T H steady T H PAIR ROUNDS` in ms, or `error MESSAGE`. */
+int fresh_child(const char *dir, int scale, bool tally_first) {
     void *lib = halide_handle();
     if (!lib) {
         std::printf("error cannot load the Halide 14 corpus library\n");
         return 1;
     }
     Pipeline p(dir, lib, scale, tally_first);
+    Steady st;
+    if (p.error.empty()) {
+        st = steady_rounds(p);
+        p.check_outputs();
+    }
     if (!p.error.empty()) {
         std::printf("error %s\n", p.error.c_str());
         return 1;
     }
-    std::printf("first %.6f %.6f second %.6f %.6f\n", p.tally_first_ms, p.halide_first_ms,
-                p.tally_second_ms, p.halide_second_ms);
+    std::printf("first %.6f %.6f second %.6f %.6f steady %.6f %.6f %.6f %d\n", p.tally_first_ms,
+                p.halide_first_ms, p.tally_second_ms, p.halide_second_ms, st.tally_ms, st.halide_ms,
+                st.pair, st.rounds);
     return 0;
 }
 
-/** First and second run ratios (Tally / Halide) from fresh processes: medians and maxima. */
-struct FirstRuns {
+/** Tally / Halide over the fresh processes. The first and second runs: the quotient of each
+ * side's median run (one sample per process, each side's noise its own: the median of per-process
+ * quotients compounds both sides' and swung 0.9x-1.8x between suite runs at 7 processes), and the
+ * worst per-process quotient. The steady state: the median of the processes' quotients of median
+ * runs (each already a median over rounds), and their extremes. */
+struct FreshRuns {
     std::string error;
     double first = 0, first_max = 0, second = 0, second_max = 0;
+    double steady = 0, steady_min = 0, steady_max = 0, pair = 0;
+    double tally_ms = 0, halide_ms = 0;
+    int rounds = 0;
 };
 
-FirstRuns first_runs(const fs::path &dir, int scale) {
-    static std::map<std::pair<std::string, int>, FirstRuns> measured;
-    auto key = std::make_pair(dir.string(), scale);
-    if (measured.count(key)) {
-        return measured[key];
-    }
-    FirstRuns r;
-    std::vector<double> first, second;
+FreshRuns fresh_runs(const fs::path &dir, int scale) {
+    FreshRuns r;
+    std::vector<double> first, second, steady, pair, tally, halide;
+    std::vector<double> tally_first, halide_first, tally_second, halide_second;
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
         r.error = "cannot find this program (/proc/self/exe)";
-        return measured[key] = r;
+        return r;
     }
     self[n] = '\0';
-    for (int i = 0; i < first_run_processes && r.error.empty(); i++) {
-        std::string cmd = std::string("'") + self + "' --first-runs '" + dir.string() + "' " +
+    for (int i = 0; i < fresh_processes && r.error.empty(); i++) {
+        std::string cmd = std::string("'") + self + "' --fresh '" + dir.string() + "' " +
                           std::to_string(scale) + " " + std::to_string(i % 2);
         FILE *child = popen(cmd.c_str(), "r");
         char line[1024] = "";
         bool got = child && std::fgets(line, sizeof(line), child) != nullptr;
         int status = child ? pclose(child) : -1;
-        double tf, hf, ts, hs;
-        if (got && std::sscanf(line, "first %lf %lf second %lf %lf", &tf, &hf, &ts, &hs) == 4 &&
-            status == 0) {
+        double tf, hf, ts, hs, tm, hm, pr;
+        int rounds;
+        if (got && status == 0 &&
+            std::sscanf(line, "first %lf %lf second %lf %lf steady %lf %lf %lf %d", &tf, &hf, &ts,
+                        &hs, &tm, &hm, &pr, &rounds) == 8) {
             first.push_back(tf / hf);
             second.push_back(ts / hs);
+            tally_first.push_back(tf);
+            halide_first.push_back(hf);
+            tally_second.push_back(ts);
+            halide_second.push_back(hs);
+            steady.push_back(tm / hm);
+            pair.push_back(pr);
+            tally.push_back(tm);
+            halide.push_back(hm);
+            r.rounds += rounds;
         } else {
-            r.error = std::string("first-run child failed: ") + (got ? line : "no output");
+            r.error = std::string("child process failed: ") + (got ? line : "no output");
         }
     }
     if (r.error.empty()) {
-        r.first = median(first);
-        r.second = median(second);
+        r.first = median(tally_first) / median(halide_first);
+        r.second = median(tally_second) / median(halide_second);
+        r.steady = median(steady);
+        r.pair = median(pair);
+        r.tally_ms = median(tally);
+        r.halide_ms = median(halide);
         r.first_max = *std::max_element(first.begin(), first.end());
         r.second_max = *std::max_element(second.begin(), second.end());
+        r.steady_min = *std::min_element(steady.begin(), steady.end());
+        r.steady_max = *std::max_element(steady.begin(), steady.end());
     }
-    return measured[key] = r;
+    return r;
 }
 
-void BM_VsHalide14(benchmark::State &state, fs::path dir, size_t index) {
+void BM_VsHalide14(benchmark::State &state, fs::path dir) {
     if (!halide_handle()) {
         state.SkipWithError("cannot load the Halide 14 corpus library");
         return;
     }
-    Pipeline &p = pipeline(dir, int(state.range(0)), index);
-    FirstRuns fresh = first_runs(dir, int(state.range(0)));
     for (auto _ : state) {
+        FreshRuns fresh = fresh_runs(dir, int(state.range(0)));
         if (!fresh.error.empty()) {
             state.SkipWithError(fresh.error.c_str());
             return;
         }
-        if (!p.error.empty()) {
-            state.SkipWithError(p.error.c_str());
-            return;
-        }
-        // A side's timed run starts with the other runtime's thread pool asleep and its own
-        // awake: both pools' workers spin a while after their work (Tally's 40 us), and on two
-        // cores a pool still spinning takes a core from the other side's run, so back-to-back
-        // T H runs measured which pool spun longer as much as which code was faster (a run of
-        // a few microseconds lies wholly inside the other's spin). So each turn sleeps 200 us,
-        // makes one untimed run that wakes this side's workers, and times the next.
-        auto turn = [](Pipeline &q, double (Pipeline::*run)()) {
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-            (q.*run)();
-            return (q.*run)();
-        };
-        // As many rounds as take about 0.3 s for both sides, 5 to 401.
-        double per_round = std::max(1e-3, 2 * (p.tally_second_ms + p.halide_second_ms) + 0.4);
-        int rounds = std::clamp(int(300 / per_round), 5, 401);
-        std::vector<double> t(rounds), h(rounds), ratio(rounds);
-        for (int r = 0; r < rounds; r++) {
-            if (r % 2 == 0) {
-                t[r] = turn(p, &Pipeline::run_tally);
-                h[r] = turn(p, &Pipeline::run_halide);
-            } else {
-                h[r] = turn(p, &Pipeline::run_halide);
-                t[r] = turn(p, &Pipeline::run_tally);
-            }
-            ratio[r] = t[r] / h[r];
-        }
-        p.check_outputs();
-        if (!p.error.empty()) {
-            state.SkipWithError(p.error.c_str());
-            return;
-        }
-        double tm = median(t), hm = median(h);
-        state.SetIterationTime(tm / 1e3);
-        state.counters["tally_ms"] = tm;
-        state.counters["halide_ms"] = hm;
-        state.counters["ratio"] = tm / hm;
-        state.counters["pair_ratio"] = median(ratio);
+        state.SetIterationTime(fresh.tally_ms / 1e3);
+        state.counters["tally_ms"] = fresh.tally_ms;
+        state.counters["halide_ms"] = fresh.halide_ms;
+        state.counters["ratio"] = fresh.steady;
+        state.counters["ratio_min"] = fresh.steady_min;
+        state.counters["ratio_max"] = fresh.steady_max;
+        state.counters["pair_ratio"] = fresh.pair;
         state.counters["first_ratio"] = fresh.first;
         state.counters["first_ratio_max"] = fresh.first_max;
         state.counters["second_ratio"] = fresh.second;
         state.counters["second_ratio_max"] = fresh.second_max;
-        state.counters["rounds"] = rounds;
+        state.counters["rounds"] = fresh.rounds;
+        state.counters["processes"] = fresh_processes;
     }
 }
 
@@ -552,8 +589,8 @@ void BM_VsHalide14(benchmark::State &state, fs::path dir, size_t index) {
 
 int main(int argc, char **argv) {
     keep_freed_memory_in_process();
-    if (argc == 5 && std::string(argv[1]) == "--first-runs") {
-        return first_runs_child(argv[2], std::atoi(argv[3]), std::string(argv[4]) == "1");
+    if (argc == 5 && std::string(argv[1]) == "--fresh") {
+        return fresh_child(argv[2], std::atoi(argv[3]), std::string(argv[4]) == "1");
     }
     std::vector<fs::path> dirs;
     for (const auto &e : fs::directory_iterator(conformance_dir)) {
@@ -565,7 +602,7 @@ int main(int argc, char **argv) {
     std::sort(dirs.begin(), dirs.end());
     for (size_t i = 0; i < dirs.size(); i++) {
         benchmark::RegisterBenchmark(("BM_VsHalide14/" + dirs[i].filename().string()).c_str(),
-                                     BM_VsHalide14, dirs[i], i)
+                                     BM_VsHalide14, dirs[i])
             ->Arg(1)
             ->Arg(8)
             ->Iterations(1)

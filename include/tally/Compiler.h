@@ -41,8 +41,8 @@ public:
      * argument, or a pointer to the value for a scalar argument. Returns the pipeline's result
      * (0, or a negative runtime error code). */
     int run(const std::string &function, void **args) const;
-    /** Calls the entry function. */
-    int run(void **args) const { return run(entry().name, args); }
+    /** Calls the entry function (through its address, resolved when compiled: no lookup). */
+    int run(void **args) const;
 
     /** Address of a compiled symbol, or nullptr. */
     void *symbol(const std::string &name) const;

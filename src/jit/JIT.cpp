@@ -115,6 +115,8 @@ struct JITModule::Impl {
     /** Each pipeline function's `<name>_argv` entry, resolved once when compiled: a lookup in the
      * JIT takes microseconds, as long as a small pipeline runs. */
     std::map<std::string, Argv> argv;
+    /** The entry's, from `argv`. */
+    Argv entry_argv = nullptr;
 };
 
 JITModule::JITModule(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
@@ -134,6 +136,10 @@ void *JITModule::symbol(const std::string &name) const {
         return nullptr;
     }
     return sym->toPtr<void *>();
+}
+
+int JITModule::run(void **args) const {
+    return impl->entry_argv(args);
 }
 
 int JITModule::run(const std::string &function, void **args) const {
@@ -230,6 +236,7 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
         }
         impl->argv[f->name] = sym->toPtr<JITModule::Impl::Argv>();
     }
+    impl->entry_argv = impl->argv.at(impl->entry->name);
     return std::make_unique<JITModule>(std::move(impl));
 }
 
