@@ -46,6 +46,7 @@ static _Atomic int64_t armed_n;
 static _Atomic int64_t armed_count;
 static _Atomic int64_t injected_total;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static _Atomic int env_read;
 
 // Parses "<op>[:<n>]" into *op and *n; returns 0, or -1 if the spec is malformed.
 static int parse_spec(const char *spec, int32_t *op, int64_t *n) {
@@ -94,10 +95,17 @@ static int32_t arm(const char *spec, const char *origin) {
 
 static void read_env(void) {
     (void)arm(getenv("TALLY_FAULT"), "TALLY_FAULT");
+    atomic_store_explicit(&env_read, 1, memory_order_release);
+}
+
+void tally_fault_prefault(void) {
+    pthread_once(&env_once, read_env);
 }
 
 int32_t tally_fault_check(void *user_context, int32_t op, const char *fmt, ...) {
-    pthread_once(&env_once, read_env);
+    if (!atomic_load_explicit(&env_read, memory_order_acquire)) {
+        pthread_once(&env_once, read_env);
+    }
     if (atomic_load_explicit(&armed_op, memory_order_acquire) != op) {
         return 0;
     }

@@ -735,6 +735,8 @@ void tally_malloc_cache_shutdown(void);
 void tally_malloc_fork_prepare(void);
 void tally_malloc_fork_parent(void);
 void tally_malloc_fork_child(void);
+void tally_malloc_prefault(void);
+void tally_fault_prefault(void);
 
 // ---- halide_profiler.c ----------------------------------------------------------------------
 
@@ -761,6 +763,7 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
 void tally_thread_pool_fork_prepare(void);
 void tally_thread_pool_fork_parent(void);
 void tally_thread_pool_fork_child(void);
+void tally_thread_pool_prefault(void);
 
 #pragma GCC visibility pop
 

@@ -67,6 +67,19 @@ static void at_exit(void) {
 
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 
+// At load: the state a first pipeline run writes (fault injection's environment, the malloc
+// cache, the pool, the hooks' once flag) is written now, so that the run does not take the page
+// faults of first writes (a read, mapping the zero page, then a copy on write: microseconds
+// each, tens under nested virtualization); and the text pages the hooks call are mapped.
+__attribute__((constructor)) static void prefault_runtime(void) {
+    tally_fault_prefault();
+    tally_malloc_prefault();
+    tally_thread_pool_prefault();
+    volatile pthread_once_t *once = &hooks_once;
+    *once = *once;
+    (void)*(volatile const char *)(const void *)&pthread_atfork;
+}
+
 static void install_hooks_once(void) {
     tally_trace_start_from_env();
     pthread_atfork(fork_prepare, fork_parent, fork_child);

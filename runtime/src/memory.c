@@ -244,6 +244,12 @@ void tally_malloc_cache_shutdown(void) {
     tally_malloc_cache_release();
 }
 
+void tally_malloc_prefault(void) {
+    pthread_mutex_lock(&cache.lock);
+    (void)limit_locked();
+    pthread_mutex_unlock(&cache.lock);
+}
+
 void tally_malloc_fork_prepare(void) {
     pthread_mutex_lock(&cache.lock);
 }

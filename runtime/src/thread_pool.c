@@ -189,6 +189,28 @@ static _Thread_local int tls_task_depth TALLY_HOT_TLS;
 
 // ---- fork handling -----------------------------------------------------------------------
 
+static void touch_pages(void *p, size_t n) {
+    for (size_t i = 0; i < n; i += 4096) {
+        volatile char *c = (volatile char *)p + i;
+        *c = *c;
+    }
+    volatile char *last = (volatile char *)p + n - 1;
+    *last = *last;
+}
+
+void tally_thread_pool_prefault(void) {
+    pthread_mutex_lock(&resize_lock);
+    pthread_mutex_lock(&pool.lock);
+    touch_pages(&pool, sizeof(pool));
+    atomic_fetch_add(&pool_epoch, 0);
+    atomic_fetch_add(&semaphore_sleepers, 0);
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&resize_lock);
+    // The text pages a first parallel run reaches outside this file's (a spinning worker
+    // yields): a read maps them, so the run does not fault them in.
+    (void)*(volatile const char *)(const void *)&sched_yield;
+}
+
 void tally_thread_pool_fork_prepare(void) {
     pthread_mutex_lock(&resize_lock);
     pthread_mutex_lock(&pool.lock);
