@@ -636,7 +636,8 @@ public:
     tally::Stmt visit(const tally::ProducerConsumer *op) override {
         if (op->is_producer && op->name != keep) {
             if (launches_kernel(op->body)) {
-                return tally::ProducerConsumer::make(op->name, true, ShrinkKernel().mutate(op->body));
+                return tally::ProducerConsumer::make(op->name, true,
+                                                     ShrinkKernel().mutate(op->body));
             }
             return tally::Evaluate::make(tally::make_zero(tally::Int(32)));
         }
