@@ -84,7 +84,7 @@ PROGRAM_NOTES = {
         "spreads: `*_iqr_pct` = interquartile range of a variant's runs in percent of its "
         "median, `timestamps_pair_ratio` and `timestamps_pair_iqr_pct` = median and IQR of the "
         "per-round ratio profile_timestamps / plain. `blur_gpu` (1024x768; A = blur_x, B = "
-        "output, both on the device, copies both ways; runs of ~30 ms, so 45 of each) is "
+        "output, both on the device, copies both ways; runs of ~22 ms that spread more, so 90 of each) is "
         "measured the same way."),
     "continuous_bench": (
         "Continuous mode's cost (`bench/continuous_bench.cpp`, issue 16). "
