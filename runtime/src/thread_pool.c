@@ -25,8 +25,10 @@
 //    runs the last one itself. Every such task therefore runs at once, and it blocks only on
 //    semaphores released by tasks that are running too;
 //  - the other tasks never block once started; the caller runs their units, and pool workers
-//    with nothing else to do help (the group is listed for them). A caller none of whose units
-//    can run now runs a unit of another caller's group that can (every group is open to them
+//    with nothing else to do help (the group is listed for them; the workers start then, not
+//    for a group with no unit to spare, such as a fork of blocking tasks). A caller none of
+//    whose units can run now runs a unit of another caller's group that can (every group is open
+//    to them
 //    while its caller runs it), as Halide's pool does: a producer waiting for its consumer to
 //    free a slot of a folded buffer runs the consumer's next rows itself, instead of waiting for
 //    the consumer's thread to be scheduled (async_store of the conformance corpus: 0.64 -> 0.06
@@ -826,7 +828,6 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
         }
     }
     pthread_mutex_lock(&pool.lock);
-    ensure_workers_locked();
     for (int32_t i = 0; i < num_tasks && num_tasks > 1; i++) {
         if (tasks[i].min_threads > 0 && tasks[i].extent > 0 && &gts[i] != own) {
             gts[i].dedicated = 1;
@@ -844,7 +845,14 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
     }
     // 2. The rest: the caller, helped by idle workers (as many as there are units beyond the one
     // the caller takes).
+    // The pool's workers are started here, when a group first has units for them: a group
+    // whose tasks all run on their own threads (a fork of blocking tasks) or one unit at a time
+    // (a single task, a serial one) gets no help from them, and a worker started for nothing
+    // would take a core from its first run (it looks for work, then spins).
     int32_t helpers = group_units_locked(&g) - 1;
+    if (helpers > 0) {
+        ensure_workers_locked();
+    }
     if (pool.num_workers > 0 && helpers > 0) {
         g.next_group = pool.groups;
         pool.groups = &g;

@@ -213,6 +213,50 @@ TEST_P(AsyncTasks, WhenEveryTaskBlocksTheCallerRunsTheLastItself) {
     });
 }
 
+// The process's thread count, from /proc/self/status.
+int process_threads() {
+    FILE *f = std::fopen("/proc/self/status", "r");
+    int n = -1;
+    char line[256];
+    while (f && std::fgets(line, sizeof(line), f)) {
+        if (std::sscanf(line, "Threads: %d", &n) == 1) {
+            break;
+        }
+    }
+    if (f) {
+        std::fclose(f);
+    }
+    return n;
+}
+
+TEST_P(AsyncTasks, AForkOfBlockingTasksStartsNoPoolWorkers) {
+    // Neither task of the fork can use a pool worker (one runs on the caller, the other on a
+    // task thread), so none is started: a worker started for nothing takes a core from the
+    // run's start (it looks for work and spins), which cost async_store of the conformance
+    // corpus its first run (1.14x Halide's -> 0.48x at scale 1). A parallel loop after it
+    // starts the workers it can use.
+    with_watchdog("fork starts no workers", [] {
+        ASSERT_EQ(tally_thread_pool_shutdown(), 0);  // no workers nor task threads left
+        const int before = process_threads();
+        ASSERT_GT(before, 0);
+        ThreadIds t;
+        halide_parallel_task_t tasks[2] = {
+            make_task(record_thread<0>, &t, "fork.0", nullptr, 0, 0, 1, 1, false),
+            make_task(record_thread<1>, &t, "fork.1", nullptr, 0, 0, 1, 1, false)};
+        EXPECT_EQ(halide_do_parallel_tasks(nullptr, 2, tasks, nullptr), 0);
+        EXPECT_EQ(process_threads(), before + 1) << "the fork's task thread and nothing else";
+
+        std::atomic<int> ran{0};
+        auto body = [](void *, int, uint8_t *closure) {
+            ((std::atomic<int> *)closure)->fetch_add(1);
+            return 0;
+        };
+        EXPECT_EQ(halide_do_par_for(nullptr, body, 0, 64, (uint8_t *)&ran), 0);
+        EXPECT_EQ(ran.load(), 64);
+        EXPECT_EQ(process_threads(), before + 1 + (GetParam() - 1)) << "the loop's workers";
+    });
+}
+
 // ---- a serial task with semaphores: iterations in order, each after its own acquire --------
 
 struct SerialState {
