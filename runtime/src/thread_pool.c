@@ -28,13 +28,12 @@
 //    with nothing else to do help (the group is listed for them; the workers start then, not
 //    for a group with no unit to spare, such as a fork of blocking tasks). A caller none of
 //    whose units can run now runs a unit of another caller's group that can (every group is open
-//    to them
-//    while its caller runs it), as Halide's pool does: a producer waiting for its consumer to
-//    free a slot of a folded buffer runs the consumer's next rows itself, instead of waiting for
-//    the consumer's thread to be scheduled (async_store of the conformance corpus: 0.64 -> 0.06
-//    ms a run at 512x384). Such a unit never blocks, so the caller always gets back to its own
-//    group. A thread only ever takes a unit whose semaphores it could take, so nobody holds a
-//    thread while waiting for one;
+//    to them while its caller runs it), as Halide's pool does: a producer waiting for its
+//    consumer to free a slot of a folded buffer runs the consumer's next rows itself, instead of
+//    waiting for the consumer's thread to be scheduled (async_store of the conformance corpus:
+//    0.64 -> 0.06 ms a run at 512x384). Such a unit never blocks, so the caller always gets back
+//    to its own group. A thread only ever takes a unit whose semaphores it could take, so nobody
+//    holds a thread while waiting for one;
 //  - whoever waits (a caller for its group, a task thread for a semaphore) waits as below; a
 //    release wakes the sleepers that wait for semaphores;
 //  - a unit runs with the thread's par_for state reset, so a halide_do_par_for inside it is a
