@@ -41,8 +41,10 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "SharedHeap.h"
@@ -427,8 +429,32 @@ void *halide_handle() {
     return lib;
 }
 
-/** Fresh processes per pipeline and scale. */
-constexpr int fresh_processes = 9;
+/** Fresh processes per pipeline and scale. A first or second run is one sample per process,
+ * and on a 2-core VM whose thread wake-ups take 0.1-1.4 ms those of 0.1-0.3 ms runs spread so
+ * widely that the quotient of 9 processes' medians put pipelines 1.15x one repetition and 1.0x
+ * the next; 15 narrow that, and fresh_runs says how far (bootstrap_interval). */
+constexpr int fresh_processes = 15;
+
+/** A 90 % bootstrap interval of median(t) / median(h) over paired samples (one pair per process,
+ * resampled together): the 5th and 95th percentiles of 2,000 resamples, with a fixed seed so that
+ * a rerun on the same samples gives the same interval. */
+std::pair<double, double> bootstrap_interval(const std::vector<double> &t,
+                                             const std::vector<double> &h) {
+    std::mt19937 rng(20261202);
+    std::uniform_int_distribution<size_t> pick(0, t.size() - 1);
+    std::vector<double> quotients, rt(t.size()), rh(h.size());
+    const int resamples = 2000;
+    for (int b = 0; b < resamples; b++) {
+        for (size_t i = 0; i < t.size(); i++) {
+            size_t j = pick(rng);
+            rt[i] = t[j];
+            rh[i] = h[j];
+        }
+        quotients.push_back(median(rt) / median(rh));
+    }
+    std::sort(quotients.begin(), quotients.end());
+    return {quotients[resamples / 20], quotients[resamples - 1 - resamples / 20]};
+}
 
 /** Each side's steady-state run times over interleaved rounds (T H, H T, ...), and the median of
  * the per-round quotients. */
@@ -495,11 +521,13 @@ int fresh_child(const char *dir, int scale, bool tally_first) {
 /** Tally / Halide over the fresh processes. The first and second runs: the quotient of each
  * side's median run (one sample per process, each side's noise its own: the median of per-process
  * quotients compounds both sides' and swung 0.9x-1.8x between suite runs at 7 processes), and the
- * worst per-process quotient. The steady state: the median of the processes' quotients of median
- * runs (each already a median over rounds), and their extremes. */
+ * worst per-process quotient, and a 90 % bootstrap interval of the quotient. The steady state: the
+ * median of the processes' quotients of median runs (each already a median over rounds), and their
+ * extremes. */
 struct FreshRuns {
     std::string error;
     double first = 0, first_max = 0, second = 0, second_max = 0;
+    double first_lo = 0, first_hi = 0, second_lo = 0, second_hi = 0;  // bootstrap_interval
     double steady = 0, steady_min = 0, steady_max = 0, pair = 0;
     double tally_ms = 0, halide_ms = 0;
     int rounds = 0;
@@ -550,6 +578,8 @@ FreshRuns fresh_runs(const fs::path &dir, int scale) {
         r.pair = median(pair);
         r.tally_ms = median(tally);
         r.halide_ms = median(halide);
+        std::tie(r.first_lo, r.first_hi) = bootstrap_interval(tally_first, halide_first);
+        std::tie(r.second_lo, r.second_hi) = bootstrap_interval(tally_second, halide_second);
         r.first_max = *std::max_element(first.begin(), first.end());
         r.second_max = *std::max_element(second.begin(), second.end());
         r.steady_min = *std::min_element(steady.begin(), steady.end());
@@ -580,6 +610,10 @@ void BM_VsHalide14(benchmark::State &state, fs::path dir) {
         state.counters["first_ratio_max"] = fresh.first_max;
         state.counters["second_ratio"] = fresh.second;
         state.counters["second_ratio_max"] = fresh.second_max;
+        state.counters["first_ratio_lo"] = fresh.first_lo;
+        state.counters["first_ratio_hi"] = fresh.first_hi;
+        state.counters["second_ratio_lo"] = fresh.second_lo;
+        state.counters["second_ratio_hi"] = fresh.second_hi;
         state.counters["rounds"] = fresh.rounds;
         state.counters["processes"] = fresh_processes;
     }
