@@ -146,6 +146,13 @@ PROGRAM_NOTES = {
         "max over the stages of |reported share - true share| in percentage points "
         "(`exact_pp`, `sampling_pp`; against the in-situ truth `*_insitu_pp`); `truth_gap_pp` "
         "= the same between the two truths (how closely a profile can be judged at all). "
+        "The same runs' own clock: the profiled builds also time each stage's `produce` span "
+        "themselves (a call at its start and end reading CLOCK_MONOTONIC, apart from the "
+        "profiler), which is what an error-free profiler would bill in those very runs; "
+        "`*_run_pp` = each mode's error against it (the profiler's own error, the stages' "
+        "run-to-run variation taken out), `floor_pp` = its error against the truth in the exact "
+        "profiles' runs (what a perfect profiler would score against the truth here: the floor "
+        "of this measure on this machine). "
         "`BM_Truth/pipeline/scenario/threads/hog`: pipeline 0 float_chain, 1 blur; scenario 0 "
         "long runs (~60 ms) accumulated over 21 runs, 1 one long run (median of 7), 2 ~2 ms runs "
         "in blocks of 10 (median of 7 blocks), 3 a single ~0.5 ms run (median of 21); threads = "
@@ -602,6 +609,12 @@ def truth_targets(results):
                        r"BM_Truth/pipeline:1/scenario:%d/threads:2/hog:0(/|$)" % scenario,
                        "exact_pp")
         measured = "exact %.2f pp (sampling %.2f pp) with 2 threads" % (exact, sampling)
+        floor = counter(results, prog, pat, "floor_pp")
+        run_pp = counter(results, prog, pat, "exact_run_pp")
+        if floor is not None and run_pp is not None:
+            measured += "; a perfect profiler in the same runs: %.2f pp (the floor); against " \
+                        "the same runs' own clock: exact %.3f pp, sampling %.2f pp" % (
+                            floor, run_pp, counter(results, prog, pat, "sampling_run_pp"))
         insitu = counter(results, prog, pat, "exact_insitu_pp")
         if insitu is not None:
             measured += " (against the in-situ truth: exact %.2f pp, sampling %.2f pp; the " \
@@ -612,9 +625,15 @@ def truth_targets(results):
             measured += "; exact %.2f pp with 1 thread" % one
         if blur is not None:
             measured += "; blur exact %.2f pp" % blur
+        v = verdict(exact <= goal)
+        if exact > goal and floor is not None and floor > goal and run_pp is not None and \
+                run_pp <= goal:
+            # The truth itself cannot be met here: say so next to the miss.
+            v += " against this truth, whose floor here (%.2f pp) is above the goal; " \
+                 "against the same runs' own clock exact is within it" % floor
         rows.append(("Share error <= %.1f pp, %s (float_chain, 2 threads)" % (goal, what),
                      "%s `BM_Truth/pipeline:0/scenario:%d` `exact_pp`" % (prog, scenario),
-                     measured, verdict(exact <= goal)))
+                     measured, v))
         hog = counter(results, prog,
                       r"BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1(/|$)" % scenario,
                       "exact_pp")
@@ -622,11 +641,19 @@ def truth_targets(results):
             hog_s = counter(results, prog,
                             r"BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1(/|$)" % scenario,
                             "sampling_pp")
+            hog_pat = r"BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1(/|$)" % scenario
+            hog_measured = "exact %.2f pp vs %.2f pp quiet (sampling %.2f pp vs %.2f pp)" % (
+                hog, exact, hog_s, sampling)
+            hog_floor = counter(results, prog, hog_pat, "floor_pp")
+            hog_run = counter(results, prog, hog_pat, "exact_run_pp")
+            if hog_floor is not None and hog_run is not None and floor is not None:
+                hog_measured += "; the floor %.2f pp vs %.2f pp quiet; against the same runs' " \
+                                "own clock: exact %.3f pp vs %.3f pp quiet, sampling %.2f pp" % (
+                                    hog_floor, floor, hog_run, run_pp,
+                                    counter(results, prog, hog_pat, "sampling_run_pp"))
             rows.append(("Under a CPU hog on both cores, %s: error <= 2x the quiet figure" % what,
                          "%s `BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1` `exact_pp`" %
-                         (prog, scenario),
-                         "exact %.2f pp vs %.2f pp quiet (sampling %.2f pp vs %.2f pp)" %
-                         (hog, exact, hog_s, sampling),
+                         (prog, scenario), hog_measured,
                          verdict(hog <= 2 * max(exact, 0.05))))
     for pipeline, name, goal in ((0, "float_chain, 2 threads", 1.01), (1, "blur, 2 threads", 1.005)):
         pat = r"BM_WallRatio/pipeline:%d(/|$)" % pipeline

@@ -13,6 +13,15 @@
 // whose numbers are dropped (warm code and buffers: the error of a cold first run is another
 // question).
 //
+// The same runs' own clock: the profiled builds that BM_Truth judges also carry a call to
+// truth_bench_mark() (below, this program's, reading CLOCK_MONOTONIC) at the start and at the end
+// of every stage's `produce`, so each profiled run also times its stages' spans itself, apart
+// from the profiler. A stage's marked time is what an error-free profiler would bill it in those
+// runs: `*_run_pp` compares each mode with it (the profiler's own error, with the run-to-run
+// variation of the stages taken out), and `floor_pp` compares it with the truth (the error a
+// perfect profiler would have against this truth in the same runs: the floor the truth allows).
+// Both pipelines' stages are compute_root, so every `produce` runs on the calling thread.
+//
 // Image heights are calibrated at start-up so that a 2-thread (or 1-thread) run takes the
 // scenario's time: ~60 ms (long), ~2 ms, ~0.5 ms; width 2048.
 //
@@ -23,7 +32,9 @@
 //              3: a single ~0.5 ms run (median over 21 single-run profiles).
 //     hog: two processes spinning on the CPUs throughout (truth and profiles alike).
 //     Counters: exact_pp, sampling_pp (the errors), exact_insitu_pp, sampling_insitu_pp (against
-//     the in-situ truth), truth_gap_pp (the two truths' difference), run_ms (the fastest of 7
+//     the in-situ truth), truth_gap_pp (the two truths' difference), exact_run_pp,
+//     sampling_run_pp (against the same runs' own clock), floor_pp (that clock against the
+//     truth, in the exact profiles' runs), run_ms (the fastest of 7
 //     unprofiled runs: the run's size without interference from other load), exact_overhead_pct /
 //     sampling_overhead_pct (share billed to `overhead`).
 //   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
@@ -123,6 +134,65 @@ private:
     std::vector<std::string> keep_;
 };
 
+constexpr int kMaxStages = 8;
+// The same runs' own clock: ns each stage's `produce` has taken, over all runs of the marked
+// builds so far, and the start of the span in progress. Only the calling thread runs `produce`s
+// (the stages are compute_root), so plain variables do.
+uint64_t g_marked_ns[kMaxStages], g_mark_start[kMaxStages];
+
+uint64_t monotonic_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
+
+/** Called by the marked builds' generated code (resolved in this process by the JIT): edge 0 at
+ * the start of stage `stage`'s `produce`, 1 at its end. */
+extern "C" __attribute__((visibility("default"))) int32_t truth_bench_mark(int32_t stage,
+                                                                           int32_t edge) {
+    if (stage < 0 || stage >= kMaxStages) {
+        return 0;
+    }
+    uint64_t now = monotonic_ns();
+    if (edge == 0) {
+        g_mark_start[stage] = now;
+    } else {
+        g_marked_ns[stage] += now - g_mark_start[stage];
+    }
+    return 0;
+}
+
+namespace {
+
+/** Brackets the body of each `produce` of `stages` with truth_bench_mark(k, 0) and (k, 1). */
+class MarkStages : public tally::IRMutator {
+public:
+    explicit MarkStages(std::vector<std::string> stages) : stages_(std::move(stages)) {}
+    using tally::IRMutator::visit;
+    tally::Stmt visit(const tally::ProducerConsumer *op) override {
+        tally::Stmt s = tally::IRMutator::visit(op);
+        auto it = std::find(stages_.begin(), stages_.end(), op->name);
+        if (!op->is_producer || it == stages_.end()) {
+            return s;
+        }
+        const int k = int(it - stages_.begin());
+        auto mark = [k](int edge) {
+            return tally::Evaluate::make(tally::Call::make(
+                tally::Int(32), "truth_bench_mark",
+                {tally::make_const(tally::Int(32), k), tally::make_const(tally::Int(32), edge)},
+                tally::Call::Extern));
+        };
+        const auto *pc = s.as<tally::ProducerConsumer>();
+        return tally::ProducerConsumer::make(op->name, true,
+                                             tally::Block::make({mark(0), pc->body, mark(1)}));
+    }
+
+private:
+    std::vector<std::string> stages_;
+};
+
 std::unique_ptr<tally::JITModule> compile(tally::Module m, const std::string &target) {
     return tally::compile_jit(tally::lower(m, tally::Target::parse(target)));
 }
@@ -156,6 +226,11 @@ public:
     void build(const tally::Module &m) {
         host = compile(m, "host");
         profiled = compile(m, "host-profile");
+        tally::Module marked_module = m;
+        for (tally::LoweredFunc &f : marked_module.functions) {
+            f.body = MarkStages(stages()).mutate(f.body);
+        }
+        marked = compile(marked_module, "host-profile");
         alone.clear();
         prefix.clear();
         std::vector<std::string> first;
@@ -175,8 +250,9 @@ public:
         return kept;
     }
 
-    // `stages()` run in this order: prefix[k] runs the first k + 1 of them.
-    std::unique_ptr<tally::JITModule> host, profiled, empty;
+    // `stages()` run in this order: prefix[k] runs the first k + 1 of them. `marked` is
+    // `profiled` timing its stages' spans itself (truth_bench_mark).
+    std::unique_ptr<tally::JITModule> host, profiled, marked, empty;
     std::vector<std::unique_ptr<tally::JITModule>> alone, prefix;
 };
 
@@ -312,6 +388,7 @@ private:
 struct Billed {
     std::vector<double> stage_ns;
     double total_ns = 0;
+    std::vector<double> marked_ns;  // the same runs' own clock (truth_bench_mark), per stage
 };
 
 Billed billed(const Pipeline &p, int32_t mode) {
@@ -413,6 +490,8 @@ std::vector<double> to_shares(std::vector<double> ms) {
 struct Judged {
     std::vector<double> exact_pp, sampling_pp, exact_insitu_pp, sampling_insitu_pp;
     std::vector<double> exact_overhead, sampling_overhead;
+    std::vector<double> exact_run_pp, sampling_run_pp;  // against the same runs' own clock
+    std::vector<double> floor_pp;  // that clock against the truth, in the exact profiles' runs
     double truth_gap_pp = 0;
 };
 
@@ -424,9 +503,11 @@ Judged judge(Pipeline &p, const Scenario &sc) {
     // Variants: alone 0..n-1, prefix n..2n-1, empty 2n, exact 2n+1, sampling 2n+2.
     const size_t timed = 2 * n + 1, variants = 2 * n + 3;
     std::vector<std::vector<double>> t(timed);
-    std::vector<std::vector<std::vector<double>>> profile_shares(2);
+    std::vector<std::vector<std::vector<double>>> profile_shares(2), marked_shares(2);
     std::vector<std::vector<double>> overhead(2);
     Billed mark[2];
+    // Each mode's runs' own clock: the stages' marked ns over all of that mode's runs so far.
+    std::vector<double> marked_sum[2] = {std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
     tally_profiler_reset();
     for (int r = -1; r < rounds; r++) {
         if (r == 0) {
@@ -441,12 +522,28 @@ Judged judge(Pipeline &p, const Scenario &sc) {
                 }
                 if (r >= 0 && r % sc.runs == 0) {
                     mark[m] = billed(p, modes[m]);  // the profile starts
+                    mark[m].marked_ns = marked_sum[m];
                 }
                 tally_profiler_set_default_mode(modes[m]);
-                p.run(*p.profiled);
+                uint64_t marked_before[kMaxStages];
+                std::copy(g_marked_ns, g_marked_ns + kMaxStages, marked_before);
+                p.run(*p.marked);
+                for (size_t k = 0; k < n; k++) {
+                    marked_sum[m][k] += double(g_marked_ns[k] - marked_before[k]);
+                }
                 if (r >= 0 && r % sc.runs == sc.runs - 1) {
                     Billed now = billed(p, modes[m]);
+                    now.marked_ns = marked_sum[m];
                     profile_shares[m].push_back(shares_between(mark[m], now));
+                    // The shares an error-free profiler would report for the same runs: each
+                    // stage's marked time over the same total the profile's shares are of.
+                    const double billed_total = now.total_ns - mark[m].total_ns;
+                    std::vector<double> marked(n, 0.0);
+                    for (size_t k = 0; k < n && billed_total > 0; k++) {
+                        marked[k] =
+                            100.0 * (now.marked_ns[k] - mark[m].marked_ns[k]) / billed_total;
+                    }
+                    marked_shares[m].push_back(marked);
                     double stages = 0;
                     for (size_t k = 0; k < n; k++) {
                         stages += now.stage_ns[k] - mark[m].stage_ns[k];
@@ -488,6 +585,11 @@ Judged judge(Pipeline &p, const Scenario &sc) {
             (m == 0 ? j.exact_insitu_pp : j.sampling_insitu_pp)
                 .push_back(max_error_pp(profile_shares[m][i], insitu));
             (m == 0 ? j.exact_overhead : j.sampling_overhead).push_back(overhead[m][i]);
+            (m == 0 ? j.exact_run_pp : j.sampling_run_pp)
+                .push_back(max_error_pp(profile_shares[m][i], marked_shares[m][i]));
+            if (m == 0) {
+                j.floor_pp.push_back(max_error_pp(marked_shares[m][i], truth));
+            }
         }
     }
     if (std::getenv("TRUTH_BENCH_VERBOSE")) {
@@ -495,10 +597,12 @@ Judged judge(Pipeline &p, const Scenario &sc) {
             std::fprintf(
                 stderr,
                 "  %-8s truth %6.2f%% (%.3f ms)  in situ %6.2f%% (%.3f ms)  first profile: "
-                "exact %6.2f%%  sampling %6.2f%%\n",
+                "exact %6.2f%% (its runs' own clock %6.2f%%)  sampling %6.2f%% (%6.2f%%)\n",
                 p.stages()[k].c_str(), truth[k], alone_ms[k], insitu[k], insitu_ms[k],
                 profile_shares[0].empty() ? 0.0 : profile_shares[0][0][k],
-                profile_shares[1].empty() ? 0.0 : profile_shares[1][0][k]);
+                marked_shares[0].empty() ? 0.0 : marked_shares[0][0][k],
+                profile_shares[1].empty() ? 0.0 : profile_shares[1][0][k],
+                marked_shares[1].empty() ? 0.0 : marked_shares[1][0][k]);
         }
     }
     return j;
@@ -526,6 +630,9 @@ void BM_Truth(benchmark::State &state) {
         state.counters["exact_insitu_pp"] = median(j.exact_insitu_pp);
         state.counters["sampling_insitu_pp"] = median(j.sampling_insitu_pp);
         state.counters["truth_gap_pp"] = j.truth_gap_pp;
+        state.counters["exact_run_pp"] = median(j.exact_run_pp);
+        state.counters["sampling_run_pp"] = median(j.sampling_run_pp);
+        state.counters["floor_pp"] = median(j.floor_pp);
         state.counters["exact_overhead_pct"] = median(j.exact_overhead);
         state.counters["sampling_overhead_pct"] = median(j.sampling_overhead);
         state.counters["run_ms"] = run_ms;
