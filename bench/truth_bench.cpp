@@ -750,24 +750,43 @@ void BM_SwitchCost(benchmark::State &state) {
             w.join();
         }
         state.counters["task_2threads_ns"] = 0.5 * (cpu2[0] + cpu2[1]);
-        // The same tasks run by the thread pool (halide_do_par_for), on 1 and on 2 threads: what
-        // a task's profiler calls cost there (a task's context lingers for the thread's next
-        // task), as the process CPU time of the loop over that of the same loop with bare tasks.
+        // Tasks run by the thread pool (halide_do_par_for), on 1 and on 2 threads, as the
+        // process CPU time of the loop over that of the same loop with bare tasks in a run that
+        // opens no contexts for them: what profiling adds per task. As inject-profiling's code runs
+        // them (the run started with TALLY_PROFILER_FLAG_POOL_CONTEXTS, the pool opens each task's
+        // context; the task itself, switching no slot, makes no call) and, on one thread, as tasks
+        // that make the calls themselves (pool_task_calls_ns: a task's context lingers for the
+        // thread's next task).
+        void *pooled = tally_profiler_start(nullptr, "switch_cost_pool", "host-profile", 3, names,
+                                            nullptr, mode | TALLY_PROFILER_FLAG_POOL_CONTEXTS);
+        tally_profiler_set_current(pooled, 1);
         for (int threads : {1, 2}) {
             tally_set_num_threads(threads);
-            double bare = 1e300, profiled = 1e300;
+            double bare = 1e300, profiled = 1e300, calls = 1e300;
             for (int rep = 0; rep < 5; rep++) {
-                for (int with : {0, 1}) {
+                for (int with : {0, 1, 2}) {
+                    if (with == 2 && threads == 2) {
+                        continue;
+                    }
+                    // The loop runs in the run whose context is current (set_current makes it
+                    // so): the pooled run, else the first (bare tasks: no call at all).
+                    tally_profiler_set_current(with == 1 ? pooled : inst, 1);
                     double c0 = process_cpu_ms();
-                    halide_do_par_for(with ? inst : nullptr, with ? pool_task : bare_task, 0,
-                                      kTasks, reinterpret_cast<uint8_t *>(inst));
+                    halide_do_par_for(nullptr, with == 2 ? pool_task : bare_task, 0, kTasks,
+                                      reinterpret_cast<uint8_t *>(inst));
                     double ms = process_cpu_ms() - c0;
-                    (with ? profiled : bare) = std::min(with ? profiled : bare, ms);
+                    double &best = with == 0 ? bare : with == 1 ? profiled : calls;
+                    best = std::min(best, ms);
                 }
             }
             state.counters[threads == 1 ? "pool_task_ns" : "pool_task_2threads_ns"] =
                 (profiled - bare) * 1e6 / kTasks;
+            if (threads == 1) {
+                state.counters["pool_task_calls_ns"] = (calls - bare) * 1e6 / kTasks;
+            }
         }
+        tally_profiler_set_current(pooled, 1);
+        tally_profiler_end(nullptr, pooled);
         tally_set_num_threads(0);
         state.SetIterationTime(switch_ns * 1e-9);
         state.counters["switch_ns"] = switch_ns;

@@ -22,8 +22,12 @@
 //    never serialised; its time comes from device timestamps the runtime reads where the
 //    pipeline blocks anyway), everything else as above;
 //  - heap allocations and device allocations are reported to the profiler per Func;
-//  - parallel loop bodies (and Halide's outlined closures, async task functions included)
-//    announce a worker context and set the slot on it.
+//  - a parallel loop's tasks (parallel loop bodies and the closures Halide outlined for
+//    halide_do_par_for) run in worker contexts that the runtime's thread pool opens and ends
+//    around each task, in the slot current where the loop starts (every run starts with
+//    TALLY_PROFILER_FLAG_POOL_CONTEXTS): a task makes no profiler call of its own unless it
+//    switches slots inside, on `tally_profiler_current_context()`. The task functions of
+//    halide_do_parallel_tasks (async) announce their worker context and set its slot themselves.
 //
 // Strategy: 1. find the pipeline functions and the closures they call; 2. collect the slot table
 // by walking each pipeline (and its closures, at their call sites) in order; 3. rewrite each
@@ -98,6 +102,42 @@ bool uses_name(const Stmt &s, const std::string &n) {
     } u(n);
     s.accept(&u);
     return u.found;
+}
+
+/** A par_for task's body: binds the worker context the pool opened for the task where the body
+ * switches slots on it, and adds nothing where it does not (a leaf task makes no call). */
+Stmt with_task_context(const ProbeNames &names, const Stmt &body) {
+    if (!uses_name(body, names.ctx)) {
+        return body;
+    }
+    return LetStmt::make(
+        names.ctx, Call::make(Handle(), runtime::tally_profiler_current_context, {}, Call::Extern),
+        body);
+}
+
+/** The functions halide_do_parallel_tasks runs (async tasks): they open their own contexts. */
+std::set<std::string> parallel_task_functions(const Module &m) {
+    class Find : public IRVisitor {
+    public:
+        std::set<std::string> names;
+
+    private:
+        using IRVisitor::visit;
+        void visit(const Call *op) override {
+            if (op->name == runtime::halide_do_parallel_tasks) {
+                for (const std::string &c : task_closures(op)) {
+                    names.insert(c);
+                }
+            }
+            IRVisitor::visit(op);
+        }
+    } find;
+    for (const LoweredFunc &f : m.functions) {
+        if (f.body.defined()) {
+            f.body.accept(&find);
+        }
+    }
+    return std::move(find.names);
 }
 
 /** Appends `tail` at the end of `body`, inside the scopes of its trailing lets and
@@ -306,19 +346,13 @@ private:
         if (op->for_type != ForType::Parallel) {
             return IRMutator::visit(op);
         }
-        // A parallel body runs on worker threads: each task gets its own context.
+        // A parallel body runs on worker threads, each task in the worker context the pool opens
+        // for it in the slot current here; its switches go to that context.
         Expr saved = ctx;
         ctx = handle_var(names.ctx);
-        Stmt body = mutate(op->body);
+        Stmt body = with_task_context(names, mutate(op->body));
         ctx = saved;
-        Expr worker = handle_var(names.ctx);
-        Stmt wrapped = LetStmt::make(
-            names.ctx,
-            Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
-            Block::make(set_current(worker, current.back()),
-                        append_inside(body, Evaluate::make(call_i32(
-                                                runtime::tally_profiler_thread_end, {worker})))));
-        return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, wrapped);
+        return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
     }
 
     /** Splits a let body into its leading `assert(name == 0, ...)` and the rest. */
@@ -506,7 +540,8 @@ Expr int_table(const std::vector<int> &v) {
 /** Opens a pipeline: start, its check, and the end registered for every exit. */
 Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
                        const ProbeNames &names, const Stmt &body) {
-    int flags = t.has_feature("profile_by_timer") ? TALLY_PROFILER_FLAG_TIMER : 0;
+    int flags = TALLY_PROFILER_FLAG_POOL_CONTEXTS |
+                (t.has_feature("profile_by_timer") ? TALLY_PROFILER_FLAG_TIMER : 0);
     Expr start =
         Call::make(Handle(), runtime::tally_profiler_start,
                    {StringImm::make(name), StringImm::make(t.to_string()),
@@ -522,9 +557,21 @@ Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable
     return LetStmt::make(names.inst, start, Block::make({check, end, body}));
 }
 
-/** Opens a closure that Halide outlined from a parallel loop: a worker context on the
- * instance of the pipeline that called it. */
-Stmt closure_prologue(int slot, const ProbeNames &names, const Stmt &body) {
+/** Opens a closure that Halide outlined for halide_do_par_for: its task runs in the worker
+ * context the pool opened; the run is bound where the body reports memory to it. */
+Stmt par_for_prologue(const ProbeNames &names, const Stmt &body) {
+    Stmt b = with_task_context(names, body);
+    if (!uses_name(b, names.inst)) {
+        return b;
+    }
+    return LetStmt::make(
+        names.inst,
+        Call::make(Handle(), runtime::tally_profiler_current_instance, {}, Call::Extern), b);
+}
+
+/** Opens an async task function (halide_do_parallel_tasks): a worker context on the instance of
+ * the pipeline that called it, in `slot`. */
+Stmt task_prologue(int slot, const ProbeNames &names, const Stmt &body) {
     Expr inst = handle_var(names.inst), worker = handle_var(names.ctx);
     Stmt inner = LetStmt::make(
         names.ctx, Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
@@ -547,12 +594,15 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &req
     opts.inject_device_sync = opts.inject_device_sync && !m.target.profile_timestamps();
     // 1. Pipelines are the entry points: neither Internal nor run as a parallel closure.
     std::set<std::string> closures = par_for_closures(m);
+    const std::set<std::string> async_tasks = parallel_task_functions(m);
     // Functions Halide instrumented itself (-profile) are left as they are: the runtime serves
     // Halide's profiler ABI, so they report once, through Halide's probes.
-    const std::set<std::string> markers = {
-        runtime::tally_profiler_start, runtime::tally_profiler_thread_begin,
-        runtime::halide_profiler_pipeline_start, runtime::halide_profiler_incr_active_threads,
-        runtime::halide_profiler_set_current_func};
+    const std::set<std::string> markers = {runtime::tally_profiler_start,
+                                           runtime::tally_profiler_thread_begin,
+                                           runtime::tally_profiler_current_context,
+                                           runtime::halide_profiler_pipeline_start,
+                                           runtime::halide_profiler_incr_active_threads,
+                                           runtime::halide_profiler_set_current_func};
 
     Module out = m;
     std::map<std::string, const SlotTable *> closure_tables;
@@ -583,7 +633,9 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &req
         int slot = it->second->closure_slot.at(f.name);
         ProbeNames names = probe_names(f);
         Instrument inst(*it->second, opts, names, slot, true);
-        out.functions[i].body = closure_prologue(slot, names, inst.mutate(f.body));
+        Stmt body = inst.mutate(f.body);
+        out.functions[i].body = async_tasks.count(f.name) ? task_prologue(slot, names, body)
+                                                          : par_for_prologue(names, body);
     }
     return out;
 }

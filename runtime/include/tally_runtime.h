@@ -568,11 +568,20 @@ typedef enum tally_profiler_flags_t {
     /** Exact: every slot switch, worker begin/end and device wait reads a clock (the invariant
      * TSC where there is one) and bills the elapsed time to the slot being left; while n worker
      * contexts work, each bills 1/n of the wall time. No sampler runs. */
-    TALLY_PROFILER_FLAG_EXACT = 4
+    TALLY_PROFILER_FLAG_EXACT = 4,
+    /** Not a mode: the runtime's thread pool opens the worker context of every task of a
+     * halide_do_par_for loop started in this run (as tally_profiler_thread_begin would, in the
+     * slot of the context that started the loop) and ends it after the task (as
+     * tally_profiler_thread_end would), so a task makes no profiler call of its own unless it
+     * switches slots inside (on tally_profiler_current_context()). inject-profiling starts every
+     * run with it. */
+    TALLY_PROFILER_FLAG_POOL_CONTEXTS = 8
 } tally_profiler_flags_t;
 
 /** The mode flags together. */
 #define TALLY_PROFILER_MODE_FLAGS 7
+/** Every flag tally_profiler_start knows. */
+#define TALLY_PROFILER_START_FLAGS 15
 
 /** The mode of runs started without a mode flag when neither tally_profiler_set_default_mode nor
  * TALLY_PROFILE_MODE says otherwise. Chosen by measurement (bench/truth_bench.cpp; the figures and
@@ -648,6 +657,11 @@ void *tally_profiler_thread_begin(void *instance);
  * halide_do_par_for inherit from the thread that started the loop; NULL outside a run. Code
  * that Halide outlined into closures uses it to open worker contexts. */
 void *tally_profiler_current_instance(void);
+
+/** The calling thread's current profiling context (in a task of a run started with
+ * TALLY_PROFILER_FLAG_POOL_CONTEXTS: the worker context the pool opened for it), to pass to
+ * tally_profiler_set_current; NULL outside a run. */
+void *tally_profiler_current_context(void);
 
 /** Called by the task on exit (every exit path): releases the context and restores the thread's
  * previous current context. NULL is a no-op. (A task run by the runtime's thread pool keeps its

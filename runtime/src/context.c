@@ -14,6 +14,10 @@ void *tally_profiler_current_instance(void) {
     return ctx ? (void *)ctx->instance : NULL;
 }
 
+void *tally_profiler_current_context(void) {
+    return tally_get_current_context();
+}
+
 static _Thread_local char thread_tag;
 
 const void *tally_thread_tag(void) {

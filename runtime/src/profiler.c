@@ -347,13 +347,14 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
             return NULL;
         }
     }
-    if (flags & ~(int32_t)TALLY_PROFILER_MODE_FLAGS) {
+    if (flags & ~(int32_t)TALLY_PROFILER_START_FLAGS) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                            "tally_profiler_start: pipeline %s: unknown flags 0x%x", pipeline,
                            (unsigned)flags);
         return NULL;
     }
-    flags = resolve_mode(flags);
+    const int32_t pool_contexts = (flags & TALLY_PROFILER_FLAG_POOL_CONTEXTS) != 0;
+    flags = resolve_mode(flags & TALLY_PROFILER_MODE_FLAGS);
     tally_clock_init();
     tally_pipeline *p =
         acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags);
@@ -368,6 +369,7 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
                            "tally_profiler_start: out of memory starting pipeline %s", pipeline);
         return NULL;
     }
+    inst->pool_contexts = pool_contexts;
     inst->main.saved_tls = tally_get_current_context();
     inst->main_thread = tally_thread_tag();
     inst->start_ns = tally_now_ns();

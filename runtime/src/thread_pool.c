@@ -58,14 +58,19 @@
 // again at once. A spinning thread holds no profiler context (workers) or the one it would hold
 // while asleep (a caller), so a profiled run's report does not change.
 //
-// Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin). The
-// pool resets it after every task (workers to NULL, callers to what it was before the task), so a
-// task that failed before calling tally_profiler_thread_end cannot leave a dangling context; the
-// worker contexts Halide's instrumentation opened on the thread are ended first
-// (tally_profiler_end_owned_contexts). A task's context may linger after its task
-// (profiler.c: the thread's next task of the same run takes it back without billing anything);
-// the pool flushes it before the thread waits, runs a group's unit, counts the last task it took
-// of a run as finished, or (a caller) has no iterations of its loop left to run.
+// Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin), or,
+// in a run started with TALLY_PROFILER_FLAG_POOL_CONTEXTS (what inject-profiling's code starts),
+// the pool opens each par_for task's worker context itself, in the slot of the context that
+// started the loop, and ends it after the task (run_batch: the same calls the tasks' code would
+// make, made once per batch of tasks a thread claims, so a task that switches no slot makes no
+// profiler call). The pool resets
+// it after every task (workers to NULL, callers to what it was before the task), so a task that
+// failed before calling tally_profiler_thread_end cannot leave a dangling context; the worker
+// contexts Halide's instrumentation opened on the thread are ended first
+// (tally_profiler_end_owned_contexts). A task's context may linger after its task (profiler.c: the
+// thread's next task of the same run takes it back without billing anything); the pool flushes it
+// before the thread waits, runs a group's unit, counts the last task it took of a run as finished,
+// or (a caller) has no iterations of its loop left to run.
 //
 // Lifetime: halide_do_par_for and halide_do_parallel_tasks are defined by lifetime.c, which
 // installs the process hooks (the fork handlers that call tally_thread_pool_fork_*, the at-exit
@@ -113,8 +118,16 @@ typedef struct par_job {
     // into closures can find the run (tally_profiler_current_instance) and device calls made
     // by tasks are counted against it.
     tally_context *caller_ctx;
+    // The run whose tasks the pool opens worker contexts for (TALLY_PROFILER_FLAG_POOL_CONTEXTS),
+    // or NULL.
+    tally_instance *task_run;
     waiter *owner;  // the caller, while it sleeps until the last iteration finishes (pool lock)
 } par_job;
+
+// The run a loop started in context `ctx` opens its tasks' contexts for, or NULL.
+static tally_instance *task_run_of(const tally_context *ctx) {
+    return ctx && ctx->instance && ctx->instance->pool_contexts ? ctx->instance : NULL;
+}
 
 // One task of a group (pool lock for the counters).
 typedef struct group_task {
@@ -473,24 +486,39 @@ static int32_t claim_locked(par_job *job, int32_t *count) {
     return job->min + idx;
 }
 
-static void run_task(par_job *job, int32_t idx) {
-    if (atomic_load_explicit(&job->result, memory_order_relaxed) != 0) {
-        return;  // an earlier task failed: skip
-    }
-    tally_set_current_context(job->caller_ctx);
+// Runs iterations [idx, idx + count) of `job` on this thread (skipping them once a task has
+// failed), then makes `after` the thread's current context. In a run with pool contexts the
+// batch's tasks run back to back in one worker context, opened before the first and ended (left
+// to linger) after the last: each task would take it back as it is from its predecessor anyway,
+// so the batch bills exactly what its tasks opening their own would, with no call per task.
+static void run_batch(par_job *job, int32_t idx, int32_t count, tally_context *after) {
     int32_t saved_linger = tally_linger_ok;
     tally_linger_ok = 1;  // the task's profiler context may linger: the pool flushes it
-    tls_task_depth++;
-    tally_task_nesting++;
-    int32_t r = job->f(job->user_context, idx, job->closure);
-    tally_task_nesting--;
-    tls_task_depth--;
-    tally_profiler_end_owned_contexts(job->caller_ctx);
-    tally_linger_ok = saved_linger;
-    if (r != 0) {
-        int32_t expected = 0;
-        atomic_compare_exchange_strong(&job->result, &expected, r);
+    tally_set_current_context(job->caller_ctx);
+    tally_context *task_ctx =
+        job->task_run ? (tally_context *)tally_profiler_thread_begin(job->task_run) : NULL;
+    tally_context *in_task = task_ctx ? task_ctx : job->caller_ctx;
+    for (int32_t i = 0; i < count; i++) {
+        if (atomic_load_explicit(&job->result, memory_order_relaxed) != 0) {
+            break;  // an earlier task failed: skip the rest
+        }
+        tls_task_depth++;
+        tally_task_nesting++;
+        int32_t r = job->f(job->user_context, idx + i, job->closure);
+        tally_task_nesting--;
+        tls_task_depth--;
+        // Whatever the task left current (contexts Halide's code opened and did not end, one a
+        // failed task did not end), the next starts as this one did.
+        tally_profiler_end_owned_contexts(in_task);
+        tally_set_current_context(in_task);
+        if (r != 0) {
+            int32_t expected = 0;
+            atomic_compare_exchange_strong(&job->result, &expected, r);
+        }
     }
+    tally_profiler_thread_end(task_ctx);
+    tally_linger_ok = saved_linger;
+    tally_set_current_context(after);
 }
 
 // ---- task groups ---------------------------------------------------------------------------
@@ -960,11 +988,8 @@ static void *worker_main(void *arg) {
         int32_t count = 0;
         int32_t idx = claim_locked(job, &count);
         pthread_mutex_unlock(&pool.lock);
-        for (int32_t i = 0; i < count; i++) {
-            run_task(job, idx + i);
-            tally_set_current_context(NULL);
-            tally_trace_context();
-        }
+        run_batch(job, idx, count, NULL);
+        tally_trace_context();
         pthread_mutex_lock(&pool.lock);
         // A task's lingering profiler context ends before its tasks count as finished, unless
         // this thread's next task (the head job's, claimed at once under this same lock) belongs
@@ -1052,11 +1077,14 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         // cannot linger: nothing would flush them before the enclosing task goes on).
         int32_t saved_linger = tally_linger_ok;
         tally_linger_ok = 0;
+        tally_instance *task_run = task_run_of(saved_ctx);
         int32_t r = 0;
         for (int32_t i = 0; i < extent && r == 0; i++) {
             tls_task_depth++;
             tally_task_nesting++;
+            void *task_ctx = task_run ? tally_profiler_thread_begin(task_run) : NULL;
             r = f(user_context, min + i, closure);
+            tally_profiler_thread_end(task_ctx);
             tally_task_nesting--;
             tls_task_depth--;
             tally_profiler_end_owned_contexts(saved_ctx);
@@ -1077,6 +1105,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
     atomic_init(&job.result, 0);
     job.next_job = NULL;
     job.caller_ctx = saved_ctx;
+    job.task_run = task_run_of(saved_ctx);
     job.owner = NULL;
 
     pthread_mutex_lock(&pool.lock);
@@ -1094,10 +1123,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         int32_t count = 0;
         int32_t idx = claim_locked(&job, &count);
         pthread_mutex_unlock(&pool.lock);
-        for (int32_t i = 0; i < count; i++) {
-            run_task(&job, idx + i);
-            tally_set_current_context(saved_ctx);
-        }
+        run_batch(&job, idx, count, saved_ctx);
         pthread_mutex_lock(&pool.lock);
         job.finished += count;
     }

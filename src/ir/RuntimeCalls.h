@@ -72,6 +72,7 @@ struct RuntimeSymbol {
     X(tally_profiler_set_current,       "v:pi")                                   \
     X(tally_profiler_thread_begin,      "p:p")                                    \
     X(tally_profiler_current_instance,  "p:")                                     \
+    X(tally_profiler_current_context,   "p:")                                     \
     X(tally_buffer_size_in_bytes,       "q:B")                                    \
     X(tally_profiler_thread_end,        "v:p")                                    \
     X(tally_profiler_memory_allocate,   "v:piiq")                                 \

@@ -542,4 +542,131 @@ TEST_F(ProfilerExact, NoPoolContextLingersPastItsLoop) {
     expect_times_ns("no_linger", {0, 60 * kMs, 0, 0, 0});
 }
 
+// Runs started with TALLY_PROFILER_FLAG_POOL_CONTEXTS (inject-profiling's): the pool opens each
+// task's worker context in the loop's slot, and a task makes no profiler call unless it switches
+// slots inside, on tally_profiler_current_context().
+struct BareClosure {
+    void *inst;
+    int32_t inner_slot;  // a task with an odd index spends 1 ms of its time here
+    uint64_t task_ns;
+    std::vector<void *> contexts;  // tally_profiler_current_context() in each task
+    int32_t inner_tasks = 0;       // a nested loop of that many tasks in each task (1 ms each)
+    std::vector<void *> inner_contexts;
+};
+
+void *start_pooled(const char *name) {
+    void *inst = tally_profiler_start(nullptr, name, "host-profile", 5, kNames, kKinds,
+                                      TALLY_PROFILER_FLAG_POOL_CONTEXTS);
+    EXPECT_NE(inst, nullptr);
+    return inst;
+}
+
+int inner_task(void *, int, uint8_t *closure) {
+    auto *c = reinterpret_cast<BareClosure *>(closure);
+    void *ctx = tally_profiler_current_context();
+    c->inner_contexts.push_back(ctx);
+    tally_profiler_set_current(ctx, c->inner_slot);
+    fake_time_ns() += 1 * kMs;
+    return 0;
+}
+
+int bare_task(void *, int idx, uint8_t *closure) {
+    auto *c = reinterpret_cast<BareClosure *>(closure);
+    void *ctx = tally_profiler_current_context();
+    c->contexts.push_back(ctx);
+    fake_time_ns() += c->task_ns;
+    if (idx % 2 == 1) {
+        // produce g inside the task: its switches go to the context the pool opened.
+        tally_profiler_set_current(ctx, c->inner_slot);
+        fake_time_ns() += 1 * kMs;
+        tally_profiler_set_current(ctx, 1);
+    }
+    if (c->inner_tasks > 0) {
+        EXPECT_EQ(halide_do_par_for(nullptr, inner_task, 0, c->inner_tasks, closure), 0);
+        EXPECT_EQ(tally_profiler_current_context(), ctx);  // the nested loop gave it back
+    }
+    return 0;
+}
+
+TEST_F(ProfilerExact, ThePoolOpensTheTasksContextsInTheLoopsSlot) {
+    tally_set_num_threads(1);  // the tasks run on this thread, in order
+    void *inst = start_pooled("pooled");
+    tally_profiler_set_current(inst, 1);  // produce f
+    at_ms(1);
+    BareClosure c{inst, 2, 2 * kMs, {}, 0, {}};
+    EXPECT_EQ(halide_do_par_for(nullptr, bare_task, 0, 4, reinterpret_cast<uint8_t *>(&c)), 0);
+    EXPECT_EQ(tally_profiler_current_context(), inst);  // the loop gave the main context back
+    fake_time_ns() += 4 * kMs;
+    tally_profiler_set_current(inst, 0);
+    fake_time_ns() += 1 * kMs;
+    ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    tally_set_num_threads(0);
+
+    // Each task ran in a worker context of the run (not the main context, which the tasks of a
+    // run without the flag find current), and the thread's tasks shared one.
+    ASSERT_EQ(c.contexts.size(), 4u);
+    EXPECT_NE(c.contexts[0], nullptr);
+    EXPECT_NE(c.contexts[0], inst);
+    for (void *ctx : c.contexts) {
+        EXPECT_EQ(ctx, c.contexts[0]);
+    }
+    // f: 1 ms before the loop, the tasks' 4 x 2 ms in the loop's slot, 4 ms after; g: the two
+    // odd tasks' 1 ms each; overhead: the last 1 ms.
+    expect_times_ns("pooled", {1 * kMs, 13 * kMs, 2 * kMs, 0, 0});
+    EXPECT_EQ(tally_test::pipeline_stats("pooled").total_ns, 16 * kMs);
+}
+
+TEST_F(ProfilerExact, ANestedLoopInAPooledTaskBillsItsOwnContexts) {
+    tally_set_num_threads(1);
+    void *inst = start_pooled("pooled_nested");
+    tally_profiler_set_current(inst, 1);
+    BareClosure c{inst, 2, 1 * kMs, {}, 0, {}};
+    c.inner_tasks = 3;
+    EXPECT_EQ(halide_do_par_for(nullptr, bare_task, 0, 2, reinterpret_cast<uint8_t *>(&c)), 0);
+    fake_time_ns() += 2 * kMs;
+    ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    tally_set_num_threads(0);
+
+    // Each inner task ran in a context of its own, nested in its outer task's.
+    ASSERT_EQ(c.inner_contexts.size(), 6u);
+    for (void *ctx : c.inner_contexts) {
+        EXPECT_NE(ctx, nullptr);
+        EXPECT_NE(ctx, inst);
+        EXPECT_NE(ctx, c.contexts[0]);
+    }
+    // f: the outer tasks' 1 ms each and the 2 ms after the loop; g: task 1's 1 ms, and every
+    // inner task's 1 ms (6).
+    expect_times_ns("pooled_nested", {0, 4 * kMs, 7 * kMs, 0, 0});
+}
+
+// A leaf task of a pooled run: it makes no profiler call (safe on any thread).
+int leaf_task(void *, int, uint8_t *) {
+    return 0;
+}
+
+TEST_F(ProfilerExact, NoPooledContextOutlivesItsLoop) {
+    // As NoPoolContextLingersPastItsLoop, with the contexts the pool opens itself: on real pool
+    // threads, every batch's context has stopped counting when halide_do_par_for returns.
+    tally_set_num_threads(2);
+    for (int round = 0; round < 20; round++) {
+        void *inst = start_pooled("no_linger_pooled");
+        tally_profiler_set_current(inst, 1);
+        EXPECT_EQ(halide_do_par_for(nullptr, leaf_task, 0, 4096, nullptr), 0);
+        fake_time_ns() += 3 * kMs;
+        ASSERT_EQ(tally_profiler_end(nullptr, inst), 0);
+    }
+    tally_set_num_threads(0);
+    expect_times_ns("no_linger_pooled", {0, 60 * kMs, 0, 0, 0});
+}
+
+TEST_F(ProfilerExact, StartRejectsUnknownFlags) {
+    tally_test::MessageCapture capture;
+    EXPECT_EQ(tally_profiler_start(nullptr, "bad_flags", "host-profile", 5, kNames, kKinds, 16),
+              nullptr);
+    std::vector<std::string> errors = capture.errors();
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("pipeline bad_flags: unknown flags 0x10"), std::string::npos)
+        << errors[0];
+}
+
 }  // namespace
