@@ -180,10 +180,11 @@ typedef struct tally_instance {
     int32_t num_slots;
     int32_t num_acc;     // num_slots + TALLY_NUM_ONE_TIME: the entries of acc and contexts' exact
     int32_t flags;       // exactly one mode flag (TALLY_PROFILER_FLAG_*), resolved at start
-    int32_t pool_contexts;  // started with TALLY_PROFILER_FLAG_POOL_CONTEXTS (thread_pool.c)
     int32_t live_index;  // index in the sampler's live table of its mode
     int32_t token;       // Halide's profiler ABI: the run's token (-1 for Tally's own runs)
-    int32_t start_nesting;    // Halide's profiler ABI: tally_task_nesting where the run started
+    int32_t start_nesting;  // Halide's profiler ABI: tally_task_nesting where the run started
+    // Started with TALLY_PROFILER_FLAG_POOL_CONTEXTS: the pool opens its tasks' contexts.
+    int32_t pool_contexts;
     const void *main_thread;  // tally_thread_tag of the thread that started the run
     _Atomic int32_t bad_call_reported;
     // Set when an error is reported while the run is a thread's current context (halide_error):
