@@ -69,6 +69,7 @@
 #include <vector>
 
 #include "SharedHeap.h"
+#include "Stats.h"
 #include "blur/reference.h"
 #include "blur_gpu/reference.h"
 #include "gpu_gpu_cpu/reference.h"
@@ -102,12 +103,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /** The interquartile range as a percentage of the median: how much runs of one variant differ

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "SharedHeap.h"
+#include "Stats.h"
 #include "driver/NpyFile.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
@@ -89,12 +90,6 @@ using HalideMetadata = const HalideFilterMetadata *(*)();
 double now_ms() {
     using namespace std::chrono;
     return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /** Allocates 128-byte aligned storage (Halide::Runtime::Buffer's alignment, and
@@ -434,27 +429,6 @@ void *halide_handle() {
  * widely that the quotient of 9 processes' medians put pipelines 1.15x one repetition and 1.0x
  * the next; 15 narrow that, and fresh_runs says how far (bootstrap_interval). */
 constexpr int fresh_processes = 15;
-
-/** A 90 % bootstrap interval of median(t) / median(h) over paired samples (one pair per process,
- * resampled together): the 5th and 95th percentiles of 2,000 resamples, with a fixed seed so that
- * a rerun on the same samples gives the same interval. */
-std::pair<double, double> bootstrap_interval(const std::vector<double> &t,
-                                             const std::vector<double> &h) {
-    std::mt19937 rng(20261202);
-    std::uniform_int_distribution<size_t> pick(0, t.size() - 1);
-    std::vector<double> quotients, rt(t.size()), rh(h.size());
-    const int resamples = 2000;
-    for (int b = 0; b < resamples; b++) {
-        for (size_t i = 0; i < t.size(); i++) {
-            size_t j = pick(rng);
-            rt[i] = t[j];
-            rh[i] = h[j];
-        }
-        quotients.push_back(median(rt) / median(rh));
-    }
-    std::sort(quotients.begin(), quotients.end());
-    return {quotients[resamples / 20], quotients[resamples - 1 - resamples / 20]};
-}
 
 /** Each side's steady-state run times over interleaved rounds (T H, H T, ...), and the median of
  * the per-round quotients. */

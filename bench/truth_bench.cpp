@@ -38,16 +38,19 @@
 //     unprofiled runs: the run's size without interference from other load), exact_overhead_pct /
 //     sampling_overhead_pct (share billed to `overhead`).
 //   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
-//     for 31 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
-//     median unprofiled run; *_min_ratio = fastest over fastest (the runs least disturbed by
+//     for 151 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
+//     median unprofiled run (exact_ratio_lo, _hi: its 90 % bootstrap interval, rounds resampled
+//     whole); *_min_ratio = fastest over fastest (the runs least disturbed by
 //     other load); *_cpu_ratio = the same as the ratio in process CPU time (all threads, the
 //     sampler's included); rows = the image height (tasks per stage).
 //   BM_SwitchCost/<mode>: ns of the calling thread's CPU time per tally_profiler_set_current
 //     between two slots of a live run (mode 0 exact, 1 sampling with the sampler thread at
 //     1 kHz), and per worker begin + set_current + end (a parallel task's profiler calls, the
 //     task setting its loop's slot) on one thread (task_ns) and on two at once
-//     (task_2threads_ns); the same as halide_do_par_for tasks on 1 and 2 pool threads
-//     (pool_task_ns, pool_task_2threads_ns); one bare rdtsc (rdtsc_ns).
+//     (task_2threads_ns); what profiling adds to a halide_do_par_for task on 1 and 2 pool
+//     threads as inject-profiling's code runs it (pool_task_ns, pool_task_2threads_ns: the pool
+//     opens the task's context, the task makes no call), and with the task making those calls
+//     itself (pool_task_calls_ns); one bare rdtsc (rdtsc_ns).
 //
 // bench/run_benchmarks.py adds 5 repetitions and reports the median of each counter.
 
@@ -70,6 +73,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "Stats.h"
 #include "tally/Compiler.h"
 #include "tally/IRMutator.h"
 #include "tally/Lower.h"
@@ -89,7 +93,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kWidth = 2048;
 constexpr double kLongMs = 60.0, kShortMs = 2.0, kTinyMs = 0.5;
-constexpr int kWallRounds = 31;
+// Runs of ~30 ms with 2 threads spread 18-35 ms here (memory bandwidth shared with the host's
+// other guests): 151 rounds put the ratio of medians within about +-1 % (90 % bootstrap).
+constexpr int kWallRounds = 151;
 // At most 16384 rows (128 MiB per float buffer): halide_malloc keeps freed blocks of that size,
 // so every run finds its intermediates warm. Beyond it (measured with 65536 rows) each run maps
 // fresh pages, and a stage alone that only reads an intermediate no stage wrote touches the zero
@@ -110,12 +116,6 @@ double thread_cpu_ns() {
     timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /** Replaces every `produce` but those of `keep` with a no-op: the pipeline runs only those. */
@@ -670,6 +670,9 @@ void BM_WallRatio(benchmark::State &state) {
         state.SetIterationTime(host / 1e3);
         state.counters["host_ms"] = host;
         state.counters["exact_ratio"] = median(t[1]) / host;
+        std::pair<double, double> ci = bootstrap_interval(t[1], t[0]);
+        state.counters["exact_ratio_lo"] = ci.first;
+        state.counters["exact_ratio_hi"] = ci.second;
         state.counters["sampling_ratio"] = median(t[2]) / host;
         state.counters["exact_min_ratio"] = fastest(t[1]) / fastest(t[0]);
         state.counters["sampling_min_ratio"] = fastest(t[2]) / fastest(t[0]);
