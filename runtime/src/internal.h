@@ -309,7 +309,7 @@ typedef struct tally_trace_record {
 void tally_trace_run_started_slow(const struct tally_instance *inst);
 void tally_trace_switch_slow(const tally_context *ctx, int32_t slot);
 void tally_trace_context_slow(void);
-void tally_trace_memory_slow(const struct tally_instance *inst, int32_t kind, int64_t delta);
+void tally_trace_memory_slow(const struct tally_instance *inst, int32_t kind, uint64_t delta);
 uint64_t tally_trace_launch_slow(const tally_context *ctx, int32_t slot);
 void tally_trace_device_slow(const void *pipeline, int32_t slot, uint64_t flow, uint64_t device_ns,
                              int32_t on_host_clock, uint64_t host_begin_ns);
@@ -333,9 +333,10 @@ static inline void tally_trace_context(void) {
         tally_trace_context_slow();
     }
 }
-// A run of `inst` allocated (delta > 0) or freed memory of `kind` (TALLY_MEMORY_*).
+// A run of `inst` allocated or freed memory of `kind` (TALLY_MEMORY_*): `delta` is added to the
+// live bytes modulo 2^64 (a free passes 0 - bytes).
 static inline void tally_trace_memory(const struct tally_instance *inst, int32_t kind,
-                                      int64_t delta) {
+                                      uint64_t delta) {
     if (tally_tracing()) {
         tally_trace_memory_slow(inst, kind, delta);
     }

@@ -844,7 +844,7 @@ void tally_profiler_memory_allocate(void *instance, int32_t slot, int32_t kind, 
     if (run_cur > 0) {
         atomic_max_u64(&inst->mem_peak[kind], (uint64_t)run_cur);
     }
-    tally_trace_memory(inst, kind, (int64_t)bytes);
+    tally_trace_memory(inst, kind, bytes);
 }
 
 void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint64_t bytes) {
@@ -855,7 +855,8 @@ void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint
     atomic_fetch_sub_explicit(&inst->mem[slot * 2 + kind].current, (int64_t)bytes,
                               memory_order_relaxed);
     atomic_fetch_sub_explicit(&inst->mem_current[kind], (int64_t)bytes, memory_order_relaxed);
-    tally_trace_memory(inst, kind, -(int64_t)bytes);
+    // 0 - bytes in unsigned arithmetic: negating 2^63 bytes is defined there, not in int64_t.
+    tally_trace_memory(inst, kind, 0 - bytes);
 }
 
 void tally_profiler_count(int32_t counter) {

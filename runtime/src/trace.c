@@ -269,15 +269,16 @@ void tally_trace_context_slow(void) {
     put_state_of(tally_get_current_context());
 }
 
-void tally_trace_memory_slow(const tally_instance *inst, int32_t kind, int64_t delta) {
+void tally_trace_memory_slow(const tally_instance *inst, int32_t kind, uint64_t delta) {
     int32_t pipe = pipe_of(inst->pipeline);
     if (pipe == 0 || kind < 0 || kind > 1) {
         return;
     }
-    int64_t live = (int64_t)((uint64_t)atomic_fetch_add_explicit(&table[pipe - 1].live[kind], delta,
-                                                                 memory_order_relaxed) +
-                             (uint64_t)delta);
-    put(tally_now_ns(), TALLY_TRACE_MEMORY, pipe, kind, (uint64_t)live, 0);
+    // The atomic add wraps (C11 7.17.7.5); the sum after it is taken in unsigned arithmetic.
+    uint64_t live = (uint64_t)atomic_fetch_add_explicit(&table[pipe - 1].live[kind], (int64_t)delta,
+                                                        memory_order_relaxed) +
+                    delta;
+    put(tally_now_ns(), TALLY_TRACE_MEMORY, pipe, kind, live, 0);
 }
 
 uint64_t tally_trace_launch_slow(const tally_context *ctx, int32_t slot) {

@@ -91,9 +91,10 @@ for target in "${TARGETS[@]}"; do
         ;;
     *)
         cp "$ROOT/test/fuzz/seeds/$target"/* "$seeds/"
-        if [[ "$target" == fuzz_npy ]]; then
-            cp "$ROOT/test/fuzz/regressions/npy"/* "$seeds/"
-        fi
+        case "$target" in
+        fuzz_npy) cp "$ROOT/test/fuzz/regressions/npy"/* "$seeds/" ;;
+        fuzz_report) cp "$ROOT/test/fuzz/regressions/report"/* "$seeds/" ;;
+        esac
         # A 4 KiB input must never make the reader or writer allocate 16 MiB at once.
         flags+=(-max_len=4096 -malloc_limit_mb=16)
         ;;
