@@ -824,7 +824,20 @@ private:
         return e;
     }
 
-    PExpr parse_expr() { return parse_binary(0); }
+    /** An expression. A load followed on the same line by `if` is a predicated load, as Halide
+     * prints one where its printer leaves out parentheses (a let's value, a call's argument):
+     * `let t = in[ramp(x, 1, 8)] if (ramp(x, 1, 8) <= x8(n))`. Statements start on a line of
+     * their own, so an `if` on the same line cannot begin one. */
+    PExpr parse_expr() {
+        PExpr e = parse_binary(0);
+        if (e.kind == PExpr::LoadE && !e.has_predicate && is_ident("if") &&
+            !lex.peek().newline_before) {
+            lex.next();
+            e.has_predicate = true;
+            e.kids.push_back(parse_expr());
+        }
+        return e;
+    }
 
     // The binary operators by precedence, loosest first; all associate left.
     static constexpr const char *binary_ops[][6] = {
@@ -918,13 +931,7 @@ private:
             }
             lex.next();
             Group g(this);
-            PExpr e = parse_expr();
-            if (is_ident("if") && e.kind == PExpr::LoadE && !e.has_predicate) {
-                // A predicated load: `(name[index] if predicate)`.
-                lex.next();
-                e.has_predicate = true;
-                e.kids.push_back(parse_expr());
-            }
+            PExpr e = parse_expr();  // `(name[index] if predicate)` included
             expect_punct(")", "to close the parenthesis");
             return e;
         }

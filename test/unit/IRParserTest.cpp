@@ -273,6 +273,21 @@ TEST(IRParser, ReadsCallsLoadsSelectsAndShuffles) {
     EXPECT_TRUE(pload->predicate.defined());
     EXPECT_EQ(pload->alignment, (ModulusRemainder{4, 0}));
 
+    // As Halide prints one where it leaves out parentheses (a let's value): no parentheses.
+    Expr bare = parse_expr("(uint8x4)buf[ramp(x, 1, 4)] if x4(x < 1)");
+    ASSERT_NE(bare.as<Load>(), nullptr);
+    EXPECT_TRUE(equal(bare.as<Load>()->predicate, Broadcast::make(LT::make(var("x"), i32(1)), 4)));
+    Module m = parse_module("let t = (uint8x4)buf[ramp(x, 1, 4)] if (ramp(x, 1, 4) <= x4(7))\n"
+                            "out[ramp(0, 1, 4)] = t\n"
+                            "if (x < 1) {\n  out[0] = (uint8)0\n}\n",
+                            "predicated.stmt");
+    const LetStmt *let = m.functions[0].body.as<LetStmt>();
+    ASSERT_NE(let, nullptr);
+    ASSERT_NE(let->value.as<Load>(), nullptr);
+    EXPECT_TRUE(let->value.as<Load>()->predicate.defined());
+    // An `if` on the next line is a statement, not a predicate.
+    EXPECT_NE(let->body.as<Block>(), nullptr);
+
     Expr s = parse_expr("select(x < 1, 2, 3)");
     ASSERT_NE(s.as<Select>(), nullptr);
     EXPECT_EQ(s.type(), Int(32));
