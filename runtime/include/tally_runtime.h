@@ -196,6 +196,104 @@ halide_buffer_t *_halide_buffer_init(halide_buffer_t *dst, halide_dimension_t *d
  * dst >= end. */
 char *halide_buffer_to_string(char *dst, char *end, const halide_buffer_t *buf);
 
+/** Halide 14's text primitives, what `stringify` and the text trace print with. Each appends to
+ * [dst, end), NUL-terminated and cut to fit, and returns the position of the NUL (dst itself
+ * when dst >= end). */
+char *halide_string_to_string(char *dst, char *end, const char *arg);  // NULL: "<nullptr>"
+char *halide_int64_to_string(char *dst, char *end, int64_t arg, int min_digits);
+char *halide_uint64_to_string(char *dst, char *end, uint64_t arg, int min_digits);
+/** As Halide's runtime prints a double: `scientific` 0 gives every integer digit and 6
+ * decimals (round half to even; subnormals 0.000000), 1 gives d.dddddde+XX by Halide's own
+ * normalization; "nan", "inf" and their negatives for the special values. */
+char *halide_double_to_string(char *dst, char *end, double arg, int scientific);
+/** Lowercase hex with a 0x prefix and no leading zeros; NULL is "0x0". */
+char *halide_pointer_to_string(char *dst, char *end, const void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Halide 14's memoization cache (Func::memoize), as Halide's lowering calls it
+ * ------------------------------------------------------------------------------------------- */
+
+/** Before a memoized Func is computed: 0 on a hit (each of the `tuple_count` buffers now points
+ * at the cached data; the Func is not computed), 1 on a miss (each buffer got fresh host memory
+ * of its size, to compute into), -1 when that memory could not be allocated. The key is the
+ * `size` bytes at cache_key with the realization's bounds and every buffer's shape and type. */
+int halide_memoization_cache_lookup(void *user_context, const uint8_t *cache_key, int32_t size,
+                                    halide_buffer_t *computed_bounds, int32_t tuple_count,
+                                    halide_buffer_t **tuple_buffers);
+/** After a miss's computation: the cache keeps the blocks lookup allocated (no copy); if the
+ * key is there already, the blocks stay the realization's. Returns 0. */
+int halide_memoization_cache_store(void *user_context, const uint8_t *cache_key, int32_t size,
+                                   halide_buffer_t *computed_bounds, int32_t tuple_count,
+                                   halide_buffer_t **tuple_buffers, bool has_eviction_key,
+                                   uint64_t eviction_key);
+/** The end of a realization, once per buffer host pointer lookup gave it: unpins a cached
+ * block, frees one the cache does not hold. */
+void halide_memoization_cache_release(void *user_context, void *host);
+/** The cache's size in bytes of data (least recently used entries not in use are dropped past
+ * it); <= 0 restores the default, 1 MiB. */
+void halide_memoization_cache_set_size(int64_t size);
+/** Drops the entries stored with this eviction key that are not in use. */
+void halide_memoization_cache_evict(void *user_context, uint64_t eviction_key);
+/** Drops every entry not in use. */
+void halide_memoization_cache_cleanup(void);
+/** Bytes of data the cache holds now. */
+uint64_t tally_memoization_cache_bytes(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Halide 14's tracing (Func::trace_stores, trace_loads, trace_realizations, add_trace_tag)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum halide_trace_event_code_t {
+    halide_trace_load = 0,
+    halide_trace_store = 1,
+    halide_trace_begin_realization = 2,
+    halide_trace_end_realization = 3,
+    halide_trace_produce = 4,
+    halide_trace_end_produce = 5,
+    halide_trace_consume = 6,
+    halide_trace_end_consume = 7,
+    halide_trace_begin_pipeline = 8,
+    halide_trace_end_pipeline = 9,
+    halide_trace_tag = 10
+} halide_trace_event_code_t;
+
+/** One trace event, laid out as Halide 14's. Loads and stores carry `type.lanes` values and
+ * dimensions = coordinates per lane x lanes (one vector of lanes per coordinate); realization,
+ * produce and consume events carry (min, extent) pairs. */
+typedef struct halide_trace_event_t {
+    const char *func;
+    void *value;
+    int32_t *coordinates;
+    const char *trace_tag;
+    halide_type_t type;
+    halide_trace_event_code_t event;
+    int32_t parent_id;
+    int32_t value_index;
+    int32_t dimensions;
+} halide_trace_event_t;
+
+typedef int32_t (*halide_trace_t)(void *user_context, const halide_trace_event_t *event);
+
+/** Reports an event to the trace handler and returns its id (the default handler's ids count
+ * from 1, process-wide; generated code passes an event's id as the parent of those inside it).
+ * The default handler prints one line per event through halide_print, in Halide's text format,
+ * or appends Halide's binary packets to the file HL_TRACE_FILE names (or halide_set_trace_file's
+ * descriptor). */
+int32_t halide_trace(void *user_context, const halide_trace_event_t *event);
+/** Installs a trace handler; NULL restores the default. Returns the previous one. */
+halide_trace_t halide_set_custom_trace(halide_trace_t handler);
+/** What Halide's lowering calls: the event from its fields, reported with halide_trace. */
+int32_t halide_trace_helper(void *user_context, const char *func, void *value, int32_t *coords,
+                            int32_t type_code, int32_t type_bits, int32_t type_lanes, int32_t code,
+                            int32_t parent_id, int32_t value_index, int32_t dimensions,
+                            const char *trace_tag);
+/** The binary trace's file descriptor, 0 for text (HL_TRACE_FILE is read on the first call). */
+int halide_get_trace_file(void *user_context);
+/** Makes the default handler write binary packets to `fd` (> 0), or text (0). */
+void halide_set_trace_file(int fd);
+/** Closes the trace file HL_TRACE_FILE opened; the next event reads HL_TRACE_FILE again. */
+int halide_shutdown_trace(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Hooks: errors and printing
  * ------------------------------------------------------------------------------------------- */

@@ -20,6 +20,7 @@
 //      thread_pool.c      the workers and jobs behind halide_do_par_for, the async tasks of
 //                         halide_do_parallel_tasks and their semaphores
 //   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
+//      memoize.c          Halide's memoization cache (halide_memoization_cache_*) over memory.c
 //   2  sampling.c         the sampling rule (one tick billed to a run's slots)
 //      device_waits.c     the ledger of every device wait the runtime does, and deferred frees
 //      device_timeline.c  kernel intervals from device timestamps, billed per Func
@@ -27,10 +28,13 @@
 //      slots.c            what a slot's name says (slots.h): the Func a copy slot belongs to
 //      exact.c            the exact rule (switch-timed billing, the run's share clock)
 //      memory.c           halide_malloc / halide_free and the cache of freed large blocks
-//   1  fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
+//   1  halide_trace.c     Halide's tracing (halide_trace_helper, halide_trace, its text and
+//                         binary formats)
+//      fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
 //      trace.c            the timeline recorder: per-thread rings of switch, launch, device,
 //                         wait and memory records for the trace export (export_trace.c)
 //   0  error.c            error and print hooks, the halide_error_* messages
+//      to_string.c        Halide's text primitives (halide_double_to_string, ...)
 //      bytes.c            the growable byte string the report and export writers build in
 //      clock.c            the profiler's clock
 //      context.c          the calling thread's current profiler context
