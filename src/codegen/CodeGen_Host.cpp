@@ -40,6 +40,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
@@ -81,6 +82,7 @@ public:
         target_cpu = tm.getTargetCPU().str();
         target_features = tm.getTargetFeatureString().str();
         has_prefetchw = tm.getMCSubtargetInfo()->checkFeatures("+prfchw");
+        has_avx = tm.getMCSubtargetInfo()->checkFeatures("+avx");
         set_fast_math(!m.target.has_feature("strict_float"));
         buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
                                             "struct.halide_buffer_t");
@@ -121,6 +123,7 @@ private:
     llvm::StructType *buffer_t;
     std::string target_cpu, target_features;  // of the target machine
     bool has_prefetchw = false;               // the target machine has PREFETCHW (prfchw)
+    bool has_avx = false;                     // the target machine has AVX (256-bit RCPPS)
 
     struct Destructor {
         std::string function;
@@ -198,6 +201,15 @@ private:
         }
         if (n == "__user_context") {
             return fs->user_context;
+        }
+        for (const BufferConstant &b : m.buffers) {
+            if (b.opaque && (n == b.name || n == b.name + ".buffer")) {
+                user_error << "codegen: '" << n << "' is the buffer constant '" << b.name
+                           << "', printed `buffer " << b.name << " = {...}`: Halide keeps its "
+                           << "contents in its object file, not in the lowered text, so a "
+                           << "pipeline that reads it cannot be compiled from the text (make "
+                           << "the data an input: an ImageParam instead of a Buffer)";
+            }
         }
         user_error << "codegen: variable '" << n << "' is not bound";
         return nullptr;
@@ -348,6 +360,11 @@ private:
                                     : builder.CreateFCmpOLT(ax, inf);
             return true;
         }
+        if ((n == "fast_inverse" || n == "fast_inverse_sqrt") && op->args.size() == 1 &&
+            op->type.is_float() && op->type.bits() == 32) {
+            value = fast_reciprocal(codegen(op->args[0]), n == "fast_inverse_sqrt");
+            return true;
+        }
         size_t arity = intrinsics.count(n) || unary_libm.count(n) ? 1
                        : binary_libm.count(n)                     ? 2
                                                                   : 0;
@@ -382,6 +399,45 @@ private:
             value = builder.CreateFPTrunc(value, llvm_type(op->type));
         }
         return true;
+    }
+
+    /** Halide's fast_inverse_f32 / fast_inverse_sqrt_f32 (float32, scalar or vector), as its
+     * x86 runtime defines them: the approximate RCPSS/RCPPS and RSQRTSS/RSQRTPS instructions
+     * (relative error <= 1.5 * 2^-12, bits that vary between CPU models), 8 lanes at a time
+     * where the target has AVX, 4 where not, a vector's remaining lanes padded; elsewhere the
+     * exact 1 / x and 1 / sqrt(x), as Halide's generic runtime. */
+    llvm::Value *fast_reciprocal(llvm::Value *x, bool sqrt) {
+        if (!llvm::Triple(mod->getTargetTriple()).isX86()) {
+            llvm::Value *d = sqrt ? builder.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x) : x;
+            return builder.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), d);
+        }
+        auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+        const unsigned lanes = vt ? vt->getNumElements() : 1;
+        const unsigned width = has_avx && lanes > 4 ? 8 : 4;
+        const llvm::Intrinsic::ID id = width == 8 ? (sqrt ? llvm::Intrinsic::x86_avx_rsqrt_ps_256
+                                                          : llvm::Intrinsic::x86_avx_rcp_ps_256)
+                                                  : (sqrt ? llvm::Intrinsic::x86_sse_rsqrt_ps
+                                                          : llvm::Intrinsic::x86_sse_rcp_ps);
+        llvm::Type *chunk_t = llvm::FixedVectorType::get(builder.getFloatTy(), width);
+        llvm::Function *fn = llvm::Intrinsic::getDeclaration(mod, id);
+        llvm::Value *result = vt ? llvm::PoisonValue::get(vt) : nullptr;
+        for (unsigned base = 0; base < lanes; base += width) {
+            // Lanes past the end hold 1.0 (any finite value would do: their results are dropped).
+            llvm::Value *chunk = llvm::ConstantFP::get(chunk_t, 1.0);
+            for (unsigned i = 0; i < width && base + i < lanes; i++) {
+                llvm::Value *lane = vt ? builder.CreateExtractElement(x, base + i) : x;
+                chunk = builder.CreateInsertElement(chunk, lane, i);
+            }
+            llvm::Value *r = builder.CreateCall(fn, {chunk});
+            if (!vt) {
+                return builder.CreateExtractElement(r, uint64_t(0));
+            }
+            for (unsigned i = 0; i < width && base + i < lanes; i++) {
+                result = builder.CreateInsertElement(result, builder.CreateExtractElement(r, i),
+                                                     base + i);
+            }
+        }
+        return result;
     }
 
     /** libm's `base` (float suffix `f` for float32) on each lane of `args`. */
@@ -626,47 +682,54 @@ private:
         return entry_alloca(llvm::ArrayType::get(i8, bytes), "alloca");
     }
 
-    /** Halide's stringify: formats its arguments into a stack buffer with snprintf. */
+    /** Halide's stringify: its arguments appended to a 1 KiB stack buffer by Halide's text
+     * primitives (runtime/src/to_string.c), as Halide 14's code builds it: strings as they
+     * are, bools as `true`/`false`, integers in decimal, float16 and float32 with 6 decimals,
+     * float64 in Halide's scientific form, buffers as its runtime prints them, other pointers in
+     * hex. Vectors have no text in Halide (its lowering never stringifies one); a lane count
+     * other than 1 is an error. */
     llvm::Value *stringify(const Call *op) {
-        std::string fmt;
-        std::vector<llvm::Value *> args;
-        for (const Expr &a : op->args) {
-            llvm::Value *v = codegen(a);
-            const Type &t = a.type();
-            if (a.as<StringImm>() || (t.is_handle() && t.handle_name() == "char")) {
-                fmt += "%s";
-            } else if (t.is_handle() && t.handle_name() == "halide_buffer_t") {
-                // As Halide's runtime prints a buffer: its fields and shape.
-                const int text = 512;
-                llvm::Value *dst = entry_alloca(llvm::ArrayType::get(i8, text), "buffer_text");
-                llvm::Value *end = builder.CreateConstInBoundsGEP1_64(i8, dst, text);
-                builder.CreateCall(
-                    declare_extern(runtime::halide_buffer_to_string, ptr, {ptr, ptr, ptr}),
-                    {dst, end, v});
-                fmt += "%s";
-                v = dst;
-            } else if (t.is_handle()) {
-                fmt += "0x%llx";  // Halide prints pointers so, null included (glibc's %p: "(nil)")
-                v = builder.CreatePtrToInt(v, i64);
-            } else if (t.is_float()) {
-                fmt += "%f";
-                v = builder.CreateFPExt(v, builder.getDoubleTy());
-            } else if (t.is_vector()) {
-                fmt += "<vector>";
-                continue;
-            } else {
-                fmt += t.is_int() ? "%lld" : "%llu";
-                v = builder.CreateIntCast(v, i64, t.is_int());
-            }
-            args.push_back(v);
-        }
         const int size = 1024;
         llvm::Value *buf = entry_alloca(llvm::ArrayType::get(i8, size), "stringify");
-        std::vector<llvm::Value *> call_args = {buf, builder.getInt64(size),
-                                                builder.CreateGlobalStringPtr(fmt)};
-        call_args.insert(call_args.end(), args.begin(), args.end());
-        llvm::FunctionType *ft = llvm::FunctionType::get(i32, {ptr, i64, ptr}, true);
-        builder.CreateCall(mod->getOrInsertFunction("snprintf", ft), call_args);
+        llvm::Value *end = builder.CreateConstInBoundsGEP1_64(i8, buf, size);
+        builder.CreateStore(builder.getInt8(0), buf);  // the text of no arguments
+        llvm::Value *dst = buf;
+        auto append = [&](const char *fn, const char *arg_sig, std::vector<llvm::Value *> rest) {
+            std::vector<llvm::Type *> params = {ptr, ptr};
+            for (const char *c = arg_sig; *c; c++) {
+                params.push_back(signature_type(*c));
+            }
+            std::vector<llvm::Value *> call_args = {dst, end};
+            call_args.insert(call_args.end(), rest.begin(), rest.end());
+            dst = builder.CreateCall(declare_extern(fn, ptr, params), call_args);
+        };
+        for (const Expr &a : op->args) {
+            const Type &t = a.type();
+            user_assert(t.is_scalar()) << "codegen: stringify of a vector (" << t.to_string()
+                                       << "), which Halide's lowering never prints";
+            llvm::Value *v = codegen(a);
+            if (a.as<StringImm>() || (t.is_handle() && t.handle_name() == "char")) {
+                append(runtime::halide_string_to_string, "s", {v});
+            } else if (t.is_bool()) {
+                append(runtime::halide_string_to_string, "s",
+                       {builder.CreateSelect(v, builder.CreateGlobalStringPtr("true"),
+                                             builder.CreateGlobalStringPtr("false"))});
+            } else if (t.is_handle() && t.handle_name() == "halide_buffer_t") {
+                append(runtime::halide_buffer_to_string, "B", {v});
+            } else if (t.is_handle()) {
+                append(runtime::halide_pointer_to_string, "p", {v});
+            } else if (t.is_float()) {
+                append(runtime::halide_double_to_string, "di",
+                       {builder.CreateFPExt(v, builder.getDoubleTy()),
+                        builder.getInt32(t.bits() == 64 ? 1 : 0)});
+            } else if (t.is_int()) {
+                append(runtime::halide_int64_to_string, "li",
+                       {builder.CreateSExtOrTrunc(v, i64), builder.getInt32(1)});
+            } else {
+                append(runtime::halide_uint64_to_string, "qi",
+                       {builder.CreateZExtOrTrunc(v, i64), builder.getInt32(1)});
+            }
+        }
         return buf;
     }
 

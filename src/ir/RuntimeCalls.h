@@ -66,6 +66,17 @@ struct RuntimeSymbol {
     X(halide_do_par_for,                "i:Upiip")                                \
     X(halide_error,                     "v:Us")                                   \
     X(halide_print,                     "v:Us")                                   \
+    /* Halide's text primitives (stringify) */                                    \
+    X(halide_string_to_string,          "p:pps")                                  \
+    X(halide_int64_to_string,           "p:ppli")                                 \
+    X(halide_uint64_to_string,          "p:ppqi")                                 \
+    X(halide_double_to_string,          "p:ppdi")                                 \
+    X(halide_pointer_to_string,         "p:ppp")                                  \
+    /* Halide's memoization cache (Func::memoize) and tracing (Func::trace_*) */  \
+    X(halide_memoization_cache_lookup,  "i:UpiBip")                               \
+    X(halide_memoization_cache_store,   "i:UpiBipbq")                             \
+    X(halide_memoization_cache_release, "v:Up")                                   \
+    X(halide_trace_helper,              "i:Usppiiiiiiis")                         \
     /* profiler */                                                                \
     X(tally_profiler_start,             "p:Ussippi")                              \
     X(tally_profiler_end,               "i:Up")                                   \

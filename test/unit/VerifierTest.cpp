@@ -122,6 +122,22 @@ TEST(Verifier, RejectsAStoreOfTheWrongElementType) {
     expect_rejected(module_with(body), {"store of int16", "buffer 'out'", "element type int32"});
 }
 
+TEST(Verifier, AcceptsStoresOfAnyTypeIntoAByteAllocation) {
+    // Halide's memoize packs its cache key so: a string's pointer at element 0 of a uint8
+    // allocation, then int32 Params at element 2 and 3 (bytes 8 and 12), each store addressed in
+    // units of its own type.
+    Stmt key = Block::make({Store::make("key", StringImm::make("1:f1:g"), i32(0)),
+                            Store::make("key", var("n", Int(32)), i32(2)),
+                            Store::make("key", IntImm::make(Int(32), 0), i32(3))});
+    Stmt alloc = Allocate::make("key", UInt(8), MemoryType::Stack, {i32(16)}, Expr(), key);
+    EXPECT_NO_THROW(verify(module_with(alloc)));
+    // Loads keep the rule: a uint8 allocation is read as uint8 (below), and other element
+    // types still take only their own stores.
+    Stmt wrong = Allocate::make("tmp", Int(16), MemoryType::Heap, {i32(4)}, Expr(),
+                                Store::make("tmp", var("n", Int(32)), i32(0)));
+    expect_rejected(module_with(wrong), {"store of int32", "buffer 'tmp'", "element type int16"});
+}
+
 TEST(Verifier, AcceptsLoadsFromAnAllocationOrAPointerInScope) {
     Stmt use = Store::make("out", Load::make(Int(32), "tmp", i32(0)), i32(0));
     Stmt alloc = Allocate::make("tmp", Int(32), MemoryType::Heap, {i32(16)}, Expr(),
