@@ -30,6 +30,7 @@ only shrinks when the failure is really fixed.
 """
 
 import argparse
+import difflib
 import ctypes
 import json
 import os
@@ -73,7 +74,8 @@ def run_variant(args, manifest, pdir, variant, outdir, env=None):
     """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
     name = manifest["pipeline"]
     cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
-           "-target", VARIANT_TARGETS[variant], "--extern-lib", args.extern_lib]
+           "-target", VARIANT_TARGETS[variant], "--extern-lib", args.extern_lib,
+           "--runs", str(manifest.get("runs", 1))]
     outputs = {}
     os.makedirs(outdir, exist_ok=True)
     for a in manifest["args"]:
@@ -203,6 +205,19 @@ def compare(manifest, pdir, outputs, strict):
                            (tol["rtol"], tol["atol"]), "\n  ".join(problems)))
 
 
+def compare_printed(manifest, pdir, text):
+    """What the host variant printed (print, print_when, tracing: tally-run prints nothing else
+    when it succeeds) against what Halide's code printed in as many runs."""
+    want = open(os.path.join(pdir, manifest["printed"]), encoding="utf-8").read()
+    if text == want:
+        print("printed text: %d lines, equal to Halide's" % len(want.splitlines()))
+        return
+    got_lines, want_lines = text.splitlines(), want.splitlines()
+    diff = list(difflib.unified_diff(want_lines, got_lines, "halide", "tally", lineterm="", n=1))
+    raise CheckFailed("the printed text differs from Halide's (%d lines, Halide %d):\n%s" %
+                      (len(got_lines), len(want_lines), "\n".join(diff[:40])))
+
+
 def check(args, manifest, pdir):
     name = manifest["pipeline"]
     variants = manifest["variants"]
@@ -214,8 +229,10 @@ def check(args, manifest, pdir):
     elif c in ("host", "debug", "strict"):
         if c not in variants:
             raise CheckFailed("pipeline %s has no %s variant" % (name, c))
-        _, outputs = run_variant(args, manifest, pdir, c, os.path.join(args.work, c))
+        text, outputs = run_variant(args, manifest, pdir, c, os.path.join(args.work, c))
         compare(manifest, pdir, outputs, strict=(c == "strict"))
+        if c == "host" and "printed" in manifest:
+            compare_printed(manifest, pdir, text)
     elif c == "aot":
         for v in variants:
             d = os.path.join(args.work, "aot", v)

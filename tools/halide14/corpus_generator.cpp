@@ -970,6 +970,84 @@ Def extern_stage() {
     return d;
 }
 
+/** Memoization (Func::memoize): a Func of a Param and a Tuple Func keyed by memoize_tag, each
+ * printing when it is computed. The harness runs every pipeline twice (as the references were
+ * made), so the second run finds both in the cache and prints nothing. */
+Def memoize_p() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Param<int32_t> kp("kp");
+    Func m("m"), mt("mt"), out("out");
+    m(x, y) =
+        print_when(x == 0 && y == 0, cast<float>(x * kp + y) * 0.25f, "computing m, kp =", kp);
+    Expr v = memoize_tag(in(x, y), kp);
+    mt(x, y) =
+        Tuple(print_when(x == 1 && y == 0, v * 2.0f, "computing mt"), cast<int32_t>(v * 8.0f));
+    out(x, y) = m(x, y) + mt(x, y)[0] + cast<float>(mt(x, y)[1]);
+    m.compute_root().memoize();
+    mt.compute_root().memoize();
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {24, 16}, {0, 0}, -4, 4);
+    add_scalar(d, kp, "3");
+    add_output(d, {24, 16});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {"m", "mt", "out"};
+    return d;
+}
+
+/** Tracing and printing: trace_stores, trace_loads and trace_realizations with a tag on one Func,
+ * vectorized traced stores on another, print_when with float32, float64 and integer values, and
+ * require; serial, so the printed text has one order, which the harness compares with Halide's. */
+Def trace_print() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Param<int32_t> gain("gain");
+    Func a("a"), b("b"), out("out");
+    // The print is in `a`, which is serial: Halide 14 prints a print_when in vectorized code as a
+    // call Tally does not compile (`x4stringify`, see tools/halide14/README.md).
+    a(x, y) = cast<int16_t>(in(x, y)) * cast<int16_t>(gain) +
+              cast<int16_t>(print_when(x == 2 && y == 1, 0, "a at", x, y, "in is", in(x, y),
+                                       "in / 8 is", cast<double>(in(x, y)) * f64c(0.125),
+                                       "half of it", cast<float>(in(x, y)) * 0.5f));
+    b(x, y) = cast<float>(a(x, y)) * 0.5f + 0.25f;
+    out(x, y) =
+        require(gain > 0, b(x, y) + cast<float>(a(x + 1, y)), "gain must be positive, not", gain);
+    a.compute_root().trace_stores().trace_loads().trace_realizations().add_trace_tag("a's tag");
+    b.compute_at(out, y).vectorize(x, 4).trace_stores();
+    out.trace_realizations();
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {9, 3}, {0, 0}, 0, 255);
+    add_scalar(d, gain, "3");
+    add_output(d, {8, 3});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {"a", "b", "out"};
+    return d;
+}
+
+/** Halide's fast approximations: fast_inverse and fast_inverse_sqrt (x86's RCPPS and RSQRTPS,
+ * whose low bits differ between CPU models, hence the tolerance and no strict twin),
+ * fast_exp, fast_log and fast_pow (polynomials), vectorized by 8 with a scalar tail. */
+Def fast_math() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Func out("out");
+    Expr v = in(x, y);
+    out(x, y) = fast_inverse(v) + fast_inverse_sqrt(v) + fast_exp(v * 0.25f) + fast_log(v) +
+                fast_pow(v, 0.75f);
+    out.vectorize(x, 8, TailStrategy::GuardWithIf);
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {67, 9}, {0, 0}, 0.5, 8);
+    add_output(d, {67, 9});
+    d.rtol = 2e-3;
+    d.atol = 1e-5;
+    d.funcs = {"out"};
+    return d;
+}
+
 const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
     static const std::vector<std::pair<std::string, std::function<Def()>>> defs = {
         {"sep_blur", sep_blur},
@@ -1003,6 +1081,9 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"conv4d", conv4d},
         {"escape_f64", escape_f64},
         {"extern_stage", extern_stage},
+        {"memoize_p", memoize_p},
+        {"trace_print", trace_print},
+        {"fast_math", fast_math},
     };
     return defs;
 }

@@ -383,6 +383,17 @@ std::vector<Buffer> run(void *lib, const std::string &fn, const Spec &s,
     return outs;
 }
 
+/** What the pipeline printed through halide_print (print, print_when, tracing) while captured. */
+std::string printed;
+
+void capture_print(void *, const char *msg) {
+    printed += msg;
+}
+
+/** The number of times the harness runs each pipeline, and so the references: the second run
+ * finds what the first left (a memoized Func's cache entry) as a user's program would. */
+constexpr int kRuns = 2;
+
 void make_reference(void *lib, const std::string &gendir, const std::string &outdir,
                     const std::string &name) {
     Spec s = read_spec(gendir + "/" + name + ".spec");
@@ -404,11 +415,26 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
                  "' in Halide, '" + named[i].name + "' in the spec");
         }
     }
-    std::vector<Buffer> host = run(lib, name, s, named);
+    using PrintFn = void (*)(void *, const char *);
+    using SetPrint = PrintFn (*)(PrintFn);
+    SetPrint set_print = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_custom_print"));
+    if (!set_print) {
+        fail("the library has no halide_set_custom_print");
+    }
+    printed.clear();
+    PrintFn previous = set_print(capture_print);
+    std::vector<Buffer> host;
+    for (int r = 0; r < kRuns; r++) {
+        host = run(lib, name, s, named);
+    }
+    const std::string host_printed = printed;
     std::vector<Buffer> strict;
     if (s.is_float) {
-        strict = run(lib, name + "_strict", s, named);
+        for (int r = 0; r < kRuns; r++) {
+            strict = run(lib, name + "_strict", s, named);
+        }
     }
+    set_print(previous);
     std::string dir = outdir + "/" + name;
     std::ostringstream j;
     j << "{\n  \"pipeline\": \"" << name << "\",\n";
@@ -417,6 +443,16 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     j << "  \"variants\": [\"host\", \"profile\", \"debug\"" << (s.is_float ? ", \"strict\"" : "")
       << "],\n";
     j << "  \"float\": " << (s.is_float ? "true" : "false") << ",\n";
+    j << "  \"runs\": " << kRuns << ",\n";
+    if (!host_printed.empty()) {
+        // The text Halide's host code printed in those runs, which Tally's must equal.
+        std::ofstream pt(dir + "/print.txt", std::ios::binary);
+        pt << host_printed;
+        if (!pt) {
+            fail("cannot write " + dir + "/print.txt");
+        }
+        j << "  \"printed\": \"print.txt\",\n";
+    }
     j << "  \"tolerance\": {\"rtol\": " << s.rtol << ", \"atol\": " << s.atol
       << ", \"applies_to\": \"host, profile and debug outputs of float type; integer outputs and "
          "strict outputs must match exactly\"},\n";
