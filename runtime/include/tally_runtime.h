@@ -196,6 +196,17 @@ halide_buffer_t *_halide_buffer_init(halide_buffer_t *dst, halide_dimension_t *d
  * dst >= end. */
 char *halide_buffer_to_string(char *dst, char *end, const halide_buffer_t *buf);
 
+/** Func::debug_to_file: writes the buffer (at most 4 dimensions) to `filename` as Halide 14's
+ * runtime does, in the format the name's extension picks: `.tiff`/`.tif` (uncompressed, planar
+ * channels), `.mat` (MATLAB level 5, the array named after the file), anything else Halide's raw
+ * form (the four extents and the type code as int32s, then the data). The data are in coordinate
+ * order, dimension 0 fastest. `type_code` is Halide's: 0 float32, 1 float64, 2 uint8/bool,
+ * 3 int8, 4 uint16, 5 int16, 6 uint32, 7 int32, 8 uint64, 9 int64. Returns 0, or Halide's
+ * negative code with the failure reported (-1 bad arguments, -2 the file does not open, lower a
+ * failed write). */
+int32_t halide_debug_to_file(void *user_context, const char *filename, int32_t type_code,
+                             halide_buffer_t *buf);
+
 /** Halide 14's text primitives, what `stringify` and the text trace print with. Each appends to
  * [dst, end), NUL-terminated and cut to fit, and returns the position of the NUL (dst itself
  * when dst >= end). */
@@ -238,6 +249,8 @@ void halide_memoization_cache_evict(void *user_context, uint64_t eviction_key);
 void halide_memoization_cache_cleanup(void);
 /** Bytes of data the cache holds now. */
 uint64_t tally_memoization_cache_bytes(void);
+/** Cached buffers handed out and not released yet (0 between runs). */
+uint64_t tally_memoization_cache_in_use(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Halide 14's tracing (Func::trace_stores, trace_loads, trace_realizations, add_trace_tag)
@@ -372,6 +385,8 @@ int32_t halide_error_bad_extern_fold(void *user_context, const char *func_name, 
 int32_t halide_error_fold_factor_too_small(void *user_context, const char *func_name,
                                            const char *var_name, int32_t fold_factor,
                                            const char *loop_name, int32_t required_extent);
+int32_t halide_error_debug_to_file_failed(void *user_context, const char *func,
+                                          const char *filename, int32_t error_code);
 int32_t halide_error_requirement_failed(void *user_context, const char *condition,
                                         const char *message);
 int32_t halide_error_specialize_fail(void *user_context, const char *message);

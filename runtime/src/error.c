@@ -351,6 +351,13 @@ int32_t halide_error_fold_factor_too_small(void *user_context, const char *func_
                               str_or_null(loop_name), (int)required_extent);
 }
 
+int32_t halide_error_debug_to_file_failed(void *user_context, const char *func,
+                                          const char *filename, int32_t error_code) {
+    return tally_report_error(user_context, TALLY_ERROR_DEBUG_TO_FILE_FAILED,
+                              "Failed to dump function %s to file %s with error %d",
+                              str_or_null(func), str_or_null(filename), (int)error_code);
+}
+
 int32_t halide_error_requirement_failed(void *user_context, const char *condition,
                                         const char *message) {
     return tally_report_error(user_context, TALLY_ERROR_REQUIREMENT_FAILED,

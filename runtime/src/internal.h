@@ -13,6 +13,7 @@
 //                         their own layers are in export.h
 //   6  device_cuda.c, device_vulkan.c, device_host.c
 //                         device back ends: raw device operations, kernel launches
+//   6  debug_to_file.c    Halide's debug_to_file (TIFF, MATLAB and raw files), after a copy to host
 //   5  device_interface.c the halide_device_* / halide_copy_* entry points and their bookkeeping
 //      report.c           the profiler report, text and JSON
 //      halide_profiler.c  Halide 14's profiler ABI (halide_profiler_*) served by profiler.c

@@ -316,3 +316,13 @@ uint64_t tally_memoization_cache_bytes(void) {
     pthread_mutex_unlock(&memo_lock);
     return bytes;
 }
+
+uint64_t tally_memoization_cache_in_use(void) {
+    pthread_mutex_lock(&memo_lock);
+    uint64_t n = 0;
+    for (const memo_entry *e = newest; e; e = e->older) {
+        n += (uint64_t)e->in_use;
+    }
+    pthread_mutex_unlock(&memo_lock);
+    return n;
+}

@@ -585,8 +585,19 @@ private:
         } else if (n == "require") {
             value = require(op);
         } else if (n == "debug_to_file") {
-            user_error << "codegen: debug_to_file is not supported: Tally's runtime writes no "
-                          "debug files (remove Func::debug_to_file from the schedule)";
+            // Halide's debug_to_file(filename, type code, buffer): its runtime's call.
+            user_assert(op->args.size() == 3)
+                << "debug_to_file takes a file name, a type code and a buffer";
+            std::vector<llvm::Value *> args = {fs->user_context};
+            for (const Expr &a : op->args) {
+                args.push_back(codegen(a));
+            }
+            args[2] = builder.CreateIntCast(args[2], i32, true);
+            if (!args[3]->getType()->isPointerTy()) {
+                args[3] = builder.CreateIntToPtr(args[3], ptr);
+            }
+            value = builder.CreateCall(
+                declare_extern(runtime::halide_debug_to_file, i32, {ptr, ptr, i32, ptr}), args);
         } else {
             return false;
         }
@@ -785,9 +796,17 @@ private:
         llvm::Type *et = memory_type(op->type);
         llvm::Value *base;
         bool heap = allocation_uses_heap(op);
+        bool custom_free = false;
         if (op->new_expr.defined()) {
             base = codegen(op->new_expr);
             heap = false;
+            // `custom_delete { f(name); }`: f(user_context, base) where the allocation is freed
+            // (or the function exits early), as Halide calls it (memoize's cache release).
+            if (!op->free_function.empty()) {
+                register_destructor(op->free_function, base);
+                fs->heap[op->name].push_back(fs->destructors.size() - 1);
+                custom_free = true;
+            }
         } else if (op->condition.defined() && is_const_zero(op->condition)) {
             base = llvm::ConstantPointerNull::get(builder.getPtrTy());
             heap = false;
@@ -828,7 +847,7 @@ private:
         codegen(op->body);
         pop_var(op->name);
         pop_buffer(op->name);
-        if (heap) {
+        if (heap || custom_free) {
             auto it = fs->heap.find(op->name);
             size_t d = it->second.back();
             it->second.pop_back();
@@ -847,9 +866,8 @@ private:
         llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "freed", fn);
         builder.CreateCondBr(live, yes, done);
         builder.SetInsertPoint(yes);
-        llvm::FunctionCallee free_fn =
-            declare_extern(runtime::halide_free, builder.getVoidTy(), {ptr, ptr});
-        builder.CreateCall(free_fn, {fs->user_context, builder.CreateLoad(ptr, dt.slot)});
+        builder.CreateCall(destructor_callee(dt.function),
+                           {fs->user_context, builder.CreateLoad(ptr, dt.slot)});
         builder.CreateStore(builder.getFalse(), dt.flag);
         builder.CreateBr(done);
         builder.SetInsertPoint(done);
@@ -988,6 +1006,16 @@ private:
             user_context ? user_context : llvm::ConstantPointerNull::get(builder.getPtrTy());
     }
 
+    /** A destructor `function(user_context, object)`: typed by its runtime signature where it
+     * has one, else as Halide's destructors are (an int32 result, ignored). */
+    llvm::FunctionCallee destructor_callee(const std::string &function) {
+        llvm::Type *ret = function == runtime::halide_free ? builder.getVoidTy() : i32;
+        if (const RuntimeSymbol *sym = find_runtime_symbol(function.c_str())) {
+            ret = signature_type(sym->signature[0]);
+        }
+        return declare_extern(function, ret, {ptr, ptr});
+    }
+
     /** Closes the body (success: 0), then runs live destructors in reverse and returns. */
     void end_function() {
         fs->ret->addIncoming(builder.getInt32(0), builder.GetInsertBlock());
@@ -1004,13 +1032,8 @@ private:
             llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "destroyed", fn);
             builder.CreateCondBr(live, yes, done);
             builder.SetInsertPoint(yes);
-            llvm::Type *ret = it->function == runtime::halide_free ? builder.getVoidTy() : i32;
-            const RuntimeSymbol *sym = find_runtime_symbol(it->function.c_str());
-            if (sym) {
-                ret = signature_type(sym->signature[0]);
-            }
-            llvm::FunctionCallee d = declare_extern(it->function, ret, {ptr, ptr});
-            builder.CreateCall(d, {fs->user_context, builder.CreateLoad(ptr, it->slot)});
+            builder.CreateCall(destructor_callee(it->function),
+                               {fs->user_context, builder.CreateLoad(ptr, it->slot)});
             builder.CreateBr(done);
             builder.SetInsertPoint(done);
         }

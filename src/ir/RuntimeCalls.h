@@ -77,6 +77,7 @@ struct RuntimeSymbol {
     X(halide_memoization_cache_store,   "i:UpiBipbq")                             \
     X(halide_memoization_cache_release, "v:Up")                                   \
     X(halide_trace_helper,              "i:Usppiiiiiiis")                         \
+    X(halide_debug_to_file,             "i:UsiB")                                 \
     /* profiler */                                                                \
     X(tally_profiler_start,             "p:Ussippi")                              \
     X(tally_profiler_end,               "i:Up")                                   \

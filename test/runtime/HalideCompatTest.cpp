@@ -6,6 +6,7 @@
 #include "TestUtil.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -211,6 +212,69 @@ TEST_F(MemoizationCache, EvictionKeysAndATupleOfBuffers) {
     EXPECT_GT(tally_memoization_cache_bytes(), 0u);
     halide_memoization_cache_evict(nullptr, 77);
     EXPECT_EQ(tally_memoization_cache_bytes(), 0u);
+}
+
+// ---- debug_to_file ---------------------------------------------------------------------------
+
+std::vector<uint8_t> read_file(const std::string &path) {
+    std::vector<uint8_t> bytes;
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+        return bytes;
+    }
+    int c;
+    while ((c = std::fgetc(f)) != EOF) {
+        bytes.push_back(uint8_t(c));
+    }
+    std::fclose(f);
+    return bytes;
+}
+
+TEST(HalideDebugToFile, TheRawFormIsTheExtentsTheTypeCodeAndTheDataInCoordinateOrder) {
+    // A 3x2 int16 buffer with its rows 4 apart and mins (5, -1): the data come out dense.
+    int16_t storage[8] = {1, 2, 3, 99, 4, 5, 6, 99};
+    halide_dimension_t dims[2] = {{5, 3, 1, 0}, {-1, 2, 4, 0}};
+    halide_buffer_t b{};
+    b.host = reinterpret_cast<uint8_t *>(storage);
+    b.type = {halide_type_int, 16, 1};
+    b.dimensions = 2;
+    b.dim = dims;
+    const std::string path = "/tmp/tally_debug_to_file_" + std::to_string(getpid()) + ".tmp";
+    ASSERT_EQ(halide_debug_to_file(nullptr, path.c_str(), 5, &b), 0);
+    std::vector<uint8_t> bytes = read_file(path);
+    std::remove(path.c_str());
+    ASSERT_EQ(bytes.size(), 5u * 4u + 6u * 2u);
+    int32_t header[5];
+    std::memcpy(header, bytes.data(), sizeof(header));
+    EXPECT_EQ(header[0], 3);
+    EXPECT_EQ(header[1], 2);
+    EXPECT_EQ(header[2], 1);
+    EXPECT_EQ(header[3], 1);
+    EXPECT_EQ(header[4], 5);
+    int16_t data[6];
+    std::memcpy(data, bytes.data() + 20, sizeof(data));
+    EXPECT_EQ(std::vector<int16_t>(data, data + 6), (std::vector<int16_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(HalideDebugToFile, FailuresAreReportedWithHalidesCodes) {
+    tally_test::MessageCapture capture;
+    halide_dimension_t dims[5] = {
+        {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}};
+    uint8_t byte = 0;
+    halide_buffer_t b{};
+    b.host = &byte;
+    b.type = {halide_type_uint, 8, 1};
+    b.dimensions = 5;
+    b.dim = dims;
+    EXPECT_EQ(halide_debug_to_file(nullptr, "/tmp/x.tmp", 2, &b), -1);
+    b.dimensions = 2;
+    EXPECT_EQ(halide_debug_to_file(nullptr, "/nonexistent-dir/x.tmp", 2, &b), -2);
+    ASSERT_EQ(capture.errors().size(), 2u);
+    EXPECT_NE(capture.errors()[0].find("5-dimensional"), std::string::npos);
+    EXPECT_NE(capture.errors()[1].find("cannot open '/nonexistent-dir/x.tmp'"), std::string::npos);
+    EXPECT_EQ(halide_error_debug_to_file_failed(nullptr, "f", "x.tmp", -2),
+              TALLY_ERROR_DEBUG_TO_FILE_FAILED);
+    EXPECT_EQ(capture.errors().back(), "Failed to dump function f to file x.tmp with error -2");
 }
 
 // ---- tracing ---------------------------------------------------------------------------------

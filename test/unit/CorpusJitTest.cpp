@@ -104,6 +104,46 @@ TEST(CorpusJit, HalideBlurComputesTheBlurExactly) {
     }
 }
 
+// Halide's memoize: the allocation's `custom_delete` releases each cached buffer when the
+// realization ends, so between runs nothing is in use, and the second run reads the cache.
+TEST(CorpusJit, MemoizedBuffersAreReleasedWhenTheRealizationEnds) {
+    auto jit = compile_file(corpus + "/../../conformance/memoize_p/memoize_p.host.stmt");
+    halide_memoization_cache_cleanup();
+    const int W = 24, H = 16;
+    std::vector<float> in(W * H), out1(W * H), out2(W * H);
+    for (int i = 0; i < W * H; i++) {
+        in[i] = float(i % 13) * 0.5f - 3.0f;
+    }
+    auto buffer = [&](std::vector<float> &v, halide_dimension_t *dim, halide_buffer_t *b) {
+        dim[0] = {0, W, 1, 0};
+        dim[1] = {0, H, W, 0};
+        *b = halide_buffer_t{};
+        b->host = reinterpret_cast<uint8_t *>(v.data());
+        b->type = {halide_type_float, 32, 1};
+        b->dimensions = 2;
+        b->dim = dim;
+    };
+    halide_dimension_t din[2], d1[2], d2[2];
+    halide_buffer_t bin, b1, b2;
+    buffer(in, din, &bin);
+    buffer(out1, d1, &b1);
+    buffer(out2, d2, &b2);
+    int32_t kp = 3;
+    void *args1[] = {&bin, &kp, &b1};
+    ASSERT_EQ(jit->run(args1), 0);
+    EXPECT_EQ(tally_memoization_cache_in_use(), 0u);
+    // m, and mt's two Tuple elements: float32 and int32, each 24x16.
+    EXPECT_EQ(tally_memoization_cache_bytes(), uint64_t(3 * W * H * 4));
+    void *args2[] = {&bin, &kp, &b2};
+    ASSERT_EQ(jit->run(args2), 0);
+    EXPECT_EQ(tally_memoization_cache_in_use(), 0u);
+    EXPECT_EQ(out1, out2);
+    EXPECT_EQ(out1[5 + 2 * W], float(5 * 3 + 2) * 0.25f + in[5 + 2 * W] * 2.0f +
+                                   float(int32_t(in[5 + 2 * W] * 8.0f)));
+    halide_memoization_cache_cleanup();
+    EXPECT_EQ(tally_memoization_cache_bytes(), 0u);
+}
+
 // Wrong shapes are reported by Halide's own checks, as an error code and a message; nothing
 // crashes and nothing is written out of bounds.
 TEST(CorpusJit, HalideShapeChecksReportBadBuffers) {
