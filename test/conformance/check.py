@@ -52,11 +52,11 @@ class CheckFailed(Exception):
     pass
 
 
-def run(cmd, env=None, timeout=300):
+def run(cmd, env=None, timeout=300, cwd=None):
     print("$ " + " ".join(cmd), flush=True)
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                           timeout=timeout)
+                           timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise CheckFailed("timed out after %d s: %s" % (timeout, " ".join(cmd)))
     out = p.stdout.decode("utf-8", "replace")
@@ -92,7 +92,7 @@ def run_variant(args, manifest, pdir, variant, outdir, env=None):
             # A 0-D output is `--size name=` (the text does not give its rank).
             shape = shape_arg(a["extents"], a["mins"]) if a["extents"] else ""
             cmd += ["--size", "%s=%s" % (a["name"], shape)]
-    return run(cmd, env=env), outputs
+    return run(cmd, env=env, cwd=outdir), outputs
 
 
 # halide_buffer_t and its parts, as runtime/include/tally_runtime.h (and Halide 14) lay them out.
@@ -164,7 +164,12 @@ def run_object(args, manifest, pdir, obj, function, outdir):
                            ctypes.cast(dims, ctypes.POINTER(HalideDimension)), None)
         keep += [data, dims, buf]
         argv.append(ctypes.addressof(buf))
-    rc = entry((ctypes.c_void_p * len(argv))(*argv))
+    home = os.getcwd()
+    os.chdir(outdir)  # where the pipeline writes its files (debug_to_file)
+    try:
+        rc = entry((ctypes.c_void_p * len(argv))(*argv))
+    finally:
+        os.chdir(home)
     if rc != 0:
         raise CheckFailed("%s_argv returned %d" % (function, rc))
     for name, (data, path) in outputs.items():
@@ -205,6 +210,42 @@ def compare(manifest, pdir, outputs, strict):
                            (tol["rtol"], tol["atol"]), "\n  ".join(problems)))
 
 
+def tiff_short_value_pads(data):
+    """Offsets of the two unused bytes after each SHORT value in the TIFF directory of a file
+    Halide's debug_to_file wrote: Halide leaves them uninitialized (its tag's value is a union
+    of which it sets 2 of 4 bytes), so they are not compared."""
+    if len(data) < 10 or data[:2] != b"II":
+        return []
+    ifd = int.from_bytes(data[4:8], "little")
+    count = int.from_bytes(data[ifd:ifd + 2], "little")
+    pads = []
+    for i in range(count):
+        entry = ifd + 2 + 12 * i
+        if int.from_bytes(data[entry + 2:entry + 4], "little") == 3:
+            pads += [entry + 10, entry + 11]
+    return pads
+
+
+def compare_files(manifest, pdir, outdir):
+    """The files the host variant wrote (debug_to_file) against Halide's, byte for byte."""
+    for name in manifest.get("files", []):
+        path = os.path.join(outdir, name)
+        if not os.path.exists(path):
+            raise CheckFailed("the pipeline wrote no " + name)
+        got = bytearray(open(path, "rb").read())
+        want = bytearray(open(os.path.join(pdir, "debug." + name), "rb").read())
+        if len(got) != len(want):
+            raise CheckFailed("%s: %d bytes, Halide's %d" % (name, len(got), len(want)))
+        if name.endswith((".tiff", ".tif")):
+            for i in tiff_short_value_pads(want):
+                got[i] = want[i]
+        diff = [i for i in range(len(got)) if got[i] != want[i]]
+        if diff:
+            raise CheckFailed("%s differs from Halide's at %d bytes, first at byte %d (%d, Halide "
+                              "%d)" % (name, len(diff), diff[0], got[diff[0]], want[diff[0]]))
+        print("%s: %d bytes, equal to Halide's" % (name, len(got)))
+
+
 def compare_printed(manifest, pdir, text):
     """What the host variant printed (print, print_when, tracing: tally-run prints nothing else
     when it succeeds) against what Halide's code printed in as many runs."""
@@ -233,6 +274,8 @@ def check(args, manifest, pdir):
         compare(manifest, pdir, outputs, strict=(c == "strict"))
         if c == "host" and "printed" in manifest:
             compare_printed(manifest, pdir, text)
+        if c == "host":
+            compare_files(manifest, pdir, os.path.join(args.work, c))
     elif c == "aot":
         for v in variants:
             d = os.path.join(args.work, "aot", v)

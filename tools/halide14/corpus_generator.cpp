@@ -84,6 +84,8 @@ struct Def {
     double rtol = 0, atol = 0;
     /** Argument order of inputs and scalars mixed: 'i' or 's' per argument. */
     std::string order;
+    /** Files the pipeline writes in the working directory (debug_to_file). */
+    std::vector<std::string> files;
 };
 
 /** Adds an input buffer argument. */
@@ -1048,6 +1050,31 @@ Def fast_math() {
     return d;
 }
 
+/** Func::debug_to_file in Halide's three formats, named by the file's extension: a float32
+ * 2-D Func to a .tiff, a 3-channel uint16 Func to a .tiff (planar channels), an int8 Func to a
+ * .mat and the int32 output to Halide's raw form. The files land in the working directory; the
+ * harness compares them with Halide's byte for byte (debug.<file> in the pipeline's folder). */
+Def debug_files() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func ff("ff"), rgb("rgb"), small("small"), out("out");
+    ff(x, y) = cast<float>(in(x, y)) * 0.25f;
+    rgb(x, y, c) = cast<uint16_t>(in(x, y)) * cast<uint16_t>(c + 1);
+    small(x, y) = cast<int8_t>(in(x, y) / 4) - 20;
+    out(x, y) = cast<int32_t>(ff(x, y)) + cast<int32_t>(rgb(x, y, 2)) + cast<int32_t>(small(x, y));
+    ff.compute_root().debug_to_file("debug_files_ff.tiff");
+    rgb.compute_root().bound(c, 0, 3).debug_to_file("debug_files_rgb.tiff");
+    small.compute_root().debug_to_file("debug_files_small.mat");
+    out.debug_to_file("debug_files_out.tmp");
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {13, 7}, {0, 0}, 0, 255);
+    add_output(d, {13, 7});
+    d.funcs = {"ff", "rgb", "small", "out"};
+    d.files = {"debug_files_ff.tiff", "debug_files_rgb.tiff", "debug_files_small.mat",
+               "debug_files_out.tmp"};
+    return d;
+}
+
 const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
     static const std::vector<std::pair<std::string, std::function<Def()>>> defs = {
         {"sep_blur", sep_blur},
@@ -1084,6 +1111,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"memoize_p", memoize_p},
         {"trace_print", trace_print},
         {"fast_math", fast_math},
+        {"debug_files", debug_files},
     };
     return defs;
 }
@@ -1120,6 +1148,9 @@ void write_spec(const std::string &path, const std::string &name, const Def &d) 
             const ScalarSpec &s = d.scalars[si++];
             out << "scalar " << s.name << " " << type_name(s.type) << " " << s.value << "\n";
         }
+    }
+    for (const std::string &f : d.files) {
+        out << "file " << f << "\n";
     }
     for (const OutputSpec &o : d.outputs) {
         out << "output " << type_name(o.type) << " " << o.extents.size() << join_ints(o.extents)

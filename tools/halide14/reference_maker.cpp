@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -55,6 +56,7 @@ struct Spec {
     std::string rtol = "0", atol = "0";
     std::vector<std::string> funcs;
     std::vector<ArgSpec> args;
+    std::vector<std::string> files;  // written by the pipeline in the working directory
 };
 
 Spec read_spec(const std::string &path) {
@@ -76,6 +78,11 @@ Spec read_spec(const std::string &path) {
             s.is_float = f != 0;
         } else if (key == "tolerance") {
             l >> s.rtol >> s.atol;
+        } else if (key == "file") {
+            std::string f;
+            l >> f;
+            s.files.push_back(f);
+            continue;
         } else if (key == "funcs") {
             std::string f;
             while (l >> f) {
@@ -423,11 +430,27 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     }
     printed.clear();
     PrintFn previous = set_print(capture_print);
+    // The files the pipeline writes (debug_to_file) land in a scratch folder, from which the
+    // host runs' are kept as debug.<file>.
+    const std::string scratch = gendir + "/run." + name;
+    std::filesystem::remove_all(scratch);
+    std::filesystem::create_directories(scratch);
+    const std::filesystem::path home = std::filesystem::current_path();
+    std::filesystem::current_path(scratch);
     std::vector<Buffer> host;
     for (int r = 0; r < kRuns; r++) {
         host = run(lib, name, s, named);
     }
+    std::filesystem::current_path(home);
     const std::string host_printed = printed;
+    std::string dir = outdir + "/" + name;
+    for (const std::string &f : s.files) {
+        if (!std::filesystem::exists(scratch + "/" + f)) {
+            fail(name + " wrote no " + f);
+        }
+        std::filesystem::copy_file(scratch + "/" + f, dir + "/debug." + f,
+                                   std::filesystem::copy_options::overwrite_existing);
+    }
     std::vector<Buffer> strict;
     if (s.is_float) {
         for (int r = 0; r < kRuns; r++) {
@@ -435,7 +458,6 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
         }
     }
     set_print(previous);
-    std::string dir = outdir + "/" + name;
     std::ostringstream j;
     j << "{\n  \"pipeline\": \"" << name << "\",\n";
     j << "  \"halide\": \"14\",\n";
@@ -444,6 +466,13 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
       << "],\n";
     j << "  \"float\": " << (s.is_float ? "true" : "false") << ",\n";
     j << "  \"runs\": " << kRuns << ",\n";
+    if (!s.files.empty()) {
+        j << "  \"files\": [";
+        for (size_t i = 0; i < s.files.size(); i++) {
+            j << (i ? ", " : "") << "\"" << s.files[i] << "\"";
+        }
+        j << "],\n";
+    }
     if (!host_printed.empty()) {
         // The text Halide's host code printed in those runs, which Tally's must equal.
         std::ofstream pt(dir + "/print.txt", std::ios::binary);
