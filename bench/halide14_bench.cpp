@@ -619,6 +619,12 @@ void BM_VsHalide14(benchmark::State &state, fs::path dir) {
 
 int main(int argc, char **argv) {
     keep_freed_memory_in_process();
+    // Pipelines that write files (debug_to_file) write them in the working directory: a scratch
+    // folder of their own, not wherever the benchmark was started.
+    std::error_code ec;
+    const fs::path scratch = fs::temp_directory_path(ec) / "tally_halide14_bench";
+    fs::create_directories(scratch, ec);
+    fs::current_path(scratch, ec);
     if (argc == 5 && std::string(argv[1]) == "--fresh") {
         return fresh_child(argv[2], std::atoi(argv[3]), std::string(argv[4]) == "1");
     }
