@@ -476,12 +476,22 @@ Steady steady_rounds(Pipeline &p) {
  * side's first two runs (Tally first when ORDER is 1), then the steady state over interleaved
  * rounds, compare the outputs, and print
  * `first T H second T H steady T H PAIR ROUNDS` in ms, or `error MESSAGE`. */
+void discard_print(void *, const char *) {}
+
 int fresh_child(const char *dir, int scale, bool tally_first) {
     void *lib = halide_handle();
     if (!lib) {
         std::printf("error cannot load the Halide 14 corpus library\n");
         return 1;
     }
+    // What pipelines print (print_when, tracing) is not what is timed, and Halide's goes to
+    // stdout, where this child reports: both sides discard it.
+    using PrintFn = void (*)(void *, const char *);
+    using SetPrint = PrintFn (*)(PrintFn);
+    if (auto set_print = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_custom_print"))) {
+        set_print(discard_print);
+    }
+    tally_set_print_handler(discard_print);
     Pipeline p(dir, lib, scale, tally_first);
     Steady st;
     if (p.error.empty()) {

@@ -17,14 +17,14 @@ char *halide_string_to_string(char *dst, char *end, const char *arg) {
     if (arg == NULL) {
         arg = "<nullptr>";
     }
-    size_t room = (size_t)(end - dst) - 1;
-    size_t n = strlen(arg);
-    if (n > room) {
-        n = room;
+    // Byte by byte: the pieces are a few bytes each (a trace line is ten of them), where a
+    // strlen and a memcpy call cost more than the copy (callgrind: 58 % of a trace event).
+    char *const last = end - 1;
+    while (dst < last && *arg) {
+        *dst++ = *arg++;
     }
-    memcpy(dst, arg, n);
-    dst[n] = '\0';
-    return dst + n;
+    *dst = '\0';
+    return dst;
 }
 
 char *halide_uint64_to_string(char *dst, char *end, uint64_t arg, int min_digits) {
