@@ -28,7 +28,7 @@ static int32_t default_trace(void *user_context, const halide_trace_event_t *e);
 static _Atomic(halide_trace_t) trace_handler = default_trace;
 static _Atomic int32_t next_id = 1;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;  // the trace file's state
-static atomic_flag print_lock = ATOMIC_FLAG_INIT;                 // one text line at a time
+static atomic_flag print_lock = ATOMIC_FLAG_INIT;               // one text line at a time
 // The binary trace's file descriptor: -1 not decided yet (HL_TRACE_FILE is read on first
 // use), 0 text through halide_print, > 0 the file. owned: opened here from HL_TRACE_FILE.
 static _Atomic int trace_fd = -1;
