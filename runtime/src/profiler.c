@@ -514,7 +514,7 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
 // changes what counts on the run's share clock, changes it in the same step); in the sampling
 // modes they only store the state the sampler reads.
 
-static void switch_slot(tally_context *ctx, int32_t slot) {
+__attribute__((always_inline)) static inline void switch_slot(tally_context *ctx, int32_t slot) {
     tally_trace_switch(ctx, slot);
     // Setting the slot a context is in bills nothing: the time since its last event still goes
     // to that slot at its next one. (Parallel tasks set their loop's slot again on entry.)
