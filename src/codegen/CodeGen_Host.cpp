@@ -270,55 +270,75 @@ private:
     }
 
     /** Calls an extern function: runtime symbols by their signature (adding user_context),
-     * Halide's error helpers with user_context, anything else as the IR types say. */
+     * Halide's error helpers with user_context, anything else as the IR types say. A vector
+     * call (Halide's `(int32x4)halide_print(...)`, printing in vectorized code) is, as in
+     * Halide 14, its arguments computed as vectors and then one scalar call per lane, in lane
+     * order (only the lane being evaluated inside a lane-by-lane if_then_else or require). */
     llvm::Value *call_extern(const Call *op) {
-        std::vector<llvm::Value *> args;
-        std::vector<llvm::Type *> params;
         const RuntimeSymbol *sym = find_runtime_symbol(op->name.c_str());
         bool takes_uc = sym ? std::strchr(sym->signature, 'U') != nullptr
                             : op->name.compare(0, 13, "halide_error_") == 0;
-        if (takes_uc) {
-            args.push_back(fs->user_context);
-            params.push_back(ptr);
+        std::vector<llvm::Value *> values;
+        int lanes = op->type.lanes();
+        for (const Expr &a : op->args) {
+            values.push_back(codegen(a));
+            lanes = std::max(lanes, a.type().lanes());
         }
-        for (size_t i = 0; i < op->args.size(); i++) {
-            llvm::Value *a = codegen(op->args[i]);
-            if (sym) {
-                const char *p = std::strchr(sym->signature, ':') + 1 + (takes_uc ? 1 : 0);
-                if (i < std::strlen(p)) {
-                    llvm::Type *want = signature_type(p[i]);
-                    if (want != a->getType()) {
-                        if (want->isPointerTy() || a->getType()->isPointerTy()) {
-                            a = want->isPointerTy() ? builder.CreateIntToPtr(a, want)
-                                                    : builder.CreatePtrToInt(a, want);
-                        } else if (want->isIntegerTy() && a->getType()->isIntegerTy()) {
-                            a = builder.CreateIntCast(a, want, op->args[i].type().is_int());
-                        }
+        llvm::Type *want = llvm_type(op->type.element_of());
+        auto call = [&](const std::vector<llvm::Value *> &scalars) {
+            std::vector<llvm::Value *> args;
+            std::vector<llvm::Type *> params;
+            if (takes_uc) {
+                args.push_back(fs->user_context);
+                params.push_back(ptr);
+            }
+            for (size_t i = 0; i < scalars.size(); i++) {
+                llvm::Value *a = scalars[i];
+                if (sym) {
+                    const char *p = std::strchr(sym->signature, ':') + 1 + (takes_uc ? 1 : 0);
+                    if (i < std::strlen(p)) {
+                        a = convert_arg(a, signature_type(p[i]), op->args[i].type().is_int());
                     }
                 }
+                args.push_back(a);
+                params.push_back(a->getType());
             }
-            args.push_back(a);
-            params.push_back(a->getType());
+            llvm::Type *ret = sym ? signature_type(sym->signature[0]) : want;
+            llvm::Value *r = builder.CreateCall(declare_extern(op->name, ret, params), args);
+            return ret->isVoidTy() ? llvm::Constant::getNullValue(want)
+                                   : convert_arg(r, want, false);
+        };
+        if (lanes == 1) {
+            return call(values);
         }
-        llvm::Type *ret = llvm_type(op->type);
-        if (sym) {
-            ret = signature_type(sym->signature[0]);
-        }
-        llvm::FunctionCallee callee = declare_extern(op->name, ret, params);
-        llvm::Value *r = builder.CreateCall(callee, args);
-        llvm::Type *want = llvm_type(op->type);
-        if (ret->isVoidTy()) {
-            return llvm::Constant::getNullValue(want);
-        }
-        if (r->getType() != want) {
-            if (want->isPointerTy() || r->getType()->isPointerTy()) {
-                r = want->isPointerTy() ? builder.CreateIntToPtr(r, want)
-                                        : builder.CreatePtrToInt(r, want);
-            } else if (want->isIntegerTy() && r->getType()->isIntegerTy()) {
-                r = builder.CreateIntCast(r, want, false);
+        llvm::Value *result = llvm::Constant::getNullValue(llvm_type(op->type));
+        for (int i : effect_lanes(lanes)) {
+            std::vector<llvm::Value *> scalars;
+            for (llvm::Value *v : values) {
+                scalars.push_back(lane_of(v, i));
+            }
+            llvm::Value *r = call(scalars);
+            if (op->type.is_vector()) {
+                result = builder.CreateInsertElement(result, r, uint64_t(i));
             }
         }
-        return r;
+        return result;
+    }
+
+    /** `v` as a value of type `want` where the two differ: integer <-> pointer, or an integer
+     * resized (sign-extended when `is_signed`). Other mismatches are left to LLVM's verifier. */
+    llvm::Value *convert_arg(llvm::Value *v, llvm::Type *want, bool is_signed) {
+        if (want == v->getType()) {
+            return v;
+        }
+        if (want->isPointerTy() || v->getType()->isPointerTy()) {
+            return want->isPointerTy() ? builder.CreateIntToPtr(v, want)
+                                       : builder.CreatePtrToInt(v, want);
+        }
+        if (want->isIntegerTy() && v->getType()->isIntegerTy()) {
+            return builder.CreateIntCast(v, want, is_signed);
+        }
+        return v;
     }
 
     /** Halide's math functions (sqrt_f32, atan2_f64, is_nan_f32, ...), as Halide 14's x86
@@ -635,16 +655,29 @@ private:
     }
 
     /** Halide's require(condition, value, error): the pipeline fails with the error's code
-     * unless the condition holds (in every lane); else the value. */
+     * unless the condition holds; else the value. With a vector condition, lane by lane as
+     * Halide 14 scalarizes it: the first lane whose condition fails reports its own error. */
     llvm::Value *require(const Call *op) {
         user_assert(op->args.size() == 3) << "require takes a condition, a value and an error";
         llvm::Value *c = codegen(op->args[0]);
-        if (c->getType()->isVectorTy()) {
-            c = builder.CreateAndReduce(c);
-        }
         const Expr err = op->args[2];
-        fail_unless(c, [&]() { return codegen(err); });
-        return codegen(op->args[1]);
+        if (!c->getType()->isVectorTy()) {
+            fail_unless(c, [&]() { return codegen(err); });
+            return codegen(op->args[1]);
+        }
+        int lanes = op->args[0].type().lanes();
+        bool per_lane_value = op->type.is_vector() && !speculable(op->args[1]);
+        llvm::Value *result = llvm::Constant::getNullValue(llvm_type(op->type));
+        for (int i : effect_lanes(lanes)) {
+            in_lane(i, [&] {
+                fail_unless(lane_of(c, i), [&]() { return lane_of(codegen(err), i); });
+                if (per_lane_value) {
+                    result = builder.CreateInsertElement(result, lane_of(codegen(op->args[1]), i),
+                                                         uint64_t(i));
+                }
+            });
+        }
+        return per_lane_value ? result : codegen(op->args[1]);
     }
 
     /** make_struct(args...): a stack struct of the values (null for none). */
@@ -697,9 +730,27 @@ private:
      * primitives (runtime/src/to_string.c), as Halide 14's code builds it: strings as they
      * are, bools as `true`/`false`, integers in decimal, float16 and float32 with 6 decimals,
      * float64 in Halide's scientific form, buffers as its runtime prints them, other pointers in
-     * hex. Vectors have no text in Halide (its lowering never stringifies one); a lane count
-     * other than 1 is an error. */
+     * hex. A vector stringify (`(char *)x4stringify(...)`, printing in vectorized code) is one
+     * text per lane, each in a buffer of its own, as Halide 14 scalarizes it. */
     llvm::Value *stringify(const Call *op) {
+        std::vector<llvm::Value *> values;
+        for (const Expr &a : op->args) {
+            values.push_back(codegen(a));
+        }
+        if (op->type.is_scalar()) {
+            return stringify_lane(op, values, -1);
+        }
+        llvm::Value *result = llvm::Constant::getNullValue(llvm_type(op->type));
+        for (int i : effect_lanes(op->type.lanes())) {
+            result =
+                builder.CreateInsertElement(result, stringify_lane(op, values, i), uint64_t(i));
+        }
+        return result;
+    }
+
+    /** The text of lane `lane` of stringify's argument values (all scalars for -1). */
+    llvm::Value *stringify_lane(const Call *op, const std::vector<llvm::Value *> &values,
+                                int lane) {
         const int size = 1024;
         llvm::Value *buf = entry_alloca(llvm::ArrayType::get(i8, size), "stringify");
         llvm::Value *end = builder.CreateConstInBoundsGEP1_64(i8, buf, size);
@@ -714,12 +765,12 @@ private:
             call_args.insert(call_args.end(), rest.begin(), rest.end());
             dst = builder.CreateCall(declare_extern(fn, ptr, params), call_args);
         };
-        for (const Expr &a : op->args) {
-            const Type &t = a.type();
-            user_assert(t.is_scalar()) << "codegen: stringify of a vector (" << t.to_string()
-                                       << "), which Halide's lowering never prints";
-            llvm::Value *v = codegen(a);
-            if (a.as<StringImm>() || (t.is_handle() && t.handle_name() == "char")) {
+        for (size_t k = 0; k < op->args.size(); k++) {
+            const Expr &a = op->args[k];
+            const Type t = a.type().element_of();
+            llvm::Value *v = lane_of(values[k], lane);
+            if (a.as<StringImm>() || (t.is_handle() && t.handle_name() == "char") ||
+                (a.as<Broadcast>() && a.as<Broadcast>()->value.as<StringImm>())) {
                 append(runtime::halide_string_to_string, "s", {v});
             } else if (t.is_bool()) {
                 append(runtime::halide_string_to_string, "s",

@@ -23,6 +23,7 @@
 #include "codegen/CodeGen_LLVM.h"
 
 #include <algorithm>
+#include <set>
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/MDBuilder.h>
@@ -390,31 +391,119 @@ llvm::Value *CodeGen_LLVM::if_then_else(const Call *op) {
         cond = b->value;
     }
     Expr no = op->args.size() == 3 ? op->args[2] : make_zero(op->type);
-    if (cond.type().is_vector()) {
-        // Lanes differ: both values are computed (Halide would run each lane on its own).
+    if (cond.type().is_vector() && speculable(op->args[1]) && speculable(no)) {
+        // Nothing in either value can fault or be seen: both are computed, lanes select.
         llvm::Value *c = codegen(cond);
         llvm::Value *t = codegen(op->args[1]), *f = codegen(no);
         return builder.CreateSelect(c, t, f);
     }
-    // Only the chosen value is computed: the other may read out of bounds.
+    // Only the chosen value is computed: the other may read out of bounds, or print. With a
+    // vector condition, lane by lane, each lane's value computed in that lane.
     llvm::Value *c = codegen(cond);
-    llvm::BasicBlock *yes = llvm::BasicBlock::Create(ctx, "if_true", fn);
-    llvm::BasicBlock *other = llvm::BasicBlock::Create(ctx, "if_false", fn);
-    llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "if_done", fn);
-    builder.CreateCondBr(c, yes, other);
-    builder.SetInsertPoint(yes);
-    llvm::Value *t = codegen(op->args[1]);
-    llvm::BasicBlock *yes_end = builder.GetInsertBlock();
-    builder.CreateBr(done);
-    builder.SetInsertPoint(other);
-    llvm::Value *f = codegen(no);
-    llvm::BasicBlock *other_end = builder.GetInsertBlock();
-    builder.CreateBr(done);
-    builder.SetInsertPoint(done);
-    llvm::PHINode *phi = builder.CreatePHI(t->getType(), 2);
-    phi->addIncoming(t, yes_end);
-    phi->addIncoming(f, other_end);
-    return phi;
+    auto choose = [&](llvm::Value *cv, int lane) {
+        llvm::BasicBlock *yes = llvm::BasicBlock::Create(ctx, "if_true", fn);
+        llvm::BasicBlock *other = llvm::BasicBlock::Create(ctx, "if_false", fn);
+        llvm::BasicBlock *done = llvm::BasicBlock::Create(ctx, "if_done", fn);
+        builder.CreateCondBr(cv, yes, other);
+        builder.SetInsertPoint(yes);
+        llvm::Value *t = lane_of(codegen(op->args[1]), lane);
+        llvm::BasicBlock *yes_end = builder.GetInsertBlock();
+        builder.CreateBr(done);
+        builder.SetInsertPoint(other);
+        llvm::Value *f = lane_of(codegen(no), lane);
+        llvm::BasicBlock *other_end = builder.GetInsertBlock();
+        builder.CreateBr(done);
+        builder.SetInsertPoint(done);
+        llvm::PHINode *phi = builder.CreatePHI(t->getType(), 2);
+        phi->addIncoming(t, yes_end);
+        phi->addIncoming(f, other_end);
+        return phi;
+    };
+    if (!cond.type().is_vector()) {
+        return choose(c, -1);
+    }
+    llvm::Value *result = llvm::Constant::getNullValue(llvm_type(op->type));
+    for (int i : effect_lanes(op->type.lanes())) {
+        llvm::Value *v = in_lane(i, [&] { return choose(lane_of(c, i), i); });
+        result = builder.CreateInsertElement(result, v, uint64_t(i));
+    }
+    return result;
+}
+
+std::vector<int> CodeGen_LLVM::effect_lanes(int lanes) {
+    if (effect_lane >= 0) {
+        user_assert(effect_lane < lanes)
+            << "codegen: a vector call with effects of " << lanes
+            << " lanes inside a lane-by-lane evaluation of lane " << effect_lane;
+        return {effect_lane};
+    }
+    std::vector<int> all(lanes);
+    for (int i = 0; i < lanes; i++) {
+        all[i] = i;
+    }
+    return all;
+}
+
+llvm::Value *CodeGen_LLVM::lane_of(llvm::Value *v, int i) {
+    if (i < 0 || !v->getType()->isVectorTy()) {
+        return v;
+    }
+    return builder.CreateExtractElement(v, uint64_t(i));
+}
+
+bool CodeGen_LLVM::speculable(const Expr &e) {
+    class Finder : public IRVisitor {
+    public:
+        using IRVisitor::visit;
+        bool ok = true;
+        void visit(const Load *) override { ok = false; }
+        void visit(const Call *op) override {
+            static const std::set<std::string> pure = {"abs",
+                                                       "absd",
+                                                       "bitwise_and",
+                                                       "bitwise_or",
+                                                       "bitwise_xor",
+                                                       "bitwise_not",
+                                                       "shift_left",
+                                                       "shift_right",
+                                                       "count_leading_zeros",
+                                                       "count_trailing_zeros",
+                                                       "popcount",
+                                                       "likely",
+                                                       "likely_if_innermost",
+                                                       "strict_float",
+                                                       "lerp",
+                                                       "widening_add",
+                                                       "widening_sub",
+                                                       "widening_mul",
+                                                       "halving_add",
+                                                       "halving_sub",
+                                                       "rounding_halving_add",
+                                                       "rounding_halving_sub",
+                                                       "saturating_add",
+                                                       "saturating_sub",
+                                                       "saturating_cast",
+                                                       "rounding_shift_left",
+                                                       "rounding_shift_right",
+                                                       "widening_shift_left",
+                                                       "widening_shift_right",
+                                                       "mul_shift_right",
+                                                       "rounding_mul_shift_right",
+                                                       "sorted_avg",
+                                                       "mux",
+                                                       "reinterpret",
+                                                       "promise_clamped",
+                                                       "unsafe_promise_clamped"};
+            if (op->call_type != Call::PureExtern && op->call_type != Call::PureIntrinsic &&
+                !pure.count(op->name)) {
+                ok = false;
+                return;
+            }
+            IRVisitor::visit(op);
+        }
+    } f;
+    e.accept(&f);
+    return f.ok;
 }
 
 std::string

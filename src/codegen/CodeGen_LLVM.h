@@ -139,8 +139,36 @@ protected:
      * and saturating arithmetic, mul_shift_right, sorted_avg, shifts, lerp, mux, undef. Sets
      * `value` and returns true, or returns false if `op` is none of them. */
     bool call_arith_intrinsic(const Call *op);
-    /** Halide's if_then_else: with a scalar condition only the chosen value is computed. */
+    /** Halide's if_then_else: with a scalar condition only the chosen value is computed; with a
+     * vector condition lane by lane (as Halide 14's scalarize does: a lane's print runs only
+     * when that lane's condition holds), unless both values can be computed for every lane
+     * without effect (`speculable`), when it is a select. */
     llvm::Value *if_then_else(const Call *op);
+
+    // --- lane by lane (Halide's scalarize) ------------------------------------------------------
+
+    /** The lane a lane-by-lane evaluation is in, or -1. While a vector if_then_else or require
+     * evaluates a value for one lane, the calls with effects in it (extern calls, stringify)
+     * run for that lane only; their other lanes are zero and unused. */
+    int effect_lane = -1;
+    /** The lanes a vector call with effects, of `lanes` lanes, runs for, in order: the lane
+     * being evaluated, else all of them. */
+    std::vector<int> effect_lanes(int lanes);
+    /** Lane `i` of `v` (v itself if it is a scalar). */
+    llvm::Value *lane_of(llvm::Value *v, int i);
+    /** Whether `e` can be computed for lanes whose condition does not hold: no loads (which may
+     * be out of bounds there) and no calls but Halide's pure arithmetic intrinsics. */
+    static bool speculable(const Expr &e);
+    /** Runs `body` with effect_lane = `lane`, restoring it after. */
+    template <typename F>
+    auto in_lane(int lane, F body) {
+        struct Restore {
+            int &at, old;
+            ~Restore() { at = old; }
+        } restore{effect_lane, effect_lane};
+        effect_lane = lane;
+        return body();
+    }
     /** `a` (IR type `t`) shifted left or right by `b` (IR type `bt`); a negative signed amount
      * shifts the other way, as in Halide. */
     llvm::Value *shift_value(bool left, const Type &t, llvm::Value *a, const Type &bt,

@@ -180,9 +180,11 @@ std::string ref_name(const std::string &s) {
 }
 
 /** "int32" for values, "(void *)" for handles: the spelling used inside a `(T)` prefix is
- * the same with parentheses around it. */
+ * the same with parentheses around it (and a vector handle's lanes after them). */
 std::string type_prefix(const Type &t) {
-    return "(" + t.to_string() + ")";
+    // A vector handle prints as Halide prints it: `(char *)x4`.
+    return "(" + t.to_string() + ")" +
+           (t.is_handle() && t.lanes() > 1 ? "x" + std::to_string(t.lanes()) : "");
 }
 
 /** The spelling of a type where the grammar expects a type (allocations, headers). */

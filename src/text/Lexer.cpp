@@ -82,6 +82,18 @@ Token Lexer::next() {
     return t;
 }
 
+void Lexer::split_next(size_t n) {
+    Token &t = const_cast<Token &>(peek(0));
+    internal_assert(t.kind == Token::Ident && n > 0 && n < t.text.size())
+        << "split_next of a token that is not a longer identifier";
+    Token rest = t;
+    rest.text = t.text.substr(n);
+    rest.newline_before = false;
+    rest.loc.col += int(n);
+    t.text.resize(n);
+    ahead.insert(ahead.begin() + 1, std::move(rest));
+}
+
 bool Lexer::read_blob(std::string *bytes) {
     if (!ahead.empty()) {
         internal_error << "read_blob after lookahead";

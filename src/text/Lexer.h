@@ -34,6 +34,10 @@ public:
 
     const Token &peek(int k = 0);
     Token next();
+    /** Splits the next token, an identifier, after its first `n` characters into two
+     * identifiers (the second starting `n` columns later). For Halide's vector handle types,
+     * which it prints run together with the name that follows: `(char *)x4stringify(...)`. */
+    void split_next(size_t n);
 
     /** Reads the raw bytes of a buffer blob starting right after the `{` just consumed: up to
      * and including a NUL byte, or `...` for an opaque buffer (returns false). The closing

@@ -19,6 +19,7 @@
 
 #include "text/SyntaxParser.h"
 
+#include <cctype>
 #include <iterator>
 #include <set>
 #include <string>
@@ -419,13 +420,45 @@ private:
             for (int i = 1; i < stars; i++) {
                 name += " *";
             }
-            lex.next();  // )
-            return Handle(name);
+            Loc close = lex.next().loc;  // )
+            return Handle(name).with_lanes(handle_lanes(close));
         }
         lex.next();
         Type t = parse_type_name(lex.next().text);
         lex.next();
         return t;
+    }
+
+    /** The lanes of a handle type whose `)` is at `close`: Halide prints a vector handle type
+     * as `(char *)x4`, run together with the name of the call that has it
+     * (`(char *)x4stringify(...)`, printing in vectorized code). An unquoted identifier right
+     * after the `)` that starts with `x`, a lane count of 2 or more and then a name is read
+     * so; `x4` and the name become two tokens. (An extern function named like that would be
+     * written quoted: `(char *)\`x4f\`(...)`.) */
+    int handle_lanes(const Loc &close) {
+        const Token &t = lex.peek();
+        if (t.kind != Token::Ident || t.quoted || t.loc.line != close.line ||
+            t.loc.col != close.col + 1 || t.text.size() < 3 || t.text[0] != 'x') {
+            return 1;
+        }
+        size_t i = 1;
+        while (i < t.text.size() && std::isdigit((unsigned char)t.text[i])) {
+            i++;
+        }
+        if (i == 1 || i == t.text.size() || t.text[1] == '0' ||
+            !(std::isalpha((unsigned char)t.text[i]) || t.text[i] == '_')) {
+            return 1;
+        }
+        std::string digits = t.text.substr(1, i - 1);
+        if (digits.size() > 4) {
+            lex.error(t.loc, "a vector handle type needs 2 to 9999 lanes, not '" + digits + "'");
+        }
+        if (std::stoi(digits) < 2) {
+            return 1;  // Halide prints no lane count for one lane: a name
+        }
+        lex.split_next(i);
+        lex.next();
+        return std::stoi(digits);
     }
 
     /** A type where the grammar expects one: `float32` or `(void *)`. */

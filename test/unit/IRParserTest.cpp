@@ -288,6 +288,28 @@ TEST(IRParser, ReadsCallsLoadsSelectsAndShuffles) {
     // An `if` on the next line is a statement, not a predicate.
     EXPECT_NE(let->body.as<Block>(), nullptr);
 
+    // Halide prints a vector handle type run together with the call's name.
+    Expr vs = parse_expr("(char *)x4stringify(ramp(x, 1, 4), x4(\" at \"))");
+    ASSERT_NE(vs.as<Call>(), nullptr);
+    EXPECT_EQ(vs.as<Call>()->name, "stringify");
+    EXPECT_EQ(vs.type(), Handle("char").with_lanes(4));
+    EXPECT_EQ(to_string(vs), "(char *)x4stringify(ramp(x, 1, 4), x4(\" at \"))");
+    // Not a lane count: quoted, spaced, x0 or x1, or nothing after it; too many lanes is an error.
+    const std::pair<const char *, const char *> names[] = {
+        {"(char *)`x4stringify`(1)", "x4stringify"},
+        {"(char *) x4stringify(1)", "x4stringify"},
+        {"(char *)x1stringify(1)", "x1stringify"},
+        {"(char *)x08f(1)", "x08f"},
+        {"(char *)x4(1)", "x4"}};
+    for (const auto &[text, name] : names) {
+        Expr e = parse_expr(text);
+        ASSERT_NE(e.as<Call>(), nullptr) << text;
+        EXPECT_EQ(e.as<Call>()->name, name) << text;
+        EXPECT_EQ(e.type(), Handle("char")) << text;
+    }
+    EXPECT_THAT(expr_error("(char *)x99999stringify(1)"),
+                HasSubstr("a vector handle type needs 2 to 9999 lanes, not '99999'"));
+
     Expr s = parse_expr("select(x < 1, 2, 3)");
     ASSERT_NE(s.as<Select>(), nullptr);
     EXPECT_EQ(s.type(), Int(32));

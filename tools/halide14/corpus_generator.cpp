@@ -1007,8 +1007,7 @@ Def trace_print() {
     ImageParam in(UInt(8), 2, "in");
     Param<int32_t> gain("gain");
     Func a("a"), b("b"), out("out");
-    // The print is in `a`, which is serial: Halide 14 prints a print_when in vectorized code as a
-    // call Tally does not compile (`x4stringify`, see tools/halide14/README.md).
+    // The print is in `a`, which is serial (print_vec prints in vectorized code).
     a(x, y) = cast<int16_t>(in(x, y)) * cast<int16_t>(gain) +
               cast<int16_t>(print_when(x == 2 && y == 1, 0, "a at", x, y, "in is", in(x, y),
                                        "in / 8 is", cast<double>(in(x, y)) * f64c(0.125),
@@ -1027,6 +1026,35 @@ Def trace_print() {
     d.rtol = 1e-6;
     d.atol = 1e-6;
     d.funcs = {"a", "b", "out"};
+    return d;
+}
+
+/** Printing in vectorized code: a print_when, a print and a require whose operands are vectors.
+ * Halide 14 prints them as vector calls (`(char *)x4stringify(...)`, `(int32x8)halide_print(...)`)
+ * and its code runs them lane by lane, in lane order; so must Tally's. `a` vectorized by 4 with a
+ * ShiftInwards tail (9 columns), `out` by 8 with a GuardWithIf tail; serial, so the text has one
+ * order. */
+Def print_vec() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Param<int32_t> gain("gain");
+    Func a("a"), out("out");
+    Var xo("xo"), xi("xi");
+    a(x, y) = print_when(x % 3 == 1 && y == 1, cast<int32_t>(in(x, y)) * gain, "a at", x, y,
+                         "in is", in(x, y), "as float", cast<float>(in(x, y)) * 0.25f, "as double",
+                         cast<double>(in(x, y)) + f64c(0.1));
+    out(x, y) = require(a(x, y) + x >= 0, print(cast<float>(a(x, y)) * 0.5f, "out at", x, y),
+                        "a + x must not be negative at", x, y);
+    a.compute_root().vectorize(x, 4, TailStrategy::ShiftInwards);
+    out.split(x, xo, xi, 8, TailStrategy::GuardWithIf).vectorize(xi);
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {13, 3}, {0, 0}, 0, 255);
+    add_scalar(d, gain, "3");
+    add_output(d, {13, 3});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {"a", "out"};
     return d;
 }
 
@@ -1110,6 +1138,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"extern_stage", extern_stage},
         {"memoize_p", memoize_p},
         {"trace_print", trace_print},
+        {"print_vec", print_vec},
         {"fast_math", fast_math},
         {"debug_files", debug_files},
     };
