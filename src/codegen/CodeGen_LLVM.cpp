@@ -317,6 +317,33 @@ llvm::Value *CodeGen_LLVM::element_address(const std::string &name, const Type &
                                      builder.CreateSExtOrTrunc(index, i64));
 }
 
+llvm::Value *CodeGen_LLVM::codegen_index(const Expr &index) {
+    if (!promote_indices() || index.type() != Int(32)) {
+        return codegen(index);
+    }
+    std::function<llvm::Value *(const Expr &)> wide = [&](const Expr &e) -> llvm::Value * {
+        if (const Add *op = e.as<Add>()) {
+            return builder.CreateAdd(wide(op->a), wide(op->b), "", false, true);
+        }
+        if (const Sub *op = e.as<Sub>()) {
+            return builder.CreateSub(wide(op->a), wide(op->b), "", false, true);
+        }
+        if (const Mul *op = e.as<Mul>()) {
+            return builder.CreateMul(wide(op->a), wide(op->b), "", false, true);
+        }
+        if (const Min *op = e.as<Min>()) {
+            llvm::Value *a = wide(op->a), *b = wide(op->b);
+            return builder.CreateSelect(builder.CreateICmpSLT(a, b), a, b);
+        }
+        if (const Max *op = e.as<Max>()) {
+            llvm::Value *a = wide(op->a), *b = wide(op->b);
+            return builder.CreateSelect(builder.CreateICmpSGT(a, b), a, b);
+        }
+        return builder.CreateSExt(codegen(e), i64);
+    };
+    return wide(index);
+}
+
 llvm::Value *CodeGen_LLVM::load_scalar(const std::string &name, const Type &t, llvm::Value *index) {
     llvm::Value *v = tag_buffer_access(
         builder.CreateLoad(memory_type(t), element_address(name, t, index)), name);
@@ -683,7 +710,7 @@ void CodeGen_LLVM::visit(const Select *op) {
 void CodeGen_LLVM::visit(const Load *op) {
     const Type &t = op->type;
     if (t.is_scalar() && !op->predicate.defined()) {
-        value = load_scalar(op->name, t, codegen(op->index));
+        value = load_scalar(op->name, t, codegen_index(op->index));
         return;
     }
     const Type et = t.element_of();
@@ -693,7 +720,7 @@ void CodeGen_LLVM::visit(const Load *op) {
         if (dense && t.is_vector()) {
             // A masked vector load: lanes whose predicate is false do not touch memory.
             llvm::Value *mask = codegen(op->predicate);
-            llvm::Value *addr = element_address(op->name, et, codegen(*dense));
+            llvm::Value *addr = element_address(op->name, et, codegen_index(*dense));
             llvm::Value *v = tag_buffer_access(
                 builder.CreateMaskedLoad(memory_type(t), addr, llvm::Align(et.bytes()), mask,
                                          llvm::Constant::getNullValue(memory_type(t))),
@@ -705,13 +732,14 @@ void CodeGen_LLVM::visit(const Load *op) {
         return;
     }
     if (dense) {
-        value = load_dense(op->name, t, codegen(*dense));
+        value = load_dense(op->name, t, codegen_index(*dense));
         return;
     }
     const Broadcast *bc = op->index.as<Broadcast>();
     if (bc && bc->value.type().is_scalar()) {
         // Every lane reads the same element: one scalar load.
-        value = builder.CreateVectorSplat(lanes, load_scalar(op->name, et, codegen(bc->value)));
+        value =
+            builder.CreateVectorSplat(lanes, load_scalar(op->name, et, codegen_index(bc->value)));
         return;
     }
     const Ramp *ramp = op->index.as<Ramp>();
@@ -723,7 +751,7 @@ void CodeGen_LLVM::visit(const Load *op) {
     bool const_stride = const_int_value(ramp->stride, &stride);
     if (const_stride && stride == -1) {
         // Backwards: the dense vector that ends at the base, reversed.
-        llvm::Value *base = codegen(ramp->base);
+        llvm::Value *base = codegen_index(ramp->base);
         llvm::Value *first =
             builder.CreateSub(base, llvm::ConstantInt::get(base->getType(), lanes - 1));
         value = builder.CreateVectorReverse(load_dense(op->name, t, first));
@@ -732,7 +760,7 @@ void CodeGen_LLVM::visit(const Load *op) {
     if (const_stride && stride >= 2 && stride <= max_shuffled_stride) {
         // `stride` dense vectors that together cover exactly the elements from the first lane's to
         // the last lane's (the last one ends at the last lane), then one shuffle picks the lanes.
-        llvm::Value *base = codegen(ramp->base);
+        llvm::Value *base = codegen_index(ramp->base);
         llvm::Type *it = base->getType();
         const int64_t last_start = (lanes - 1) * stride + 1 - lanes;
         std::vector<llvm::Value *> parts;
@@ -750,7 +778,7 @@ void CodeGen_LLVM::visit(const Load *op) {
         return;
     }
     // Any other ramp: lane by lane, stepping a pointer (no vector of indices).
-    llvm::Value *addr = element_address(op->name, et, codegen(ramp->base));
+    llvm::Value *addr = element_address(op->name, et, codegen_index(ramp->base));
     llvm::Value *step = builder.CreateSExtOrTrunc(codegen(ramp->stride), i64);
     llvm::Value *result = llvm::PoisonValue::get(llvm_type(t));
     for (int i = 0; i < lanes; i++) {
@@ -953,8 +981,9 @@ void CodeGen_LLVM::visit(const Store *op) {
         v = builder.CreateZExt(v, memory_type(t));
     }
     if (t.is_scalar() && !op->predicate.defined()) {
-        tag_buffer_access(builder.CreateStore(v, element_address(op->name, t, codegen(op->index))),
-                          op->name);
+        tag_buffer_access(
+            builder.CreateStore(v, element_address(op->name, t, codegen_index(op->index))),
+            op->name);
         return;
     }
     const Type et = t.element_of();
@@ -964,7 +993,7 @@ void CodeGen_LLVM::visit(const Store *op) {
         if (dense && t.is_vector()) {
             // A masked vector store: lanes whose predicate is false do not touch memory.
             llvm::Value *mask = codegen(op->predicate);
-            llvm::Value *addr = element_address(op->name, et, codegen(*dense));
+            llvm::Value *addr = element_address(op->name, et, codegen_index(*dense));
             tag_buffer_access(builder.CreateMaskedStore(v, addr, llvm::Align(et.bytes()), mask),
                               op->name);
             return;
@@ -973,7 +1002,7 @@ void CodeGen_LLVM::visit(const Store *op) {
         return;
     }
     if (dense) {
-        llvm::Value *addr = element_address(op->name, et, codegen(*dense));
+        llvm::Value *addr = element_address(op->name, et, codegen_index(*dense));
         tag_buffer_access(builder.CreateAlignedStore(v, addr, llvm::Align(et.bytes())), op->name);
         return;
     }
@@ -985,7 +1014,7 @@ void CodeGen_LLVM::visit(const Store *op) {
     int64_t stride = 0;
     if (const_int_value(ramp->stride, &stride) && stride == -1) {
         // Backwards: reversed, the dense vector that ends at the base.
-        llvm::Value *base = codegen(ramp->base);
+        llvm::Value *base = codegen_index(ramp->base);
         llvm::Value *first =
             builder.CreateSub(base, llvm::ConstantInt::get(base->getType(), lanes - 1));
         tag_buffer_access(builder.CreateAlignedStore(builder.CreateVectorReverse(v),
@@ -995,7 +1024,7 @@ void CodeGen_LLVM::visit(const Store *op) {
         return;
     }
     // Any other ramp: lane by lane, stepping a pointer (no vector of indices).
-    llvm::Value *addr = element_address(op->name, et, codegen(ramp->base));
+    llvm::Value *addr = element_address(op->name, et, codegen_index(ramp->base));
     llvm::Value *step = builder.CreateSExtOrTrunc(codegen(ramp->stride), i64);
     for (int i = 0; i < lanes; i++) {
         tag_buffer_access(

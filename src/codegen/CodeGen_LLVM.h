@@ -102,6 +102,16 @@ protected:
      * names are different memory, so LLVM may keep a value loaded from one in a register across
      * stores to another (a reduction's accumulator across its inputs' loads). Returns `access`. */
     llvm::Value *tag_buffer_access(llvm::Value *access, const std::string &name);
+    /** A scalar load or store index (or a dense vector's first element), as Halide 14's
+     * promote_64 computes it where pointers are 64-bit: an int32 index's adds, subtracts,
+     * multiplies, mins and maxes in 64 bits (they do not overflow: see no_signed_wrap), each
+     * leaf sign-extended, so that LLVM folds constant offsets into the address and strength-
+     * reduces the loop's addresses without a sign extension per access. Other indices, and
+     * every index where promote_indices() is false, as they are. */
+    llvm::Value *codegen_index(const Expr &index);
+    /** Whether indices are computed in 64 bits (codegen_index); false for NVPTX, as in
+     * Halide 14 (its 32-bit index arithmetic is cheaper there). */
+    virtual bool promote_indices() const { return true; }
     /** Address of element `index` (scalar) of buffer `name`. */
     llvm::Value *element_address(const std::string &name, const Type &elem, llvm::Value *index);
     llvm::Value *load_scalar(const std::string &name, const Type &t, llvm::Value *index);

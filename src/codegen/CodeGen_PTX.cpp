@@ -152,6 +152,9 @@ public:
         mod = &m;
     }
 
+    /** Indices stay 32-bit in kernels, as Halide 14's PTX back end keeps them. */
+    bool promote_indices() const override { return false; }
+
     /** Adds the kernel's entry function to the module. */
     void define_kernel(const Kernel &k) {
         kernel = &k;
