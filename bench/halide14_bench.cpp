@@ -340,6 +340,17 @@ private:
 
         auto start = now_ms();
         Module m = parse_module_file((dir / (name + ".host.stmt")).string());
+        // The buffers the pipeline embeds (Halide's object has their data; the text does not).
+        for (const nlohmann::json &c :
+             manifest.value("buffer_constants", nlohmann::json::array())) {
+            std::string mins;
+            for (int v : c["mins"]) {
+                mins += (mins.empty() ? "" : ",") + std::to_string(v);
+            }
+            npy::define_buffer_constant(m, std::string(c["name"]) + "=" +
+                                               (dir / std::string(c["file"])).string() + "@" +
+                                               mins);
+        }
         CompileOptions options;
         options.extern_libraries = {TALLY_CONFORMANCE_EXTERNS};  // the extern stages' functions
         jit = compile_jit(lower(m, m.target), options);

@@ -45,6 +45,15 @@ struct BufferConstant {
     std::string name;
     bool opaque = true;
     std::string bytes;
+    /** Contents given from outside the text to an opaque constant (Halide prints a Buffer its
+     * pipeline embeds as `buffer lut = {...}`, without the data; define_buffer_constant): the
+     * element type (invalid: none given), and per dimension in Halide's order (dimension 0
+     * innermost) its min and extent, dense; `bytes` then holds the elements. The code binds
+     * `<name>.buffer` to a halide_buffer_t of them, as Halide's object file does. */
+    Type type;
+    std::vector<int32_t> mins, extents;
+
+    bool has_contents() const { return type.is_valid(); }
 };
 
 /** How a kernel is launched: which block or thread dimension each gpu_block and gpu_thread
@@ -91,6 +100,13 @@ struct Module {
     std::vector<BufferConstant> buffers;
     std::vector<Kernel> kernels;
     std::vector<LoweredFunc> functions;
+
+    /** Gives the opaque buffer constant `name` its contents (see BufferConstant): elements of
+     * type `t`, dense, with `mins` and `extents` per dimension in Halide's order; `bytes` the
+     * elements. A CompileError when the module has no opaque constant of that name, or the
+     * shape does not match the bytes. */
+    void define_buffer_constant(const std::string &name, const Type &t, std::vector<int32_t> mins,
+                                std::vector<int32_t> extents, std::string bytes);
 
     LoweredFunc *find_function(const std::string &n);
     const LoweredFunc *find_function(const std::string &n) const;

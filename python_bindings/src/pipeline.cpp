@@ -668,6 +668,47 @@ Raises:
         is missing).)doc");
 
     auto module_class = py::reinterpret_borrow<py::class_<Module>>(m.attr("Module"));
+    module_class.def(
+        "with_buffer_constant",
+        [](const Module &mod, const std::string &name, py::object array, py::object mins) {
+            Py_buffer v;
+            if (PyObject_GetBuffer(array.ptr(), &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+                throw py::error_already_set();
+            }
+            std::unique_ptr<Py_buffer, void (*)(Py_buffer *)> release(&v, PyBuffer_Release);
+            tally::Type t = element_type(v.format, v.itemsize);
+            if (!t.is_valid()) {
+                raise(PyExc_TypeError, "with_buffer_constant(): unsupported element type " +
+                                           array_type_text(array, t, v.format));
+            }
+            std::vector<int32_t> extents, ms(size_t(v.ndim), 0);
+            for (int d = v.ndim - 1; d >= 0; d--) {  // numpy's last axis is dimension 0
+                if (v.shape[d] > INT32_MAX) {
+                    raise(PyExc_ValueError, "with_buffer_constant(): axis " + std::to_string(d) +
+                                                " is too large for a 32-bit extent");
+                }
+                extents.push_back(int32_t(v.shape[d]));
+            }
+            if (!mins.is_none()) {
+                ms = mins.cast<std::vector<int32_t>>();
+            }
+            std::string bytes(static_cast<const char *>(v.buf), size_t(v.len));
+            Module out = mod;
+            py::gil_scoped_release nogil;
+            out.define_buffer_constant(name, t, std::move(ms), std::move(extents),
+                                       std::move(bytes));
+            return out;
+        },
+        py::arg("name"), py::arg("array"), py::kw_only(), py::arg("mins") = py::none(),
+        R"doc(The module with its buffer constant `name` given `array`'s contents.
+
+Halide prints a Buffer its pipeline embeds as `buffer NAME = {...}`, without the data: a module
+read from such text compiles only once each such buffer has contents. The array is copied; its
+element type is the buffer's, its last axis dimension 0; `mins` (dimension 0 first) default to 0.
+
+Raises:
+    CompileError: the module has no such buffer constant, or `mins` does not match the array.
+    TypeError: the array's element type is not one Halide has.)doc");
     module_class.def("compile", &lower_and_compile, py::arg("target") = py::none(), py::kw_only(),
                      py::arg("opt_level") = 3, py::arg("inject_device_sync") = true,
                      R"doc(Lowers the module for `target` and JIT-compiles it; returns a Pipeline.

@@ -374,3 +374,33 @@ def test_compile_errors():
         tally.parse(app_stmt("blur")).compile("host-metal")  # no Metal back end
     with pytest.raises(TypeError):
         tally.parse(app_stmt("blur")).compile(3)
+
+
+EMBEDDED = """module name=embedded, target=host
+buffer lut = {...}
+external func embedded (out: buffer<float32, 1>) {
+  let lut = (void *)_halide_buffer_get_host((halide_buffer_t *)lut.buffer)
+  let lut.min.0 = _halide_buffer_get_min((halide_buffer_t *)lut.buffer, 0)
+  for (x, 0, 8) {
+    out[x] = (float32)lut[x % 4] + float32(lut.min.0)
+  }
+}
+"""
+
+
+def test_buffer_constants_take_an_arrays_contents():
+    m = tally.parse(EMBEDDED)
+    with pytest.raises(tally.CompileError, match="buffer constant 'lut'"):
+        m.compile("host")
+    lut = np.array([0.5, 1.5, 2.5, 3.5], dtype=np.float32)
+    given = m.with_buffer_constant("lut", lut, mins=[-10])
+    lut[:] = 0  # copied: later changes to the array do not reach the module
+    out = np.zeros(8, dtype=np.float32)
+    given.compile("host")(out)
+    np.testing.assert_array_equal(out, np.tile([0.5, 1.5, 2.5, 3.5], 2) - 10)
+    with pytest.raises(tally.CompileError, match="no opaque buffer constant"):
+        m.with_buffer_constant("lux", lut)
+    with pytest.raises(tally.CompileError, match="1 extents but 2 mins"):
+        m.with_buffer_constant("lut", lut, mins=[0, 0])
+    with pytest.raises(TypeError, match="unsupported element type"):
+        m.with_buffer_constant("lut", np.zeros(4, dtype=np.complex64))

@@ -90,6 +90,7 @@ public:
 
     std::unique_ptr<llvm::Module> run() {
         emit_kernel_table();
+        emit_buffer_constants();
         // Declare every function first: closures and pipelines refer to each other.
         for (const LoweredFunc &f : m.functions) {
             declare_function(f);
@@ -124,6 +125,8 @@ private:
     std::string target_cpu, target_features;  // of the target machine
     bool has_prefetchw = false;               // the target machine has PREFETCHW (prfchw)
     bool has_avx = false;                     // the target machine has AVX (256-bit RCPPS)
+    /** `<name>.buffer` of each buffer constant with contents: its halide_buffer_t. */
+    std::map<std::string, llvm::GlobalVariable *> buffer_constants;
 
     struct Destructor {
         std::string function;
@@ -144,6 +147,55 @@ private:
     FnState *fs = nullptr;
 
     /** The module's tally_kernel_table (runtime/include/tally_runtime.h), when it has kernels. */
+    /** The buffer constants given contents (BufferConstant::has_contents): each a private
+     * halide_buffer_t over its elements (128-byte aligned) and its dimensions, bound to
+     * `<name>.buffer` as Halide's object file binds an embedded Buffer. */
+    void emit_buffer_constants() {
+        llvm::StructType *dim_t = llvm::StructType::get(ctx, {i32, i32, i32, i32});
+        for (const BufferConstant &b : m.buffers) {
+            if (!b.has_contents()) {
+                continue;
+            }
+            llvm::Constant *bytes = llvm::ConstantDataArray::getRaw(b.bytes, b.bytes.size(), i8);
+            // As Halide embeds a Buffer: the data read-only unless the buffer is a scalar (0-D),
+            // its flags host_dirty.
+            auto *data = new llvm::GlobalVariable(*mod, bytes->getType(), !b.extents.empty(),
+                                                  llvm::GlobalValue::PrivateLinkage, bytes,
+                                                  b.name + ".data");
+            data->setAlignment(llvm::Align(128));
+            std::vector<llvm::Constant *> dims;
+            int32_t stride = 1;
+            for (size_t d = 0; d < b.extents.size(); d++) {
+                dims.push_back(llvm::ConstantStruct::get(
+                    dim_t, {llvm::ConstantInt::get(i32, b.mins[d]),
+                            llvm::ConstantInt::get(i32, b.extents[d]),
+                            llvm::ConstantInt::get(i32, stride), llvm::ConstantInt::get(i32, 0)}));
+                stride *= b.extents[d];
+            }
+            llvm::Constant *dim = llvm::ConstantPointerNull::get(builder.getPtrTy());
+            if (!dims.empty()) {
+                auto *arr_t = llvm::ArrayType::get(dim_t, dims.size());
+                dim = new llvm::GlobalVariable(
+                    *mod, arr_t, false, llvm::GlobalValue::PrivateLinkage,
+                    llvm::ConstantArray::get(arr_t, dims), b.name + ".dim");
+            }
+            // halide_buffer_t: device, device_interface, host, flags, type (code, bits, lanes),
+            // dimensions, dim, padding.
+            uint32_t type = uint32_t(b.type.code()) | uint32_t(b.type.bits()) << 8 | 1u << 16;
+            llvm::Constant *fields[] = {llvm::ConstantInt::get(i64, 0),
+                                        llvm::ConstantPointerNull::get(builder.getPtrTy()),
+                                        data,
+                                        llvm::ConstantInt::get(i64, halide_buffer_flag_host_dirty),
+                                        llvm::ConstantInt::get(i32, type),
+                                        llvm::ConstantInt::get(i32, int32_t(b.extents.size())),
+                                        dim,
+                                        llvm::ConstantPointerNull::get(builder.getPtrTy())};
+            buffer_constants[b.name + ".buffer"] = new llvm::GlobalVariable(
+                *mod, buffer_t, false, llvm::GlobalValue::PrivateLinkage,
+                llvm::ConstantStruct::get(buffer_t, fields), b.name + ".buffer");
+        }
+    }
+
     void emit_kernel_table() {
         if (kernels.empty()) {
             return;
@@ -202,13 +254,17 @@ private:
         if (n == "__user_context") {
             return fs->user_context;
         }
+        auto bc = buffer_constants.find(n);
+        if (bc != buffer_constants.end()) {
+            return bc->second;
+        }
         for (const BufferConstant &b : m.buffers) {
             if (b.opaque && (n == b.name || n == b.name + ".buffer")) {
                 user_error << "codegen: '" << n << "' is the buffer constant '" << b.name
                            << "', printed `buffer " << b.name << " = {...}`: Halide keeps its "
-                           << "contents in its object file, not in the lowered text, so a "
-                           << "pipeline that reads it cannot be compiled from the text (make "
-                           << "the data an input: an ImageParam instead of a Buffer)";
+                           << "contents in its object file, not in the lowered text; give them "
+                           << "(tally-run and tallyc: --buffer-constant " << b.name
+                           << "=FILE.npy[@MINS]; the library: Module::define_buffer_constant)";
             }
         }
         user_error << "codegen: variable '" << n << "' is not bound";

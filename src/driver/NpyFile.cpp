@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "tally/Error.h"
@@ -21,6 +22,16 @@ namespace {
 
 /** The largest array read: 2^40 bytes. */
 constexpr uint64_t max_bytes = uint64_t(1) << 40;
+
+/** The contents of the file `path`. */
+std::string read_bytes(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    user_assert(in.good()) << path << ": error: cannot open file";
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    user_assert(!in.bad()) << path << ": error: cannot read file";
+    return contents.str();
+}
 
 }  // namespace
 
@@ -148,8 +159,44 @@ private:
 
 }  // namespace
 
+namespace {
+
+/** The element type whose descr() is `d`, or an invalid Type. */
+Type type_of_descr(const std::string &d) {
+    std::vector<Type> all = {Bool(), Float(16), Float(32), Float(64)};
+    for (int bits : {8, 16, 32, 64}) {
+        all.push_back(Int(bits));
+        all.push_back(UInt(bits));
+    }
+    for (const Type &t : all) {
+        if (descr(t) == d) {
+            return t;
+        }
+    }
+    return Type();
+}
+
+/** parse() and parse_any(): the element type must be `*want`, or (null) is any and is
+ * stored to `*got`. */
+std::vector<int> parse_impl(const std::string &bytes, const std::string &name, const Type *want,
+                            Type *got, std::vector<uint8_t> *data);
+
+}  // namespace
+
 std::vector<int> parse(const std::string &bytes, const std::string &name, const Type &t,
                        std::vector<uint8_t> *data) {
+    Type got;
+    return parse_impl(bytes, name, &t, &got, data);
+}
+
+std::vector<int> read_any(const std::string &path, Type *t, std::vector<uint8_t> *data) {
+    return parse_impl(read_bytes(path), path, nullptr, t, data);
+}
+
+namespace {
+
+std::vector<int> parse_impl(const std::string &bytes, const std::string &name, const Type *want,
+                            Type *got, std::vector<uint8_t> *data) {
     user_assert(bytes.size() >= 10 && std::memcmp(bytes.data(), "\x93NUMPY", 6) == 0 &&
                 bytes[6] >= 1 && bytes[6] <= 3)
         << name << ": error: not a .npy file (format 1.0 to 3.0)";
@@ -166,9 +213,16 @@ std::vector<int> parse(const std::string &bytes, const std::string &name, const 
     bool fortran = false;
     std::vector<int64_t> extents;
     HeaderReader(header, name).read(&type, &fortran, &extents);
-    user_assert(type == descr(t)) << name << ": error: element type '" << type
-                                  << "' does not match the pipeline's " << t.to_string() << " ('"
-                                  << descr(t) << "')";
+    if (want) {
+        user_assert(type == descr(*want))
+            << name << ": error: element type '" << type << "' does not match the pipeline's "
+            << want->to_string() << " ('" << descr(*want) << "')";
+    }
+    const Type t = want ? *want : type_of_descr(type);
+    user_assert(t.is_valid()) << name << ": error: element type '" << type
+                              << "' is none of bool, int8 to int64, uint8 to uint64, float16, "
+                                 "float32 and float64";
+    *got = t;
     user_assert(!fortran) << name << ": error: only C-order arrays are supported";
     // The element count, checked against what the file holds before anything is allocated.
     const uint64_t available = bytes.size() - at - hlen;
@@ -189,13 +243,10 @@ std::vector<int> parse(const std::string &bytes, const std::string &name, const 
     return shape;
 }
 
+}  // namespace
+
 std::vector<int> read(const std::string &path, const Type &t, std::vector<uint8_t> *data) {
-    std::ifstream in(path, std::ios::binary);
-    user_assert(in.good()) << path << ": error: cannot open file";
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    user_assert(!in.bad()) << path << ": error: cannot read file";
-    return parse(contents.str(), path, t, data);
+    return parse(read_bytes(path), path, t, data);
 }
 
 std::string encode(const Type &t, const std::vector<int> &shape, const void *data, size_t bytes) {
@@ -226,6 +277,58 @@ void write(const std::string &path, const Type &t, const std::vector<int> &shape
     user_assert(out.good()) << path << ": error: cannot write file";
     out.write(contents.data(), std::streamsize(contents.size()));
     user_assert(out.good()) << path << ": error: cannot write file";
+}
+
+void define_buffer_constant(Module &m, const std::string &spec) {
+    size_t eq = spec.find('=');
+    user_assert(eq != std::string::npos && eq > 0)
+        << "--buffer-constant: expected NAME=FILE.npy[@X,Y,...], not '" << spec << "'";
+    const std::string name = spec.substr(0, eq);
+    std::string file = spec.substr(eq + 1);
+    std::vector<int32_t> mins;
+    size_t at = file.rfind('@');
+    if (at != std::string::npos) {
+        std::string text = file.substr(at + 1);
+        file.resize(at);
+        size_t start = 0;
+        for (size_t k = 0; k <= text.size() && !text.empty(); k++) {  // `@` alone: no mins (0-D)
+            if (k == text.size() || text[k] == ',') {
+                const std::string part = text.substr(start, k - start);
+                int64_t v = 0;
+                auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+                user_assert(!part.empty() && ec == std::errc() &&
+                            end == part.data() + part.size() && v >= INT32_MIN && v <= INT32_MAX)
+                    << "--buffer-constant " << name << ": bad min '" << part << "' in '@" << text
+                    << "'";
+                mins.push_back(int32_t(v));
+                start = k + 1;
+            }
+        }
+    }
+    Type t;
+    std::vector<uint8_t> data;
+    std::vector<int> shape = read_any(file, &t, &data);
+    std::vector<int32_t> extents(shape.rbegin(), shape.rend());
+    if (at == std::string::npos) {
+        mins.assign(extents.size(), 0);
+    }
+    user_assert(mins.size() == extents.size())
+        << "--buffer-constant " << name << ": " << file << " has " << extents.size()
+        << " dimensions, '@' gives " << mins.size() << " mins";
+    m.define_buffer_constant(name, t, std::move(mins), std::move(extents),
+                             std::string(data.begin(), data.end()));
+}
+
+bool define_buffer_constants(Module &m, const std::vector<std::string> &specs, const char *tool) {
+    for (const std::string &spec : specs) {
+        try {
+            define_buffer_constant(m, spec);
+        } catch (const CompileError &e) {
+            std::cerr << tool << ": error: " << e.what() << "\n";
+            return false;
+        }
+    }
+    return true;
 }
 
 }  // namespace npy

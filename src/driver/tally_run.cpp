@@ -2,7 +2,7 @@
 //
 //   tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] [--input name=FILE.npy]
 //             [--output name=FILE.npy] [--scalar name=VALUE] [--runs N] [--seed S]
-//             [--extern-lib LIB.so...]
+//             [--extern-lib LIB.so...] [--buffer-constant NAME=FILE.npy[@X,Y]...]
 //
 // Buffers default to 64 per dimension with mins 0 (--size sets extents and, after `@`, mins;
 // `--size name=` makes a 0-D buffer; an --input file sets its buffer's extents, and a --size
@@ -10,6 +10,9 @@
 // With a profiling target, the runtime prints its report when the process exits.
 // --extern-lib (repeatable) names a shared object holding C functions the pipeline calls, such
 // as the functions of Halide's extern stages (define_extern); the JIT resolves calls in them.
+// --buffer-constant (repeatable) gives a Buffer Halide embedded in the pipeline (printed
+// `buffer NAME = {...}`, without its data) its contents: the array in FILE.npy, with the mins
+// after `@` (0 without).
 //
 // Every option value is checked: a number that does not parse whole or is out of range for what
 // it sets (a scalar's type, an extent, a count), or a name that is not an argument of the
@@ -312,6 +315,7 @@ void check_argument_names(const LoweredFunc &f, const std::map<std::string, Buff
 
 int main(int argc, char **argv) {
     std::string input, target = "host";
+    std::vector<std::string> constants;  // --buffer-constant values
     std::map<std::string, BufferShape> sizes;
     std::map<std::string, std::string> inputs, outputs, scalars;
     int runs = 1;
@@ -348,13 +352,15 @@ int main(int argc, char **argv) {
             runs = int(parse_integer(value(), "--runs", 1, INT32_MAX));
         } else if (a == "--seed") {
             seed = unsigned(parse_unsigned(value(), "--seed", UINT32_MAX));
+        } else if (a == "--buffer-constant") {
+            constants.push_back(value());
         } else if (a == "--extern-lib") {
             options.extern_libraries.push_back(extern_library(value()));
         } else if (a == "-h" || a == "--help") {
             std::cout << "usage: tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] "
                          "[--input name=FILE.npy] [--output name=FILE.npy] "
                          "[--scalar name=VALUE] [--runs N] [--seed S] "
-                         "[--extern-lib LIB.so...]\n";
+                         "[--extern-lib LIB.so...] [--buffer-constant NAME=FILE.npy[@X,Y]...]\n";
             return 0;
         } else if (!a.empty() && a[0] == '-') {
             std::cerr << "tally-run: error: unknown option '" << a << "'\n";
@@ -368,7 +374,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     try {
-        Module m = lower(parse_module_file(input), Target::parse(target));
+        Module parsed = parse_module_file(input);
+        if (!npy::define_buffer_constants(parsed, constants, "tally-run")) {
+            return 2;  // a bad option value
+        }
+        Module m = lower(parsed, Target::parse(target));
         std::unique_ptr<JITModule> jit = compile_jit(m, options);
         const LoweredFunc &f = jit->entry();
         check_argument_names(f, sizes, inputs, outputs, scalars);

@@ -1,11 +1,13 @@
 // tallyc: ahead-of-time compiler.
 //
 //   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx] [-O N]
+//          [--buffer-constant NAME=FILE.npy[@X,Y,...]...]
 //
 // Lowers the pipeline for the target and writes DIR/<module>.o (link it with the static runtime
 // library, libtally_runtime.a), DIR/<module>.h (the entry points), DIR/<module>.ll (LLVM IR),
 // DIR/<module>.stmt (the lowered module) and DIR/<module>.ptx (the PTX of its CUDA kernels, one
-// PTX module; an error if it has none). Default outputs: object and header.
+// PTX module; an error if it has none). Default outputs: object and header. --buffer-constant
+// gives a buffer Halide embedded (`buffer NAME = {...}`, printed without its data) its contents.
 
 #include <fstream>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/NpyFile.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
 #include "tally/Lower.h"
@@ -24,7 +27,7 @@ namespace {
 
 void usage(std::ostream &os) {
     os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx] "
-          "[-O N]\n";
+          "[-O N] [--buffer-constant NAME=FILE.npy[@X,Y,...]...]\n";
 }
 
 }  // namespace
@@ -33,6 +36,7 @@ int main(int argc, char **argv) {
     std::string input, target = "host", dir;
     std::vector<std::string> emit = {"object", "header"};
     int opt = 3;
+    std::vector<std::string> constants;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto value = [&](const char *flag) -> std::string {
@@ -64,6 +68,8 @@ int main(int argc, char **argv) {
             }
         } else if (a == "-O") {
             opt = std::atoi(value("-O").c_str());
+        } else if (a == "--buffer-constant") {
+            constants.push_back(value("--buffer-constant"));
         } else if (!a.empty() && a[0] == '-') {
             std::cerr << "tallyc: error: unknown option '" << a << "'\n";
             usage(std::cerr);
@@ -80,7 +86,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     try {
-        Module m = lower(parse_module_file(input), Target::parse(target));
+        Module parsed = parse_module_file(input);
+        if (!npy::define_buffer_constants(parsed, constants, "tallyc")) {
+            return 2;  // a bad option value
+        }
+        Module m = lower(parsed, Target::parse(target));
         OutputFiles out;
         std::string base = dir + "/" + m.name;
         bool ptx = false;

@@ -1,8 +1,50 @@
-// Module lookups.
+// Module lookups, and contents for its opaque buffer constants.
 
 #include "tally/Module.h"
 
+#include "tally/Error.h"
+
 namespace tally {
+
+void Module::define_buffer_constant(const std::string &n, const Type &t, std::vector<int32_t> mins,
+                                    std::vector<int32_t> extents, std::string bytes) {
+    BufferConstant *b = nullptr;
+    std::string names;
+    for (BufferConstant &c : buffers) {
+        if (c.opaque) {
+            names += (names.empty() ? "'" : ", '") + c.name + "'";
+            if (c.name == n) {
+                b = &c;
+            }
+        }
+    }
+    user_assert(b) << "buffer constant '" << n << "': module '" << name
+                   << "' has no opaque buffer constant of that name (`buffer " << n
+                   << " = {...}`); "
+                   << (names.empty() ? std::string("it has none") : "it has " + names);
+    user_assert(t.is_valid() && t.is_scalar() && !t.is_handle())
+        << "buffer constant '" << n << "': its elements need a scalar number type";
+    user_assert(mins.size() == extents.size())
+        << "buffer constant '" << n << "': " << extents.size() << " extents but " << mins.size()
+        << " mins";
+    uint64_t count = 1;
+    for (size_t d = 0; d < extents.size(); d++) {
+        user_assert(extents[d] >= 0 && int64_t(mins[d]) + extents[d] - 1 <= INT32_MAX)
+            << "buffer constant '" << n << "': dimension " << d << " (min " << mins[d]
+            << ", extent " << extents[d] << ") does not fit int32";
+        user_assert(count <= uint64_t(INT32_MAX))
+            << "buffer constant '" << n << "': its strides would exceed int32";
+        count *= uint64_t(extents[d]);
+    }
+    user_assert(count * uint64_t(t.bytes()) == bytes.size())
+        << "buffer constant '" << n << "': its shape holds " << count << " elements of "
+        << t.to_string() << " (" << count * uint64_t(t.bytes()) << " bytes), the contents are "
+        << bytes.size() << " bytes";
+    b->type = t;
+    b->mins = std::move(mins);
+    b->extents = std::move(extents);
+    b->bytes = std::move(bytes);
+}
 
 const char *linkage_name(LinkageType l) {
     switch (l) {

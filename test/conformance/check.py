@@ -70,12 +70,22 @@ def shape_arg(extents, mins):
     return "x".join(str(e) for e in extents) + "@" + ",".join(str(m) for m in mins)
 
 
+def constant_args(manifest, pdir):
+    """--buffer-constant options for the buffers the pipeline embeds (Halide prints them
+    `buffer NAME = {...}`, without their data; the corpus carries them as .npy files)."""
+    out = []
+    for c in manifest.get("buffer_constants", []):
+        out += ["--buffer-constant", "%s=%s@%s" % (c["name"], os.path.join(pdir, c["file"]),
+                                                   ",".join(str(m) for m in c["mins"]))]
+    return out
+
+
 def run_variant(args, manifest, pdir, variant, outdir, env=None):
     """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
     name = manifest["pipeline"]
     cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
            "-target", VARIANT_TARGETS[variant], "--extern-lib", args.extern_lib,
-           "--runs", str(manifest.get("runs", 1))]
+           "--runs", str(manifest.get("runs", 1))] + constant_args(manifest, pdir)
     outputs = {}
     os.makedirs(outdir, exist_ok=True)
     for a in manifest["args"]:
@@ -281,7 +291,7 @@ def check(args, manifest, pdir):
             d = os.path.join(args.work, "aot", v)
             os.makedirs(d, exist_ok=True)
             run([os.path.join(args.bin, "tallyc"), os.path.join(pdir, "%s.%s.stmt" % (name, v)),
-                 "-target", VARIANT_TARGETS[v], "-o", d])
+                 "-target", VARIANT_TARGETS[v], "-o", d] + constant_args(manifest, pdir))
             objects = [f for f in os.listdir(d) if f.endswith(".o")]
             if len(objects) != 1:
                 raise CheckFailed("tallyc wrote %d objects for the %s variant" % (len(objects), v))

@@ -250,6 +250,56 @@ TEST(JitModule, RunsEachPipelineByName) {
     EXPECT_THROW(jit->run("thrice", args), tally::CompileError);
 }
 
+// A Buffer Halide embeds is printed `buffer NAME = {...}`, without its data: given contents with
+// define_buffer_constant, the pipeline reads them through `NAME.buffer` (its type, mins and
+// extents as given); without them it does not compile, and bad contents are errors.
+TEST(JitModule, BufferConstantsReadTheContentsGiven) {
+    const char *ir = "module name=embedded, target=host\n"
+                     "buffer k = {...}\n"
+                     "external func embedded (out: buffer<int16, 1>) {\n"
+                     " let k = (void *)_halide_buffer_get_host((halide_buffer_t *)k.buffer)\n"
+                     " let k.min.0 = _halide_buffer_get_min((halide_buffer_t *)k.buffer, 0)\n"
+                     " let k.min.1 = _halide_buffer_get_min((halide_buffer_t *)k.buffer, 1)\n"
+                     " let k.extent.0 = _halide_buffer_get_extent((halide_buffer_t *)k.buffer, 0)\n"
+                     " let k.stride.1 = _halide_buffer_get_stride((halide_buffer_t *)k.buffer, 1)\n"
+                     " let k.type = (uint32)_halide_buffer_get_type((halide_buffer_t *)k.buffer)\n"
+                     " for (x, 0, 6) {\n"
+                     "  out[x] = k[((x/3)*k.stride.1) + (x % 3)] + int16(k.min.0*1000)\n"
+                     " }\n"
+                     " out[6] = int16(k.extent.0*100 + k.stride.1*10 + k.min.1)\n"
+                     " out[7] = int16(k.type)\n"
+                     "}\n";
+    tally::Module m = tally::parse_module(ir);
+    EXPECT_THROW(tally::compile_jit(tally::lower(m, tally::Target::parse("host"))),
+                 tally::CompileError);
+    // A 3x2 int16 array with mins (-1, 4): dimension 0 has 3 elements.
+    std::vector<int16_t> k = {1, 2, 3, 40, 50, 60};
+    std::string bytes(reinterpret_cast<const char *>(k.data()), k.size() * 2);
+    EXPECT_THROW(m.define_buffer_constant("kk", tally::Int(16), {-1, 4}, {3, 2}, bytes),
+                 tally::CompileError);
+    EXPECT_THROW(m.define_buffer_constant("k", tally::Int(16), {-1, 4}, {3, 3}, bytes),
+                 tally::CompileError);
+    EXPECT_THROW(m.define_buffer_constant("k", tally::Int(16), {-1}, {3, 2}, bytes),
+                 tally::CompileError);
+    m.define_buffer_constant("k", tally::Int(16), {-1, 4}, {3, 2}, bytes);
+    auto jit = tally::compile_jit(tally::lower(m, tally::Target::parse("host")));
+    Image<int16_t> out({8});
+    void *args[] = {out.raw()};
+    ASSERT_EQ(jit->run(args), 0);
+    // x / 3 is the row in memory, x % 3 the column.
+    const int16_t want[] = {1 - 1000,
+                            2 - 1000,
+                            3 - 1000,
+                            40 - 1000,
+                            50 - 1000,
+                            60 - 1000,
+                            3 * 100 + 3 * 10 + 4,
+                            int16_t(halide_type_int | 16 << 8 | 1 << 16)};
+    for (int i = 0; i < 8; i++) {
+        EXPECT_EQ(out[i], want[i]) << i;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, Jit, ::testing::Values("host", "host-profile"),
                          [](const ::testing::TestParamInfo<std::string> &info) {
                              return info.param == "host" ? std::string("host")

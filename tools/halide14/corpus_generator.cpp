@@ -86,6 +86,9 @@ struct Def {
     std::string order;
     /** Files the pipeline writes in the working directory (debug_to_file). */
     std::vector<std::string> files;
+    /** Buffers the pipeline embeds (Halide prints them `buffer NAME = {...}`, without their
+     * data): the reference maker writes each to the corpus as a .npy file. */
+    std::vector<Buffer<>> constants;
 };
 
 /** Adds an input buffer argument. */
@@ -1058,6 +1061,41 @@ Def print_vec() {
     return d;
 }
 
+/** Buffers embedded in the pipeline (a Buffer used directly, not an ImageParam): a uint8 lookup
+ * table and a float32 3x3 kernel with mins -1. Halide prints them `buffer lut = {...}` without
+ * their data; the corpus carries them as .npy files, which Tally is given with
+ * --buffer-constant. */
+Def embedded_lut() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Buffer<uint8_t> lut(256, "lut");
+    for (int i = 0; i < 256; i++) {
+        lut(i) = uint8_t((i * 37 + 11) & 255);
+    }
+    Buffer<float> kern(3, 3, "kern");
+    kern.set_min(-1, -1);
+    for (int j = -1; j <= 1; j++) {
+        for (int i = -1; i <= 1; i++) {
+            kern(i, j) = float(i + 2) * 0.125f + float(j) * 0.25f;  // exact in float32
+        }
+    }
+    Func f("f"), out("out");
+    RDom r(-1, 3, -1, 3, "r");
+    f(x, y) = lut(cast<int32_t>(in(x, y)));
+    out(x, y) = sum(cast<float>(f(x + r.x, y + r.y)) * kern(r.x, r.y));
+    f.compute_root();
+    out.vectorize(x, 8);
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {18, 11}, {-1, -1}, 0, 255);
+    add_output(d, {16, 9});
+    d.constants = {Buffer<>(lut), Buffer<>(kern)};
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-4;
+    d.funcs = {"f", "out"};
+    return d;
+}
+
 /** Halide's fast approximations: fast_inverse and fast_inverse_sqrt (x86's RCPPS and RSQRTPS,
  * whose low bits differ between CPU models, hence the tolerance and no strict twin),
  * fast_exp, fast_log and fast_pow (polynomials), vectorized by 8 with a scalar tail. */
@@ -1139,6 +1177,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"memoize_p", memoize_p},
         {"trace_print", trace_print},
         {"print_vec", print_vec},
+        {"embedded_lut", embedded_lut},
         {"fast_math", fast_math},
         {"debug_files", debug_files},
     };
@@ -1180,6 +1219,19 @@ void write_spec(const std::string &path, const std::string &name, const Def &d) 
     }
     for (const std::string &f : d.files) {
         out << "file " << f << "\n";
+    }
+    // `constant NAME TYPE DIMS EXTENTS... MINS...`; the elements, dense, in PATH.const.NAME.bin.
+    for (const Buffer<> &b : d.constants) {
+        std::vector<int> extents, mins;
+        for (int i = 0; i < b.dimensions(); i++) {
+            extents.push_back(b.dim(i).extent());
+            mins.push_back(b.dim(i).min());
+        }
+        out << "constant " << b.name() << " " << type_name(b.type()) << " " << b.dimensions()
+            << join_ints(extents) << join_ints(mins) << "\n";
+        std::ofstream bin(path.substr(0, path.size() - 5) + ".const." + b.name() + ".bin",
+                          std::ios::binary);
+        bin.write(reinterpret_cast<const char *>(b.data()), std::streamsize(b.size_in_bytes()));
     }
     for (const OutputSpec &o : d.outputs) {
         out << "output " << type_name(o.type) << " " << o.extents.size() << join_ints(o.extents)

@@ -57,7 +57,22 @@ struct Spec {
     std::vector<std::string> funcs;
     std::vector<ArgSpec> args;
     std::vector<std::string> files;  // written by the pipeline in the working directory
+    std::vector<ArgSpec> constants;  // buffers the pipeline embeds (kind "constant")
 };
+
+/** `TYPE DIMS EXTENTS... MINS...` of a spec record, into `a`. */
+void read_shape(std::istringstream &l, ArgSpec &a) {
+    int dims = 0;
+    l >> a.type >> dims;
+    a.extents.resize(size_t(std::max(dims, 0)));
+    a.mins.resize(a.extents.size());
+    for (int &e : a.extents) {
+        l >> e;
+    }
+    for (int &m : a.mins) {
+        l >> m;
+    }
+}
 
 Spec read_spec(const std::string &path) {
     std::ifstream in(path);
@@ -95,20 +110,18 @@ Spec read_spec(const std::string &path) {
             if (key == "input") {
                 l >> a.name;
             }
-            int dims = 0;
-            l >> a.type >> dims;
-            a.extents.resize(dims);
-            a.mins.resize(dims);
-            for (int &e : a.extents) {
-                l >> e;
-            }
-            for (int &m : a.mins) {
-                l >> m;
-            }
+            read_shape(l, a);
             if (key == "input") {
                 l >> a.lo >> a.hi;
             }
             s.args.push_back(a);
+        } else if (key == "constant") {
+            // `constant NAME TYPE DIMS EXTENTS... MINS...`
+            ArgSpec a;
+            a.kind = key;
+            l >> a.name;
+            read_shape(l, a);
+            s.constants.push_back(a);
         } else if (key == "scalar") {
             ArgSpec a;
             a.kind = key;
@@ -470,6 +483,28 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
         j << "  \"files\": [";
         for (size_t i = 0; i < s.files.size(); i++) {
             j << (i ? ", " : "") << "\"" << s.files[i] << "\"";
+        }
+        j << "],\n";
+    }
+    if (!s.constants.empty()) {
+        // The buffers the pipeline embeds, which Tally is given (--buffer-constant): the
+        // generator's NAME.const.<buffer>.bin, as .npy files.
+        j << "  \"buffer_constants\": [";
+        for (size_t i = 0; i < s.constants.size(); i++) {
+            const ArgSpec &a = s.constants[i];
+            Buffer b;
+            make_buffer(b, a);
+            const std::string bin = gendir + "/" + name + ".const." + a.name + ".bin";
+            std::ifstream in(bin, std::ios::binary);
+            in.read(reinterpret_cast<char *>(b.data.data()), std::streamsize(b.data.size()));
+            if (!in || in.peek() != EOF) {
+                fail(bin + " does not hold " + std::to_string(b.data.size()) + " bytes");
+            }
+            const std::string file = "const." + file_safe(a.name) + ".npy";
+            write_npy(dir + "/" + file, a.type, b);
+            j << (i ? ", " : "") << "{\"name\": \"" << a.name << "\", \"type\": \"" << a.type
+              << "\", \"extents\": " << json_ints(a.extents) << ", \"mins\": " << json_ints(a.mins)
+              << ", \"file\": \"" << file << "\"}";
         }
         j << "],\n";
     }
