@@ -318,14 +318,17 @@ typedef void (*tally_message_handler_t)(void *user_context, const char *msg);
  * newline to stderr). Returns the previous handler (never NULL). Thread-safe. */
 tally_message_handler_t tally_set_error_handler(tally_message_handler_t handler);
 
-/** Installs the handler halide_print calls; NULL restores the default (writes msg to stderr
- * unchanged). Returns the previous handler (never NULL). Thread-safe. */
+/** Installs the handler halide_print calls; NULL restores the default (writes msg unchanged to
+ * stdout, as Halide's runtime does). The runtime's own text (tally_profiler_report's, warnings)
+ * goes to an installed handler too, and to stderr without one. Returns the previous handler
+ * (never NULL). Thread-safe. */
 tally_message_handler_t tally_set_print_handler(tally_message_handler_t handler);
 
 /** Reports an error message through the current error handler. Never aborts. */
 void halide_error(void *user_context, const char *msg);
 
-/** Prints a message through the current print handler. */
+/** Prints a message through the current print handler (default: to stdout). What a pipeline
+ * prints (print, print_when, -debug and tracing text) comes through here. */
 void halide_print(void *user_context, const char *msg);
 
 /** Error helpers called by generated assertions (Halide 14 names and argument lists). Each formats
@@ -805,8 +808,8 @@ void tally_profiler_set_interval_us(uint32_t us);
 uint32_t tally_profiler_get_interval_us(void);
 
 /** Prints the text report of every pipeline to the configured destination: the environment
- * variable TALLY_PROFILE_OUTPUT = "stderr" (default: through halide_print), "stdout", or a file
- * path (appended). Returns 0 or a negative error code. */
+ * variable TALLY_PROFILE_OUTPUT = "stderr" (default: the installed print handler, else stderr),
+ * "stdout", or a file path (appended). Returns 0 or a negative error code. */
 int32_t tally_profiler_report(void *user_context);
 
 /** Writes the report (text if json == 0, JSON otherwise) into buf with snprintf semantics: at most

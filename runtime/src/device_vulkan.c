@@ -10,7 +10,7 @@
 //                         name; default: the first device with a compute queue (and Vulkan 1.1).
 //   TALLY_VULKAN_DISABLE  non-empty and not "0": act as if there were no Vulkan (for tests).
 //   TALLY_VULKAN_DEBUG    1: install a VK_EXT_debug_utils messenger printing warnings and errors
-//                         (validation messages) through halide_print; 2: also info and verbose.
+//                         (validation messages) through tally_print_diagnostic; 2: also info and verbose.
 //   TALLY_VULKAN_FORCE_STAGING  non-empty and not "0": never map device memory, always copy
 //                         through staging buffers (the path of discrete GPUs; for tests).
 //   TALLY_VULKAN_NO_TIMESTAMPS  non-empty and not "0": act as if the queue had no timestamps
@@ -423,7 +423,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(
     char msg[4096];
     snprintf(msg, sizeof(msg), "Vulkan %s %s: %s\n", kind, level,
              data && data->pMessage ? data->pMessage : "(no message)");
-    halide_print(NULL, msg);
+    tally_print_diagnostic(NULL, msg);
     return VK_FALSE;
 }
 
@@ -791,7 +791,7 @@ static int open_loader_locked(char *why, size_t why_size) {
     return 0;
 }
 
-// TALLY_VULKAN_DEBUG's level, or 0 (said once through halide_print) when the loader lacks
+// TALLY_VULKAN_DEBUG's level, or 0 (said once through tally_print_diagnostic) when the loader lacks
 // VK_EXT_debug_utils.
 static int32_t debug_level(PFN_vkEnumerateInstanceExtensionProperties enumerate_extensions) {
     int32_t debug = env_level("TALLY_VULKAN_DEBUG");
@@ -813,7 +813,7 @@ static int32_t debug_level(PFN_vkEnumerateInstanceExtensionProperties enumerate_
         free(ext);
     }
     if (!have_debug_utils) {
-        halide_print(NULL, "Tally Vulkan: TALLY_VULKAN_DEBUG is set but VK_EXT_debug_utils is "
+        tally_print_diagnostic(NULL, "Tally Vulkan: TALLY_VULKAN_DEBUG is set but VK_EXT_debug_utils is "
                            "not available; no messages will be printed\n");
         return 0;
     }
@@ -912,7 +912,7 @@ static int init_locked(char *why, size_t why_size) {
                  vk.props.deviceName, VK_API_VERSION_MAJOR(vk.props.apiVersion),
                  VK_API_VERSION_MINOR(vk.props.apiVersion), vk.queue_family,
                  vk.force_staging ? ", staging copies forced" : "");
-        halide_print(NULL, msg);
+        tally_print_diagnostic(NULL, msg);
     }
     if (!vk.atexit_registered) {
         vk.atexit_registered = 1;

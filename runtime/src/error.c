@@ -45,9 +45,10 @@ static void default_error_handler(void *user_context, const char *msg) {
     }
 }
 
+// As Halide's runtime prints (posix_io.cpp): what a pipeline prints goes to stdout.
 static void default_print_handler(void *user_context, const char *msg) {
     (void)user_context;
-    write_all(STDERR_FILENO, msg, strlen(msg));
+    write_all(STDOUT_FILENO, msg, strlen(msg));
 }
 
 static _Atomic(tally_message_handler_t) error_handler = default_error_handler;
@@ -75,6 +76,15 @@ void halide_error(void *user_context, const char *msg) {
 void halide_print(void *user_context, const char *msg) {
     tally_message_handler_t handler = atomic_load(&print_handler);
     handler(user_context, msg ? msg : "(null)");
+}
+
+void tally_print_diagnostic(void *user_context, const char *msg) {
+    tally_message_handler_t handler = atomic_load(&print_handler);
+    if (handler == default_print_handler) {
+        write_all(STDERR_FILENO, msg ? msg : "(null)", strlen(msg ? msg : "(null)"));
+    } else {
+        handler(user_context, msg ? msg : "(null)");
+    }
 }
 
 int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...) {

@@ -278,6 +278,12 @@ void tally_bytes_json_string(tally_bytes *b, const char *s);
 
 // ---- error.c --------------------------------------------------------------------------------
 
+// The runtime's own text (the on-demand report, warnings, Vulkan's debug messages): through the
+// print handler where one is installed (so a program capturing what Halide's runtime prints gets
+// it all, as with Halide's), else to stderr, where ARCHITECTURE.md puts the report; halide_print,
+// what a pipeline prints, goes to stdout by default, as Halide's does.
+void tally_print_diagnostic(void *user_context, const char *msg);
+
 // Formats a message (printf-style) into a stack buffer, reports it through halide_error and
 // returns `code`.
 int32_t tally_report_error(void *user_context, int32_t code, const char *fmt, ...)

@@ -47,8 +47,9 @@
 // "sampling" or "timer") and "clock"; sampled slots carry "ci95_pp"; the one-time rows are
 // "device_init_ns" and "kernel_compile_ns".
 //
-// Destinations: tally_profiler_report prints the text through halide_print unless
-// TALLY_PROFILE_OUTPUT says "stdout" or names a file (appended to). At exit (lifetime.c calls
+// Destinations: tally_profiler_report prints the text through tally_print_diagnostic (the print
+// handler where one is installed, else stderr) unless TALLY_PROFILE_OUTPUT says "stdout" or names
+// a file (appended to). At exit (lifetime.c calls
 // tally_report_at_exit once it has stopped the sampler; it prints when at least one run finished)
 // the text goes to stderr (written directly: user print hooks may be gone by then), stdout, or the
 // file (truncated), and the JSON to the file named by TALLY_PROFILE_JSON, if set.
@@ -771,7 +772,7 @@ static int32_t emit_text(void *user_context, const char *text, size_t len, int a
         if (at_exit) {
             write_fd_all(STDERR_FILENO, text, len);
         } else {
-            halide_print(user_context, text);
+            tally_print_diagnostic(user_context, text);
         }
         return 0;
     }

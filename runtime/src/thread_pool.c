@@ -741,7 +741,7 @@ static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
     if (!tt) {
         if (!pool.warned_task_thread_failure) {
             pool.warned_task_thread_failure = 1;
-            halide_print(NULL, "tally: warning: could not start a thread for an async task; it "
+            tally_print_diagnostic(NULL, "tally: warning: could not start a thread for an async task; it "
                                "runs on its caller, which deadlocks if it waits for a sibling\n");
         }
         return 0;
@@ -1035,7 +1035,7 @@ static int32_t wanted_threads_locked(void) {
 
 // Starts workers up to the wanted count (pool lock held). Failures leave fewer workers: the
 // callers still run every iteration, so this only costs parallelism; it is said once per pool
-// start (a warning through halide_print).
+// start (a warning through tally_print_diagnostic).
 static void ensure_workers_locked(void) {
     if (pool.shutting_down) {
         return;
@@ -1054,7 +1054,7 @@ static void ensure_workers_locked(void) {
                          "tally: warning: could not start a thread pool worker (%s); parallel "
                          "loops run on %d thread(s)\n",
                          strerror(err), (int)pool.num_workers + 1);
-                halide_print(NULL, msg);
+                tally_print_diagnostic(NULL, msg);
             }
             return;
         }

@@ -53,16 +53,21 @@ class CheckFailed(Exception):
 
 
 def run(cmd, env=None, timeout=300, cwd=None):
+    """Runs `cmd`; returns what it wrote to stdout. (Its stderr is shown, and kept apart: what a
+    pipeline prints goes to stdout, as Halide's runtime prints it.)"""
     print("$ " + " ".join(cmd), flush=True)
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                            timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise CheckFailed("timed out after %d s: %s" % (timeout, " ".join(cmd)))
     out = p.stdout.decode("utf-8", "replace")
+    err = p.stderr.decode("utf-8", "replace")
     if p.returncode != 0:
-        tail = "\n".join(out.splitlines()[-20:])
+        tail = "\n".join((out + err).splitlines()[-20:])
         raise CheckFailed("exit status %d: %s\n%s" % (p.returncode, " ".join(cmd), tail))
+    if err:
+        print(err, end="" if err.endswith("\n") else "\n")
     return out
 
 
@@ -257,8 +262,8 @@ def compare_files(manifest, pdir, outdir):
 
 
 def compare_printed(manifest, pdir, text):
-    """What the host variant printed (print, print_when, tracing: tally-run prints nothing else
-    when it succeeds) against what Halide's code printed in as many runs."""
+    """What the host variant printed to stdout (print, print_when, tracing: tally-run prints
+    nothing else there when it succeeds) against what Halide's code printed in as many runs."""
     want = open(os.path.join(pdir, manifest["printed"]), encoding="utf-8").read()
     if text == want:
         print("printed text: %d lines, equal to Halide's" % len(want.splitlines()))

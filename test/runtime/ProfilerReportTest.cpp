@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 namespace {
 
@@ -239,11 +240,40 @@ TEST_F(ProfilerReport, BufferSemanticsAreThoseOfSnprintf) {
     EXPECT_EQ(std::string(small), std::string(kGoldenText).substr(0, 10));
 }
 
-TEST_F(ProfilerReport, ReportGoesThroughHalidePrint) {
-    tally_test::MessageCapture capture;
+// The report goes to an installed print handler (as Halide's goes through halide_print), and
+// without one to stderr, not to stdout where what pipelines print goes.
+TEST_F(ProfilerReport, ReportGoesToThePrintHandlerElseStderr) {
     unsetenv("TALLY_PROFILE_OUTPUT");
-    EXPECT_EQ(tally_profiler_report(nullptr), 0);
-    EXPECT_EQ(capture.printed(), kGoldenText);
+    {
+        tally_test::MessageCapture capture;
+        EXPECT_EQ(tally_profiler_report(nullptr), 0);
+        EXPECT_EQ(capture.printed(), kGoldenText);
+    }
+    tally_set_print_handler(nullptr);
+    FILE *out = std::tmpfile(), *err = std::tmpfile();
+    ASSERT_TRUE(out && err);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    int saved_out = dup(1), saved_err = dup(2);
+    dup2(fileno(out), 1);
+    dup2(fileno(err), 2);
+    int32_t rc = tally_profiler_report(nullptr);
+    dup2(saved_out, 1);
+    dup2(saved_err, 2);
+    close(saved_out);
+    close(saved_err);
+    EXPECT_EQ(rc, 0);
+    auto contents = [](FILE *f) {
+        std::string s;
+        std::rewind(f);
+        for (int c; (c = std::fgetc(f)) != EOF;) {
+            s.push_back(char(c));
+        }
+        std::fclose(f);
+        return s;
+    };
+    EXPECT_EQ(contents(out), "");
+    EXPECT_EQ(contents(err), kGoldenText);
 }
 
 TEST_F(ProfilerReport, SeveralPipelinesAndAnEmptySection) {
