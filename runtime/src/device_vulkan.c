@@ -10,7 +10,8 @@
 //                         name; default: the first device with a compute queue (and Vulkan 1.1).
 //   TALLY_VULKAN_DISABLE  non-empty and not "0": act as if there were no Vulkan (for tests).
 //   TALLY_VULKAN_DEBUG    1: install a VK_EXT_debug_utils messenger printing warnings and errors
-//                         (validation messages) through tally_print_diagnostic; 2: also info and verbose.
+//                         (validation messages) through tally_print_diagnostic; 2: also info and
+//                         verbose.
 //   TALLY_VULKAN_FORCE_STAGING  non-empty and not "0": never map device memory, always copy
 //                         through staging buffers (the path of discrete GPUs; for tests).
 //   TALLY_VULKAN_NO_TIMESTAMPS  non-empty and not "0": act as if the queue had no timestamps
@@ -813,8 +814,9 @@ static int32_t debug_level(PFN_vkEnumerateInstanceExtensionProperties enumerate_
         free(ext);
     }
     if (!have_debug_utils) {
-        tally_print_diagnostic(NULL, "Tally Vulkan: TALLY_VULKAN_DEBUG is set but VK_EXT_debug_utils is "
-                           "not available; no messages will be printed\n");
+        tally_print_diagnostic(NULL,
+                               "Tally Vulkan: TALLY_VULKAN_DEBUG is set but VK_EXT_debug_utils is "
+                               "not available; no messages will be printed\n");
         return 0;
     }
     return debug;

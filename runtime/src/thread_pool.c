@@ -741,8 +741,9 @@ static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
     if (!tt) {
         if (!pool.warned_task_thread_failure) {
             pool.warned_task_thread_failure = 1;
-            tally_print_diagnostic(NULL, "tally: warning: could not start a thread for an async task; it "
-                               "runs on its caller, which deadlocks if it waits for a sibling\n");
+            tally_print_diagnostic(
+                NULL, "tally: warning: could not start a thread for an async task; it "
+                      "runs on its caller, which deadlocks if it waits for a sibling\n");
         }
         return 0;
     }
