@@ -360,8 +360,15 @@ private:
             throw std::runtime_error("Tally's JIT has no " + jit->entry().name + "_argv");
         }
 
-        halide_argv = reinterpret_cast<HalideArgv>(dlsym(lib, (name + "_argv").c_str()));
-        auto meta = reinterpret_cast<HalideMetadata>(dlsym(lib, (name + "_metadata").c_str()));
+        // A C symbol, or Halide's C++-mangled one for a pipeline built with
+        // c_plus_plus_name_mangling (C++ extern stages need it): `_Z<len>name` and its
+        // parameters.
+        auto entry = [&](const std::string &sym, const std::string &params) {
+            void *p = dlsym(lib, sym.c_str());
+            return p ? p : dlsym(lib, ("_Z" + std::to_string(sym.size()) + sym + params).c_str());
+        };
+        halide_argv = reinterpret_cast<HalideArgv>(entry(name + "_argv", "PPv"));
+        auto meta = reinterpret_cast<HalideMetadata>(entry(name + "_metadata", "v"));
         if (!halide_argv || !meta) {
             throw std::runtime_error("the Halide library has no " + name + "_argv");
         }

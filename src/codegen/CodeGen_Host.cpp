@@ -51,6 +51,7 @@
 #include <llvm/TargetParser/Triple.h>
 
 #include "codegen/Analysis.h"
+#include "codegen/CPlusPlusMangle.h"
 #include "codegen/CodeGen_LLVM.h"
 #include "codegen/HalideMath.h"
 #include "ir/RuntimeCalls.h"
@@ -341,6 +342,18 @@ private:
             lanes = std::max(lanes, a.type().lanes());
         }
         llvm::Type *want = llvm_type(op->type.element_of());
+        // A C++ function (Halide's NameMangling::CPlusPlus: its text prints the qualified name,
+        // `ns::f(...)`; an unqualified one is written `f@extern_cplusplus(...)`) is called by
+        // its Itanium-mangled symbol, from the IR types of its arguments.
+        std::string symbol = op->name;
+        if (!sym &&
+            (op->call_type == Call::ExternCPlusPlus || op->name.find("::") != std::string::npos)) {
+            std::vector<Type> types;
+            for (const Expr &a : op->args) {
+                types.push_back(a.type().element_of());
+            }
+            symbol = itanium_mangled_name(op->name, types);
+        }
         auto call = [&](const std::vector<llvm::Value *> &scalars) {
             std::vector<llvm::Value *> args;
             std::vector<llvm::Type *> params;
@@ -360,7 +373,7 @@ private:
                 params.push_back(a->getType());
             }
             llvm::Type *ret = sym ? signature_type(sym->signature[0]) : want;
-            llvm::Value *r = builder.CreateCall(declare_extern(op->name, ret, params), args);
+            llvm::Value *r = builder.CreateCall(declare_extern(symbol, ret, params), args);
             return ret->isVoidTy() ? llvm::Constant::getNullValue(want)
                                    : convert_arg(r, want, false);
         };

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds libhalide14_corpus.so: every corpus pipeline compiled by Halide 14 (host and strict
 # twins, no_runtime) plus Halide's standalone runtime once, linked into one shared object.
-#   build_library.sh GENERATOR OUTDIR CXX EXTERN_SOURCE RUNTIME_INCLUDE_DIR
+#   build_library.sh GENERATOR OUTDIR CXX EXTERN_C EXTERN_CXX RUNTIME_INCLUDE_DIR
 # OUTDIR/gen/ receives the generator's .stmt, .o and .spec files (one generator process per
 # pipeline, so each pipeline's text is independent of the others), OUTDIR/libhalide14_corpus.so
-# the library, with the C functions of the extern stages (EXTERN_SOURCE, which includes
+# the library, with the C and C++ functions of the extern stages (EXTERN_C, EXTERN_CXX: they include
 # tally_runtime.h for halide_buffer_t, laid out as Halide's). -Bsymbolic binds the library's calls into Halide's runtime to its own copy, so a
 # process that also holds Tally's runtime (bench/halide14_bench) never mixes the two.
 set -euo pipefail
-gen="$1" out="$2" cxx="$3" externs="$4" runtime_include="$5"
+gen="$1" out="$2" cxx="$3" externs="$4" externs_cxx="$5" runtime_include="$6"
 rm -rf "$out/gen"
 mkdir -p "$out/gen"
 "$gen" --runtime "$out/gen/halide_runtime.o"
@@ -16,5 +16,6 @@ for p in $("$gen" --list); do
     "$gen" "$p" "$out/gen"
 done
 "$cxx" -x c -O2 -fPIC -I"$runtime_include" -c "$externs" -o "$out/gen/extern_stages.o"
+"$cxx" -x c++ -O2 -fPIC -I"$runtime_include" -c "$externs_cxx" -o "$out/gen/extern_stages_cpp.o"
 "$cxx" -shared -Wl,-Bsymbolic -o "$out/libhalide14_corpus.so.tmp" "$out"/gen/*.o -lpthread -ldl -lm
 mv "$out/libhalide14_corpus.so.tmp" "$out/libhalide14_corpus.so"

@@ -86,6 +86,8 @@ struct Def {
     std::string order;
     /** Files the pipeline writes in the working directory (debug_to_file). */
     std::vector<std::string> files;
+    /** Target features the pipeline needs beyond the corpus's base target. */
+    std::vector<Target::Feature> features;
     /** Buffers the pipeline embeds (Halide prints them `buffer NAME = {...}`, without their
      * data): the reference maker writes each to the corpus as a .npy file. */
     std::vector<Buffer<>> constants;
@@ -975,6 +977,34 @@ Def extern_stage() {
     return d;
 }
 
+/** An extern stage in C++ (define_extern with NameMangling::CPlusPlus): Halide prints only the
+ * qualified name, `tally_corpus::scale_stage(...)`, and calls the symbol the Itanium ABI mangles
+ * from its argument types (test/conformance/extern_stages_cpp.cpp); the target needs
+ * c_plus_plus_name_mangling. */
+Def extern_cpp() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Param<int32_t> k("k");
+    Func pre("pre"), scaled("scaled"), out("out");
+    pre(x, y) = in(x, y) + 0.5f;
+    scaled.define_extern("tally_corpus::scale_stage", {pre, k}, Float(32), 2,
+                         NameMangling::CPlusPlus);
+    out(x, y) = scaled(x, y) * 0.25f + in(x, y);
+    pre.compute_root();
+    scaled.compute_root();
+    out.vectorize(x, 8);
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {40, 12}, {0, 0}, -10, 10);
+    add_scalar(d, k, "3");
+    add_output(d, {40, 12});
+    d.features = {Target::CPlusPlusMangling};
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {"pre", "scaled", "out"};
+    return d;
+}
+
 /** Memoization (Func::memoize): a Func of a Param and a Tuple Func keyed by memoize_tag, each
  * printing when it is computed. The harness runs every pipeline twice (as the references were
  * made), so the second run finds both in the cache and prints nothing. */
@@ -1174,6 +1204,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"conv4d", conv4d},
         {"escape_f64", escape_f64},
         {"extern_stage", extern_stage},
+        {"extern_cpp", extern_cpp},
         {"memoize_p", memoize_p},
         {"trace_print", trace_print},
         {"print_vec", print_vec},
@@ -1263,6 +1294,9 @@ int generate(const std::string &name, const std::string &dir) {
         // compile_to_module names the function (compile_to_lowered_stmt would name it after the
         // first output Func). The objects add no_runtime, which would show in the text's target.
         Target base(kBaseTarget);
+        for (Target::Feature f : d.features) {
+            base = base.with_feature(f);
+        }
         std::string p = dir + "/" + name;
         auto emit = [&](const Target &t, const std::string &fn, const std::string &stmt,
                         const std::string &object) {

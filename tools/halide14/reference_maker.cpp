@@ -60,6 +60,16 @@ struct Spec {
     std::vector<ArgSpec> constants;  // buffers the pipeline embeds (kind "constant")
 };
 
+/** The pipeline entry point `name` in the library: a C symbol, or, for a pipeline built with
+ * c_plus_plus_name_mangling (C++ extern stages need it), Halide's C++-mangled one, `_Z<len>name`
+ * and the mangled parameters `params` (`PPv` for `_argv`'s void **, `v` for none). */
+void *entry_point(void *lib, const std::string &name, const std::string &params) {
+    if (void *p = dlsym(lib, name.c_str())) {
+        return p;
+    }
+    return dlsym(lib, ("_Z" + std::to_string(name.size()) + name + params).c_str());
+}
+
 /** `TYPE DIMS EXTENTS... MINS...` of a spec record, into `a`. */
 void read_shape(std::istringstream &l, ArgSpec &a) {
     int dims = 0;
@@ -358,8 +368,8 @@ std::vector<Buffer> run(void *lib, const std::string &fn, const Spec &s,
                         const std::vector<ArgSpec> &named) {
     using Argv = int (*)(void **);
     using Meta = const halide_filter_metadata_t *(*)();
-    Argv argv = reinterpret_cast<Argv>(dlsym(lib, (fn + "_argv").c_str()));
-    Meta meta = reinterpret_cast<Meta>(dlsym(lib, (fn + "_metadata").c_str()));
+    Argv argv = reinterpret_cast<Argv>(entry_point(lib, fn + "_argv", "PPv"));
+    Meta meta = reinterpret_cast<Meta>(entry_point(lib, fn + "_metadata", "v"));
     if (!argv || !meta) {
         fail("the library has no " + fn + "_argv/_metadata");
     }
@@ -421,7 +431,7 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
         fail(name + ".spec names pipeline '" + s.name + "'");
     }
     using Meta = const halide_filter_metadata_t *(*)();
-    Meta meta = reinterpret_cast<Meta>(dlsym(lib, (name + "_metadata").c_str()));
+    Meta meta = reinterpret_cast<Meta>(entry_point(lib, name + "_metadata", "v"));
     if (!meta) {
         fail("the library has no " + name + "_metadata");
     }
