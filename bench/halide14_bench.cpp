@@ -363,12 +363,12 @@ private:
         // A C symbol, or Halide's C++-mangled one for a pipeline built with
         // c_plus_plus_name_mangling (C++ extern stages need it): `_Z<len>name` and its
         // parameters.
-        auto entry = [&](const std::string &sym, const std::string &params) {
+        auto lookup = [&](const std::string &sym, const std::string &params) {
             void *p = dlsym(lib, sym.c_str());
             return p ? p : dlsym(lib, ("_Z" + std::to_string(sym.size()) + sym + params).c_str());
         };
-        halide_argv = reinterpret_cast<HalideArgv>(entry(name + "_argv", "PPv"));
-        auto meta = reinterpret_cast<HalideMetadata>(entry(name + "_metadata", "v"));
+        halide_argv = reinterpret_cast<HalideArgv>(lookup(name + "_argv", "PPv"));
+        auto meta = reinterpret_cast<HalideMetadata>(lookup(name + "_metadata", "v"));
         if (!halide_argv || !meta) {
             throw std::runtime_error("the Halide library has no " + name + "_argv");
         }
