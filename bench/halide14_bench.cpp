@@ -355,7 +355,8 @@ private:
         options.extern_libraries = {TALLY_CONFORMANCE_EXTERNS};  // the extern stages' functions
         jit = compile_jit(lower(m, m.target), options);
         jit_ms = now_ms() - start;
-        tally_argv = reinterpret_cast<HalideArgv>(jit->symbol(jit->entry().name + "_argv"));
+        tally_argv = reinterpret_cast<HalideArgv>(
+            jit->symbol(entry_symbols(jit->module(), jit->entry()).argv));
         if (!tally_argv) {
             throw std::runtime_error("Tally's JIT has no " + jit->entry().name + "_argv");
         }

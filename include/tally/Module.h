@@ -113,6 +113,20 @@ struct Module {
     const Kernel *find_kernel(const std::string &n) const;
 };
 
+/** The symbols a pipeline function's compiled code defines, named as Halide 14 names them. */
+struct EntrySymbols {
+    std::string function;  // the function, its arguments in order
+    std::string argv;      // the same, `int (void **args)`: its arguments as an array
+};
+
+/** The symbols of `f`, a function of `m`: C functions named by the last component of its name
+ * (`ns::f` defines `f` and `f_argv`), or, when the module's target has the feature
+ * `c_plus_plus_name_mangling`, C++ functions in its namespaces, mangled by the Itanium ABI from
+ * their parameters (buffers `halide_buffer_t *`, `__user_context` `const void *`, scalars as their
+ * type, `argv`'s `void **`): `_ZN2ns1fEP15halide_buffer_ti...`, `_ZN2ns6f_argvEPPv`. An
+ * internal function keeps its name. Defined in src/ir/CPlusPlusMangle.cpp. */
+EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f);
+
 }  // namespace tally
 
 #endif  // TALLY_MODULE_H

@@ -450,7 +450,8 @@ public:
                                    buffer && uses.read.count(a.name) > 0,
                                    buffer && uses.reads_strides.count(a.name) > 0});
         }
-        argv = reinterpret_cast<int (*)(void **)>(jit->symbol(name + "_argv"));
+        argv = reinterpret_cast<int (*)(void **)>(
+            jit->symbol(tally::entry_symbols(jit->module(), entry).argv));
     }
 
     void call(py::args pos, py::kwargs kw) const {

@@ -51,9 +51,9 @@
 #include <llvm/TargetParser/Triple.h>
 
 #include "codegen/Analysis.h"
-#include "codegen/CPlusPlusMangle.h"
 #include "codegen/CodeGen_LLVM.h"
 #include "codegen/HalideMath.h"
+#include "ir/CPlusPlusMangle.h"
 #include "ir/RuntimeCalls.h"
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
@@ -128,6 +128,8 @@ private:
     bool has_avx = false;                     // the target machine has AVX (256-bit RCPPS)
     /** `<name>.buffer` of each buffer constant with contents: its halide_buffer_t. */
     std::map<std::string, llvm::GlobalVariable *> buffer_constants;
+    /** Each function of the module by its name in the IR (its symbol may differ: entry_symbols). */
+    std::map<std::string, llvm::Function *> functions;
 
     struct Destructor {
         std::string function;
@@ -248,8 +250,9 @@ private:
     /** A function of the module (`::name`, as closures are passed), or the user context. */
     llvm::Value *unbound_var(const std::string &n) override {
         if (n.compare(0, 2, "::") == 0) {
-            if (llvm::Function *f = mod->getFunction(n.substr(2))) {
-                return f;
+            auto f = functions.find(n.substr(2));
+            if (f != functions.end()) {
+                return f->second;
             }
         }
         if (n == "__user_context") {
@@ -1107,7 +1110,8 @@ private:
                                                       f.linkage == LinkageType::Internal
                                                           ? llvm::Function::InternalLinkage
                                                           : llvm::Function::ExternalLinkage,
-                                                      f.name, mod);
+                                                      entry_symbols(m, f).function, mod);
+        functions[f.name] = func;
         for (size_t i = 0; i < f.args.size(); i++) {
             func->getArg(i)->setName(f.args[i].is_buffer() ? buffer_var_name(f.args[i].name)
                                                            : f.args[i].name);
@@ -1161,7 +1165,7 @@ private:
     }
 
     void define_function(const LoweredFunc &f) {
-        llvm::Function *func = mod->getFunction(f.name);
+        llvm::Function *func = functions.at(f.name);
         FnState state;
         llvm::Value *uc = nullptr;
         for (size_t i = 0; i < f.args.size(); i++) {
@@ -1202,10 +1206,10 @@ private:
     }
 
     void define_argv_wrapper(const LoweredFunc &f) {
-        llvm::Function *target = mod->getFunction(f.name);
+        llvm::Function *target = functions.at(f.name);
         llvm::FunctionType *ft = llvm::FunctionType::get(i32, {ptr}, false);
-        llvm::Function *w =
-            llvm::Function::Create(ft, llvm::Function::ExternalLinkage, f.name + "_argv", mod);
+        llvm::Function *w = llvm::Function::Create(ft, llvm::Function::ExternalLinkage,
+                                                   entry_symbols(m, f).argv, mod);
         llvm::BasicBlock *entry = llvm::BasicBlock::Create(ctx, "entry", w);
         builder.SetInsertPoint(entry);
         std::vector<llvm::Value *> args;

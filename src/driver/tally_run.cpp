@@ -390,8 +390,14 @@ int main(int argc, char **argv) {
             const Argument &a = f.args[i];
             if (!a.is_buffer()) {
                 Type t = a.type.is_valid() ? a.type : Int(32);
-                scalar_storage[i] = scalar_bytes(scalars.count(a.name) ? scalars[a.name] : "1",
-                                                 "--scalar " + a.name, t);
+                if (t.is_handle() && !scalars.count(a.name)) {
+                    // A pointer (`__user_context`, a Param<void *>) is null, as Halide's
+                    // RunGen passes it; there is no text to give one.
+                    scalar_storage[i].assign(8, 0);
+                } else {
+                    scalar_storage[i] = scalar_bytes(scalars.count(a.name) ? scalars[a.name] : "1",
+                                                     "--scalar " + a.name, t);
+                }
                 args[i] = scalar_storage[i].data();
                 continue;
             }

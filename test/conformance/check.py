@@ -34,6 +34,7 @@ import difflib
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,11 +86,24 @@ def constant_args(manifest, pdir):
     return out
 
 
+# Features of a text's target that name its entry points. The -target given to tally-run and
+# tallyc replaces the text's target, so these are carried over from it.
+NAMING_FEATURES = ("c_plus_plus_name_mangling",)
+
+
+def variant_target(pdir, name, variant):
+    """The -target for a variant: its VARIANT_TARGETS entry plus the text's naming features."""
+    with open(os.path.join(pdir, "%s.%s.stmt" % (name, variant)), encoding="utf-8") as f:
+        m = re.search(r"\btarget=(\S+)", f.readline())
+    features = m.group(1).split("-") if m else []
+    return VARIANT_TARGETS[variant] + "".join("-" + f for f in NAMING_FEATURES if f in features)
+
+
 def run_variant(args, manifest, pdir, variant, outdir, env=None):
     """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
     name = manifest["pipeline"]
     cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
-           "-target", VARIANT_TARGETS[variant], "--extern-lib", args.extern_lib,
+           "-target", variant_target(pdir, name, variant), "--extern-lib", args.extern_lib,
            "--runs", str(manifest.get("runs", 1))] + constant_args(manifest, pdir)
     outputs = {}
     os.makedirs(outdir, exist_ok=True)
@@ -138,16 +152,21 @@ def halide_type(type_name):
     return HalideType({"i": 0, "u": 1, "f": 2}[dt.kind], dt.itemsize * 8, 1)
 
 
-def run_object(args, manifest, pdir, obj, function, outdir):
+def run_object(args, manifest, pdir, obj, function, mangled, outdir):
     """Links the AOT object `obj` into a shared object, calls `<function>_argv` on the committed
-    inputs with Tally's runtime loaded from libtally.so, and returns {output name: .npy file}."""
+    inputs with Tally's runtime loaded from libtally.so, and returns {output name: .npy file}.
+    With `mangled` (c_plus_plus_name_mangling) the entry is the C++ function Halide's object
+    defines, `int <function>_argv(void **)`: `_Z<length><function>_argvPPv`."""
     lib = os.path.join(outdir, "lib%s.so" % function)
     externs = os.path.abspath(args.extern_lib)
     run([os.environ.get("CXX", "c++"), "-shared", "-o", lib, obj, externs,
          "-Wl,-rpath," + os.path.dirname(externs)])
     runtime = os.path.join(os.path.dirname(os.path.abspath(args.bin)), "libtally.so")
     ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
-    entry = getattr(ctypes.CDLL(lib), function + "_argv")
+    symbol = function + "_argv"
+    if mangled:
+        symbol = "_Z%d%sPPv" % (len(symbol), symbol)
+    entry = getattr(ctypes.CDLL(lib), symbol)
     entry.restype = ctypes.c_int
     entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     keep, argv, outputs = [], [], {}
@@ -295,15 +314,16 @@ def check(args, manifest, pdir):
         for v in variants:
             d = os.path.join(args.work, "aot", v)
             os.makedirs(d, exist_ok=True)
+            target = variant_target(pdir, name, v)
             run([os.path.join(args.bin, "tallyc"), os.path.join(pdir, "%s.%s.stmt" % (name, v)),
-                 "-target", VARIANT_TARGETS[v], "-o", d] + constant_args(manifest, pdir))
+                 "-target", target, "-o", d] + constant_args(manifest, pdir))
             objects = [f for f in os.listdir(d) if f.endswith(".o")]
             if len(objects) != 1:
                 raise CheckFailed("tallyc wrote %d objects for the %s variant" % (len(objects), v))
             if v in ("host", "strict"):
                 function = objects[0][:-2]
                 outputs = run_object(args, manifest, pdir, os.path.join(d, objects[0]), function,
-                                     d)
+                                     "c_plus_plus_name_mangling" in target, d)
                 compare(manifest, pdir, outputs, strict=(v == "strict"))
     elif c == "profile":
         report = os.path.join(args.work, "profile", "report.txt")

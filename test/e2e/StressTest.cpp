@@ -37,7 +37,8 @@ TEST(Stress, SixteenThreadsRunAProfiledPipelineAThousandTimesEach) {
     auto jit = compile_app("memory", "host-profile");
     // The entry point, looked up once (JITModule::run looks it up on every call).
     using Argv = int (*)(void **);
-    auto entry = reinterpret_cast<Argv>(jit->symbol(jit->entry().name + "_argv"));
+    auto entry =
+        reinterpret_cast<Argv>(jit->symbol(entry_symbols(jit->module(), jit->entry()).argv));
     ASSERT_NE(entry, nullptr);
 
     tally_profiler_reset();

@@ -7,12 +7,19 @@
 //       unsigned char, short, unsigned short, unsigned, long, unsigned long); } }
 //   namespace a { struct Foo; int g(a::Foo *, a::Foo *, halide_buffer_t *); }
 //   int none();
+//   namespace n { struct S; int h(void **, const char **, n::S **, n::S *); }
+// and, for entry_symbols, what Halide 14's objects define (nm) for a pipeline with arguments
+// (__user_context, in: buffer, k: int32, s: float32, h: void *, u: uint16, b: bool, out: buffer)
+// compiled as `a::bb::pipe` with c_plus_plus_name_mangling and user_context, as `plain` with
+// c_plus_plus_name_mangling alone (no user context), and as `ns::cpipe` without either.
 
-#include "codegen/CPlusPlusMangle.h"
+#include "ir/CPlusPlusMangle.h"
 
 #include <gmock/gmock.h>
 
 #include "tally/Error.h"
+#include "tally/Module.h"
+#include "tally/Target.h"
 
 namespace tally {
 namespace {
@@ -32,6 +39,53 @@ TEST(CPlusPlusMangle, MatchesTheItaniumAbiAsGccMangles) {
     EXPECT_EQ(itanium_mangled_name("a::g", {Handle("a::Foo"), Handle("a::Foo"), buf}),
               "_ZN1a1gEPNS_3FooES1_P15halide_buffer_t");
     EXPECT_EQ(itanium_mangled_name("none", {}), "_Z4nonev");
+    EXPECT_EQ(itanium_mangled_name("n::h", {Handle("void *"), Handle("const char *"),
+                                            Handle("n::S *"), Handle("n::S")}),
+              "_ZN1n1hEPPvPPKcPPNS_1SES6_");
+}
+
+TEST(CPlusPlusMangle, EntrySymbolsAreHalide14s) {
+    auto pipeline = [](const std::string &name, bool user_context) {
+        LoweredFunc f;
+        f.name = name;
+        f.linkage = LinkageType::ExternalPlusMetadata;
+        auto arg = [&](const char *n, Argument::Kind k, Type t) {
+            Argument a;
+            a.name = n;
+            a.kind = k;
+            a.type = t;
+            f.args.push_back(a);
+        };
+        if (user_context) {
+            arg("__user_context", Argument::Scalar, Handle("void"));
+        }
+        arg("in", Argument::Buffer, UInt(8));
+        arg("k", Argument::Scalar, Int(32));
+        arg("s", Argument::Scalar, Float(32));
+        arg("h", Argument::Scalar, Handle("void"));
+        arg("u", Argument::Scalar, UInt(16));
+        arg("b", Argument::Scalar, Bool());
+        arg("out", Argument::Buffer, Float(32));
+        return f;
+    };
+    Module m;
+    m.target = Target::parse("x86-64-linux-avx-avx2-sse41-c_plus_plus_name_mangling-user_context");
+    EntrySymbols s = entry_symbols(m, pipeline("a::bb::pipe", true));
+    EXPECT_EQ(s.function, "_ZN1a2bb4pipeEPKvP15halide_buffer_tifPvtbS4_");
+    EXPECT_EQ(s.argv, "_ZN1a2bb9pipe_argvEPPv");
+    m.target = Target::parse("x86-64-linux-avx-avx2-sse41-c_plus_plus_name_mangling");
+    s = entry_symbols(m, pipeline("plain", false));
+    EXPECT_EQ(s.function, "_Z5plainP15halide_buffer_tifPvtbS0_");
+    EXPECT_EQ(s.argv, "_Z10plain_argvPPv");
+    m.target = Target::parse("x86-64-linux-avx-avx2-sse41");
+    s = entry_symbols(m, pipeline("ns::cpipe", true));
+    EXPECT_EQ(s.function, "cpipe");
+    EXPECT_EQ(s.argv, "cpipe_argv");
+    // A closure (internal) keeps its name, mangling or not.
+    m.target = Target::parse("x86-64-linux-avx-avx2-sse41-c_plus_plus_name_mangling");
+    LoweredFunc closure = pipeline("plain.par_for.out.s0.y", false);
+    closure.linkage = LinkageType::Internal;
+    EXPECT_EQ(entry_symbols(m, closure).function, "plain.par_for.out.s0.y");
 }
 
 TEST(CPlusPlusMangle, RejectsWhatCPlusPlusCannotSpell) {

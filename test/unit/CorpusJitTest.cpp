@@ -75,7 +75,7 @@ TEST(CorpusJit, EveryHostCorpusFileCompiles) {
         std::unique_ptr<JITModule> jit;
         EXPECT_NO_THROW(jit = compile_file(f));
         if (jit) {
-            EXPECT_NE(jit->symbol(jit->entry().name), nullptr);
+            EXPECT_NE(jit->symbol(entry_symbols(jit->module(), jit->entry()).function), nullptr);
         }
     }
 }

@@ -4,8 +4,8 @@
  * (its lowered text prints only the qualified name, `my_ns::stage(...)`), so that Tally's code
  * links against the same function Halide's object does.
  */
-#ifndef TALLY_CODEGEN_CPLUSPLUSMANGLE_H
-#define TALLY_CODEGEN_CPLUSPLUSMANGLE_H
+#ifndef TALLY_IR_CPLUSPLUSMANGLE_H
+#define TALLY_IR_CPLUSPLUSMANGLE_H
 
 #include <string>
 #include <vector>
@@ -23,4 +23,4 @@ std::string itanium_mangled_name(const std::string &name, const std::vector<Type
 
 }  // namespace tally
 
-#endif  // TALLY_CODEGEN_CPLUSPLUSMANGLE_H
+#endif  // TALLY_IR_CPLUSPLUSMANGLE_H

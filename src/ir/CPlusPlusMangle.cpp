@@ -4,12 +4,13 @@
 // numbered in the order it first appears; a later occurrence is written `S_`, `S0_`, `S1_`, ...
 // (base 36, digits then capitals). Builtin types are not candidates.
 
-#include "codegen/CPlusPlusMangle.h"
+#include "ir/CPlusPlusMangle.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "tally/Error.h"
+#include "tally/Module.h"
 
 namespace tally {
 
@@ -106,23 +107,9 @@ public:
         user_assert(t.is_scalar()) << "codegen: C++ name mangling: a C++ function cannot take the "
                                    << "vector type " << t.to_string();
         if (t.is_handle()) {
-            std::string pointee = t.handle_name();
-            bool is_const = pointee.compare(0, 6, "const ") == 0;
-            if (is_const) {
-                pointee = pointee.substr(6);
-            }
-            std::string key = builtin(pointee), inner = key;
-            if (inner.empty()) {
-                if (pointee.compare(0, 7, "struct ") == 0) {
-                    pointee = pointee.substr(7);
-                }
-                inner = class_name(pointee, &key);
-            }
-            if (is_const) {
-                key = "K" + key;
-                inner = substitute(key, "K" + inner);
-            }
-            return substitute("P" + key, "P" + inner);
+            std::string key;
+            // A handle of no known type is `void *`, as Halide mangles one.
+            return pointer_to(t.handle_name().empty() ? "void" : t.handle_name(), &key);
         }
         if (t.is_bool()) {
             return "b";
@@ -141,6 +128,40 @@ public:
         default:
             return t.is_int() ? "l" : "m";  // int64_t is `long` on LP64 targets
         }
+    }
+
+    /** `P` and the type `pointee` spells (`void`, `const char`, `struct halide_buffer_t`,
+     * `a::Foo`, `void *`: a pointer to a pointer); `key` is set to its canonical form. The
+     * pointee's own components become candidates first, then the qualified pointee, then the
+     * pointer, as the ABI orders them. */
+    std::string pointer_to(std::string pointee, std::string *key) {
+        while (!pointee.empty() && pointee.back() == ' ') {
+            pointee.pop_back();
+        }
+        std::string inner_key, inner;
+        if (!pointee.empty() && pointee.back() == '*') {
+            pointee.pop_back();
+            inner = pointer_to(pointee, &inner_key);
+        } else {
+            bool is_const = pointee.compare(0, 6, "const ") == 0;
+            if (is_const) {
+                pointee = pointee.substr(6);
+            }
+            inner_key = builtin(pointee);
+            inner = inner_key;
+            if (inner.empty()) {
+                if (pointee.compare(0, 7, "struct ") == 0) {
+                    pointee = pointee.substr(7);
+                }
+                inner = class_name(pointee, &inner_key);
+            }
+            if (is_const) {
+                inner_key = "K" + inner_key;
+                inner = substitute(inner_key, "K" + inner);
+            }
+        }
+        *key = "P" + inner_key;
+        return substitute(*key, "P" + inner);
     }
 
     /** The builtin type spelled `name` (`void`, `char`, `int`, ...), or "". */
@@ -190,6 +211,27 @@ std::string itanium_mangled_name(const std::string &name, const std::vector<Type
         out += m.type(t);
     }
     return out;
+}
+
+EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f) {
+    if (f.linkage == LinkageType::Internal) {
+        return {f.name, f.name + "_argv"};
+    }
+    size_t sep = f.name.rfind("::");
+    std::string scope = sep == std::string::npos ? "" : f.name.substr(0, sep + 2);
+    std::string simple = f.name.substr(scope.size());
+    if (!m.target.has_feature("c_plus_plus_name_mangling")) {
+        return {simple, simple + "_argv"};
+    }
+    std::vector<Type> params;
+    for (const Argument &a : f.args) {
+        params.push_back(a.is_buffer()                ? Handle("halide_buffer_t")
+                         : a.name == "__user_context" ? Handle("const void")
+                         : a.type.is_valid()          ? a.type
+                                                      : Int(32));
+    }
+    return {itanium_mangled_name(f.name, params),
+            itanium_mangled_name(scope + simple + "_argv", {Handle("void *")})};
 }
 
 }  // namespace tally
