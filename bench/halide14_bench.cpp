@@ -69,24 +69,9 @@ const char *const halide_library = TALLY_HALIDE14_CORPUS_LIBRARY;
  * histograms), and leave smaller ones (filter taps, channels, tiny LUTs) as they are. */
 constexpr int min_scaled_extent = 16;
 
-/** The prefix of Halide 14's halide_filter_argument_t and halide_filter_metadata_t
- * (HalideRuntime.h, metadata version 1): the bench reads argument names and nothing else. */
-struct HalideFilterArgument {
-    const char *name;
-    int32_t kind;  // 0 scalar, 1 input buffer, 2 output buffer
-    int32_t dimensions;
-    halide_type_t type;
-    const void *fields[5];  // def, min, max, estimate, buffer_estimates
-};
-struct HalideFilterMetadata {
-    int32_t version;
-    int32_t num_arguments;
-    const HalideFilterArgument *arguments;
-    const char *target;
-    const char *name;
-};
 using HalideArgv = int (*)(void **);
-using HalideMetadata = const HalideFilterMetadata *(*)();
+// Halide's `<name>_metadata()`: the layout is Halide 14's (tally_runtime.h).
+using HalideMetadata = const halide_filter_metadata_t *(*)();
 
 double now_ms() {
     using namespace std::chrono;
@@ -376,7 +361,7 @@ private:
 
         // Arguments in the order of Tally's entry function; Halide's metadata must agree.
         const LoweredFunc &entry = jit->entry();
-        const HalideFilterMetadata *md = meta();
+        const halide_filter_metadata_t *md = meta();
         if (md->num_arguments != int(entry.args.size())) {
             throw std::runtime_error("Halide's and Tally's argument counts differ");
         }

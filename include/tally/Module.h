@@ -30,7 +30,10 @@ struct Argument {
     }
 };
 
-enum class LinkageType : uint8_t { External, ExternalPlusMetadata, Internal };
+/** Halide 14's linkages: an external function, with its `_argv` wrapper, with its `_argv` and
+ * its `_metadata`; an internal one. Tally's code defines `_argv` for every pipeline function (its
+ * JIT calls that), and `_metadata` for ExternalPlusMetadata. */
+enum class LinkageType : uint8_t { External, ExternalPlusArgv, ExternalPlusMetadata, Internal };
 const char *linkage_name(LinkageType l);
 
 struct LoweredFunc {
@@ -117,13 +120,15 @@ struct Module {
 struct EntrySymbols {
     std::string function;  // the function, its arguments in order
     std::string argv;      // the same, `int (void **args)`: its arguments as an array
+    std::string metadata;  // `const halide_filter_metadata_t *(void)`, for ExternalPlusMetadata
 };
 
 /** The symbols of `f`, a function of `m`: C functions named by the last component of its name
- * (`ns::f` defines `f` and `f_argv`), or, when the module's target has the feature
+ * (`ns::f` defines `f`, `f_argv` and `f_metadata`), or, when the module's target has the feature
  * `c_plus_plus_name_mangling`, C++ functions in its namespaces, mangled by the Itanium ABI from
  * their parameters (buffers `halide_buffer_t *`, `__user_context` `const void *`, scalars as their
- * type, `argv`'s `void **`): `_ZN2ns1fEP15halide_buffer_ti...`, `_ZN2ns6f_argvEPPv`. An
+ * type, `argv`'s `void **`): `_ZN2ns1fEP15halide_buffer_ti...`, `_ZN2ns6f_argvEPPv`,
+ * `_ZN2ns10f_metadataEv`. An
  * internal function keeps its name. Defined in src/ir/CPlusPlusMangle.cpp. */
 EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f);
 

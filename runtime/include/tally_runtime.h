@@ -145,6 +145,52 @@ typedef struct halide_buffer_t {
     void *padding;
 } halide_buffer_t;
 
+/** What a pipeline's `<name>_metadata()` returns (Halide 14's layout, version 1): its
+ * arguments in order, the target it was compiled for, its name. */
+typedef enum halide_argument_kind_t {
+    halide_argument_kind_input_scalar = 0,
+    halide_argument_kind_input_buffer = 1,
+    halide_argument_kind_output_buffer = 2
+} halide_argument_kind_t;
+
+/** A value of any scalar type. */
+typedef struct halide_scalar_value_t {
+    union {
+        bool b;
+        int8_t i8;
+        int16_t i16;
+        int32_t i32;
+        int64_t i64;
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+        float f32;
+        double f64;
+        void *handle;
+    } u;
+} halide_scalar_value_t;
+
+/** One argument. `kind` is a halide_argument_kind_t; `dimensions` 0 for a scalar. The scalar
+ * values are null where the pipeline gives none (a lowered text never does), the estimates null
+ * or `dimensions * 2` pointers (min, extent), each possibly null. */
+typedef struct halide_filter_argument_t {
+    const char *name;
+    int32_t kind;
+    int32_t dimensions;
+    halide_type_t type;
+    const halide_scalar_value_t *scalar_def, *scalar_min, *scalar_max, *scalar_estimate;
+    const int64_t *const *buffer_estimates;
+} halide_filter_argument_t;
+
+typedef struct halide_filter_metadata_t {
+    int32_t version; /* 1 */
+    int32_t num_arguments;
+    const halide_filter_argument_t *arguments;
+    const char *target;
+    const char *name;
+} halide_filter_metadata_t;
+
 /** Bytes one element of `t` occupies (lanes included). */
 uint32_t tally_type_bytes(halide_type_t t);
 

@@ -101,6 +101,9 @@ public:
         }
         for (const LoweredFunc *f : pipeline_functions(m)) {
             define_argv_wrapper(*f);
+            if (f->linkage == LinkageType::ExternalPlusMetadata) {
+                define_metadata_getter(*f);
+            }
         }
         // Every function says what it may use, so that the IR (and any tool reading it) agrees
         // with the target machine.
@@ -1223,6 +1226,64 @@ private:
             }
         }
         builder.CreateRet(builder.CreateCall(target, args));
+    }
+
+    /** `<name>_metadata()`, returning a constant halide_filter_metadata_t (version 1) as Halide's
+     * object does: each argument's name, kind, rank and type (describe_arguments), the target
+     * and the function's name. Its scalar defaults, bounds and estimates are null, the text has
+     * none; a buffer of rank > 0 has, as in Halide's, a buffer_estimates array of rank * 2
+     * pointers, all null. */
+    void define_metadata_getter(const LoweredFunc &f) {
+        llvm::Type *i16 = builder.getInt16Ty();
+        llvm::StructType *type_t = llvm::StructType::get(ctx, {i8, i8, i16});
+        // name, kind, dimensions, type, scalar_def, scalar_min, scalar_max, scalar_estimate,
+        // buffer_estimates
+        llvm::StructType *arg_t =
+            llvm::StructType::get(ctx, {ptr, i32, i32, type_t, ptr, ptr, ptr, ptr, ptr});
+        // version, num_arguments, arguments, target, name
+        llvm::StructType *meta_t = llvm::StructType::get(ctx, {i32, i32, ptr, ptr, ptr});
+        llvm::Constant *null = llvm::ConstantPointerNull::get(builder.getPtrTy());
+        std::vector<ArgumentDescription> described = describe_arguments(f);
+        std::vector<llvm::Constant *> args;
+        for (size_t i = 0; i < f.args.size(); i++) {
+            const ArgumentDescription &d = described[i];
+            llvm::Constant *type = llvm::ConstantStruct::get(
+                type_t, {llvm::ConstantInt::get(i8, d.type.is_valid() ? int(d.type.code()) : 0),
+                         llvm::ConstantInt::get(i8, d.type.is_valid() ? d.type.bits() : 0),
+                         llvm::ConstantInt::get(i16, 1)});
+            llvm::Constant *estimates = null;
+            if (d.kind != 0 && d.dimensions > 0) {
+                auto *est_t = llvm::ArrayType::get(ptr, 2 * d.dimensions);
+                estimates = new llvm::GlobalVariable(
+                    *mod, est_t, true, llvm::GlobalValue::PrivateLinkage,
+                    llvm::ConstantAggregateZero::get(est_t), f.args[i].name + ".estimates");
+            }
+            args.push_back(llvm::ConstantStruct::get(
+                arg_t,
+                {builder.CreateGlobalStringPtr(f.args[i].name, "arg_name", 0, mod),
+                 llvm::ConstantInt::get(i32, d.kind), llvm::ConstantInt::get(i32, d.dimensions),
+                 type, null, null, null, null, estimates}));
+        }
+        auto *args_t = llvm::ArrayType::get(arg_t, args.size());
+        auto *args_g = new llvm::GlobalVariable(
+            *mod, args_t, true, llvm::GlobalValue::PrivateLinkage,
+            llvm::ConstantArray::get(args_t, args), f.name + "_metadata_arguments");
+        const std::string simple =
+            f.name.substr(f.name.rfind("::") == std::string::npos ? 0 : f.name.rfind("::") + 2);
+        auto *meta_g = new llvm::GlobalVariable(
+            *mod, meta_t, true, llvm::GlobalValue::PrivateLinkage,
+            llvm::ConstantStruct::get(
+                meta_t,
+                {llvm::ConstantInt::get(i32, 1), llvm::ConstantInt::get(i32, int(args.size())),
+                 args.empty() ? null : static_cast<llvm::Constant *>(args_g),
+                 builder.CreateGlobalStringPtr(m.target.to_string(), "target", 0, mod),
+                 builder.CreateGlobalStringPtr(simple, "name", 0, mod)}),
+            f.name + "_metadata_storage");
+        llvm::Function *getter = llvm::Function::Create(llvm::FunctionType::get(ptr, {}, false),
+                                                        llvm::Function::ExternalLinkage,
+                                                        entry_symbols(m, f).metadata, mod);
+        builder.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", getter));
+        builder.CreateRet(meta_g);
     }
 };
 

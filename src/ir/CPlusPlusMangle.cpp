@@ -215,13 +215,13 @@ std::string itanium_mangled_name(const std::string &name, const std::vector<Type
 
 EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f) {
     if (f.linkage == LinkageType::Internal) {
-        return {f.name, f.name + "_argv"};
+        return {f.name, f.name + "_argv", f.name + "_metadata"};
     }
     size_t sep = f.name.rfind("::");
     std::string scope = sep == std::string::npos ? "" : f.name.substr(0, sep + 2);
     std::string simple = f.name.substr(scope.size());
     if (!m.target.has_feature("c_plus_plus_name_mangling")) {
-        return {simple, simple + "_argv"};
+        return {simple, simple + "_argv", simple + "_metadata"};
     }
     std::vector<Type> params;
     for (const Argument &a : f.args) {
@@ -231,7 +231,8 @@ EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f) {
                                                       : Int(32));
     }
     return {itanium_mangled_name(f.name, params),
-            itanium_mangled_name(scope + simple + "_argv", {Handle("void *")})};
+            itanium_mangled_name(scope + simple + "_argv", {Handle("void *")}),
+            itanium_mangled_name(scope + simple + "_metadata", {})};
 }
 
 }  // namespace tally

@@ -50,6 +50,8 @@ const char *linkage_name(LinkageType l) {
     switch (l) {
     case LinkageType::External:
         return "external";
+    case LinkageType::ExternalPlusArgv:
+        return "external_plus_argv";
     case LinkageType::ExternalPlusMetadata:
         return "external_plus_metadata";
     case LinkageType::Internal:

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <map>
+#include <string>
 
 #include "tally/Error.h"
 #include "tally/IRVisitor.h"
@@ -18,6 +21,7 @@ const char *const buffer_suffix = ".buffer";
 const char *const runtime_prefix = "halide_";
 const char *const launch_suffix = "_run";
 const char *const interface_suffix = "_device_interface";
+const char *const error_prefix = "halide_error_";  // Halide's checks: halide_error_bad_type, ...
 
 // The APIs that name a GPU, in DeviceAPI order.
 const DeviceAPI gpu_apis[] = {DeviceAPI::CUDA,         DeviceAPI::OpenCL,  DeviceAPI::OpenGLCompute,
@@ -241,6 +245,82 @@ std::vector<const LoweredFunc *> pipeline_functions(const Module &m) {
         if (is_pipeline_function(f, closures)) {
             out.push_back(&f);
         }
+    }
+    return out;
+}
+
+namespace {
+
+/** Halide's checks of a pipeline's buffer arguments and the buffers its body writes. */
+class FindArgumentRoles : public IRVisitor {
+public:
+    std::map<std::string, bool> output;  // buffer -> named "Output buffer" (else "Input buffer")
+    std::map<std::string, int> checked_rank;
+    std::map<std::string, Type> checked_type;
+    std::set<std::string> written;
+
+private:
+    using IRVisitor::visit;
+
+    void visit(const Call *op) override {
+        IRVisitor::visit(op);
+        const StringImm *what = op->args.empty() ? nullptr : op->args[0].as<StringImm>();
+        if (op->name == runtime::_halide_buffer_set_device_dirty && !op->args.empty()) {
+            written.insert(buffer_name_of(op->args[0]));
+        }
+        if (!what || op->name.compare(0, std::strlen(error_prefix), error_prefix) != 0) {
+            return;
+        }
+        static const std::pair<const char *, bool> roles[] = {{"Input buffer ", false},
+                                                              {"Output buffer ", true}};
+        for (const auto &[prefix, is_output] : roles) {
+            size_t n = std::strlen(prefix);
+            if (what->value.compare(0, n, prefix) != 0) {
+                continue;
+            }
+            std::string buffer = what->value.substr(n);
+            output[buffer] = is_output;
+            int64_t rank;
+            if (op->name == runtime::halide_error_bad_dimensions && op->args.size() == 3 &&
+                const_int_value(op->args[2], &rank) && rank >= 0 && rank < 64) {
+                checked_rank[buffer] = int(rank);
+            }
+            int64_t code;
+            if (op->name == runtime::halide_error_bad_type && op->args.size() == 3 &&
+                const_int_value(op->args[2], &code) && code >= 0 && code <= 0xffffffffll) {
+                Type t = Type::from_halide_type_code(uint32_t(code));
+                if (t.is_valid()) {
+                    checked_type[buffer] = t;
+                }
+            }
+        }
+    }
+    void visit(const Store *op) override {
+        IRVisitor::visit(op);
+        written.insert(op->name);
+    }
+};
+
+}  // namespace
+
+std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f) {
+    FindArgumentRoles roles;
+    if (f.body.defined()) {
+        f.body.accept(&roles);
+    }
+    std::vector<ArgumentDescription> out;
+    for (const Argument &a : f.args) {
+        if (!a.is_buffer()) {
+            out.push_back({0, 0, a.name == "__user_context" ? Handle("void") : a.type});
+            continue;
+        }
+        auto role = roles.output.find(a.name);
+        bool is_output = role != roles.output.end() ? role->second : roles.written.count(a.name);
+        auto rank = roles.checked_rank.find(a.name);
+        int dims = rank != roles.checked_rank.end() ? rank->second : std::max(a.dimensions, 0);
+        auto type = roles.checked_type.find(a.name);
+        out.push_back(
+            {is_output ? 2 : 1, dims, type != roles.checked_type.end() ? type->second : a.type});
     }
     return out;
 }

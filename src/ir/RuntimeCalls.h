@@ -65,6 +65,8 @@ struct RuntimeSymbol {
     X(halide_free,                      "v:Up")                                   \
     X(halide_do_par_for,                "i:Upiip")                                \
     X(halide_error,                     "v:Us")                                   \
+    X(halide_error_bad_dimensions,      "i:Usii")                                 \
+    X(halide_error_bad_type,            "i:Usuu")                                 \
     X(halide_print,                     "v:Us")                                   \
     /* Halide's text primitives (stringify) */                                    \
     X(halide_string_to_string,          "p:pps")                                  \
@@ -211,6 +213,22 @@ std::set<std::string> par_for_closures(const Module &m);
 bool is_pipeline_function(const LoweredFunc &f, const std::set<std::string> &closures);
 /** The module's pipeline functions, in module order. */
 std::vector<const LoweredFunc *> pipeline_functions(const Module &m);
+
+/** What Halide's `<name>_metadata()` says of one argument of a pipeline function. */
+struct ArgumentDescription {
+    int kind;        // halide_argument_kind_t: 0 scalar, 1 input buffer, 2 output buffer
+    int dimensions;  // 0 for a scalar
+    Type type;       // the scalar's type, the buffer's element type; invalid when not known
+};
+/** The description of each of `f`'s arguments, in order. The text names the arguments only;
+ * Halide's lowering checks every buffer argument, naming it by its role ("Input buffer in",
+ * "Output buffer out" in `halide_error_bad_type` and the other `halide_error_*` calls) and
+ * checking its rank (`halide_error_bad_dimensions("Input buffer in", in.dimensions, 2)`) and its
+ * element type (`halide_error_bad_type(..., in.type, (uint32)67585)`): those are read first.
+ * Without them (a target with no_asserts) a buffer the body stores to or marks device-dirty is an
+ * output, and its rank and type are the elaborator's (the highest dimension the body queries, else
+ * 0). A scalar's type is the elaborator's; `__user_context` is a handle. */
+std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f);
 
 }  // namespace tally
 

@@ -311,8 +311,13 @@ std::string c_header(const Module &lowered) {
         }
         h << ");\n\n/** The same, with arguments as an array: buffers as halide_buffer_t *, "
              "scalars by pointer. */\nint "
-          << simple << "_argv(void **args);\n"
-          << close << "\n";
+          << simple << "_argv(void **args);\n";
+        if (f->linkage == LinkageType::ExternalPlusMetadata) {
+            h << "\n/** Its arguments (name, kind, rank, type), target and name, as Halide "
+                 "describes them. */\nconst halide_filter_metadata_t *"
+              << simple << "_metadata(void);\n";
+        }
+        h << close << "\n";
     }
     if (!cxx) {
         h << "#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n";

@@ -269,13 +269,15 @@ private:
         } else {
             if (t.text == "external") {
                 f.linkage = LinkageType::External;
+            } else if (t.text == "external_plus_argv") {
+                f.linkage = LinkageType::ExternalPlusArgv;
             } else if (t.text == "external_plus_metadata") {
                 f.linkage = LinkageType::ExternalPlusMetadata;
             } else if (t.text == "internal") {
                 f.linkage = LinkageType::Internal;
             } else {
                 err(t, "expected 'buffer', 'kernel' or a linkage ('external', "
-                       "'external_plus_metadata', 'internal')");
+                       "'external_plus_argv', 'external_plus_metadata', 'internal')");
             }
             lex.next();
             expect_ident("func", "after the linkage");

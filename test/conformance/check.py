@@ -134,6 +134,19 @@ class HalideType(ctypes.Structure):
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
+class HalideFilterArgument(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int32), ("dimensions", ctypes.c_int32),
+                ("type", HalideType), ("scalar_def", ctypes.c_void_p),
+                ("scalar_min", ctypes.c_void_p), ("scalar_max", ctypes.c_void_p),
+                ("scalar_estimate", ctypes.c_void_p), ("buffer_estimates", ctypes.c_void_p)]
+
+
+class HalideFilterMetadata(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int32), ("num_arguments", ctypes.c_int32),
+                ("arguments", ctypes.POINTER(HalideFilterArgument)), ("target", ctypes.c_char_p),
+                ("name", ctypes.c_char_p)]
+
+
 class HalideBuffer(ctypes.Structure):
     _fields_ = [("device", ctypes.c_uint64), ("device_interface", ctypes.c_void_p),
                 ("host", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("type", HalideType),
@@ -166,7 +179,9 @@ def run_object(args, manifest, pdir, obj, function, mangled, outdir):
     symbol = function + "_argv"
     if mangled:
         symbol = "_Z%d%sPPv" % (len(symbol), symbol)
-    entry = getattr(ctypes.CDLL(lib), symbol)
+    loaded = ctypes.CDLL(lib)
+    entry = getattr(loaded, symbol)
+    check_metadata(loaded, function, mangled, manifest)
     entry.restype = ctypes.c_int
     entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     keep, argv, outputs = [], [], {}
@@ -209,6 +224,46 @@ def run_object(args, manifest, pdir, obj, function, mangled, outdir):
     for name, (data, path) in outputs.items():
         np.save(path, data)
     return {name: path for name, (_, path) in outputs.items()}
+
+
+def check_metadata(lib, function, mangled, manifest):
+    """Tally's `<function>_metadata()` (C++: `_Z<length><function>_metadatav`) describes the
+    arguments as Halide's does (the manifest's `metadata`, written from Halide's object): name,
+    kind, rank and type of each, and a buffer_estimates array where Halide has one. Tally gives
+    no value in it or in the scalar fields: the text has no estimates, defaults or ranges.
+    Halide's has the estimates `bound()` sets (demosaic's `cam.bound(c, 0, 3)`: `given` 2 in
+    its manifest), which its text carries only as checks."""
+    symbol = function + "_metadata"
+    if mangled:
+        symbol = "_Z%d%sv" % (len(symbol), symbol)
+    getter = getattr(lib, symbol)
+    getter.restype = ctypes.POINTER(HalideFilterMetadata)
+    getter.argtypes = []
+    md = getter().contents
+    want = manifest["metadata"]
+    problems = []
+    if md.version != want["version"]:
+        problems.append("version %d, Halide's %d" % (md.version, want["version"]))
+    if md.name.decode() != function:
+        problems.append("name '%s', not '%s'" % (md.name.decode(), function))
+    if md.num_arguments != len(want["arguments"]):
+        problems.append("%d arguments, Halide's %d" % (md.num_arguments, len(want["arguments"])))
+    for i, w in enumerate(want["arguments"][:md.num_arguments]):
+        a = md.arguments[i]
+        given = sum(1 for p in (a.scalar_def, a.scalar_min, a.scalar_max, a.scalar_estimate) if p)
+        if a.buffer_estimates:
+            entries = ctypes.cast(a.buffer_estimates, ctypes.POINTER(ctypes.c_void_p))
+            given += sum(1 for k in range(2 * a.dimensions) if entries[k])
+        got = {"name": a.name.decode(), "kind": a.kind, "dimensions": a.dimensions,
+               "type": [a.type.code, a.type.bits, a.type.lanes],
+               "buffer_estimates": bool(a.buffer_estimates)}
+        if given:
+            problems.append("argument %d gives %d values the text does not have" % (i, given))
+        w = {k: v for k, v in w.items() if k != "given"}
+        if got != w:
+            problems.append("argument %d is %s, Halide's %s" % (i, got, w))
+    if problems:
+        raise CheckFailed("%s: %s" % (symbol, "; ".join(problems)))
 
 
 def compare(manifest, pdir, outputs, strict):

@@ -189,5 +189,50 @@ TEST(RuntimeCalls, PipelinesAreEntryPointsThatAreNoClosures) {
     EXPECT_FALSE(is_pipeline_function(*m.find_function("m_par_for_y"), closures));
 }
 
+// Halide's metadata of a pipeline's arguments, from its own checks where the text has them
+// (the roles, ranks and types below contradict what the body alone would say: `a` is written,
+// `b`'s rank is 3 though the body queries none, `c`'s type is float32 though it is never read);
+// without checks (no_asserts), from the body: a buffer stored to or marked device-dirty is an
+// output, its rank the highest dimension queried (0 when none is), its type what the elaborator
+// learned (`?`: nothing, which the metadata writes as code 0, 0 bits).
+TEST(RuntimeCalls, ArgumentsAreDescribedAsHalidesMetadataDoes) {
+    Module m = parse_module(R"(module name=m, target=host
+external_plus_metadata func checked (__user_context, a, k, b, c) {
+  let a.type = (uint32)_halide_buffer_get_type((halide_buffer_t *)a.buffer)
+  let a.dimensions = _halide_buffer_get_dimensions((halide_buffer_t *)a.buffer)
+  let b.dimensions = _halide_buffer_get_dimensions((halide_buffer_t *)b.buffer)
+  let c.type = (uint32)_halide_buffer_get_type((halide_buffer_t *)c.buffer)
+  let c.dimensions = _halide_buffer_get_dimensions((halide_buffer_t *)c.buffer)
+  assert(a.type == (uint32)67585, halide_error_bad_type("Input buffer a", a.type, (uint32)67585))
+  assert(a.dimensions == 1, halide_error_bad_dimensions("Input buffer a", a.dimensions, 1))
+  assert(b.dimensions == 3, halide_error_bad_dimensions("Output buffer b", b.dimensions, 3))
+  assert(c.type == (uint32)73730, halide_error_bad_type("Output buffer c", c.type, (uint32)73730))
+  assert(c.dimensions == 0, halide_error_bad_dimensions("Output buffer c", c.dimensions, 0))
+  let e = _halide_buffer_get_extent((halide_buffer_t *)a.buffer, 0)
+  let f = _halide_buffer_get_host((halide_buffer_t *)b.buffer)
+  let g = _halide_buffer_get_host((halide_buffer_t *)c.buffer)
+  a[0] = (uint8)k
+}
+external_plus_metadata func unchecked (x, y, z) {
+  let e = _halide_buffer_get_extent((halide_buffer_t *)x.buffer, 1)
+  let f = _halide_buffer_get_host((halide_buffer_t *)z.buffer)
+  let g = _halide_buffer_get_host((halide_buffer_t *)y.buffer)
+  let d = _halide_buffer_set_device_dirty((halide_buffer_t *)z.buffer, (uint1)1)
+  y[0] = (uint8)x[0]
+}
+)");
+    auto describe = [&](const char *name) {
+        std::vector<std::string> out;
+        for (const ArgumentDescription &d : describe_arguments(*m.find_function(name))) {
+            out.push_back(std::to_string(d.kind) + "/" + std::to_string(d.dimensions) + "/" +
+                          (d.type.is_valid() ? d.type.to_string() : "?"));
+        }
+        return out;
+    };
+    EXPECT_EQ(describe("checked"), (std::vector<std::string>{"0/0/void *", "1/1/uint8", "0/0/uint8",
+                                                             "2/3/?", "2/0/float32"}));
+    EXPECT_EQ(describe("unchecked"), (std::vector<std::string>{"1/2/?", "2/0/uint8", "2/0/?"}));
+}
+
 }  // namespace
 }  // namespace tally

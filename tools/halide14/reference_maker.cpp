@@ -535,6 +535,26 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
         j << (i ? ", " : "") << "\"" << s.funcs[i] << "\"";
     }
     j << "],\n";
+    // What Halide's <name>_metadata() returns (Tally's must describe the arguments the same):
+    // the name, and per argument its name, kind (0 scalar, 1 input, 2 output buffer), rank, type
+    // [code, bits, lanes], whether it has a buffer_estimates array, and how many of its
+    // estimates and scalar values are given (pointers not null).
+    j << "  \"metadata\": {\"version\": " << md->version << ", \"name\": \"" << md->name
+      << "\", \"arguments\": [";
+    for (int i = 0; i < md->num_arguments; i++) {
+        const halide_filter_argument_t &a = md->arguments[i];
+        j << (i ? ", " : "") << "{\"name\": \"" << a.name << "\", \"kind\": " << a.kind
+          << ", \"dimensions\": " << a.dimensions << ", \"type\": [" << int(a.type.code) << ", "
+          << int(a.type.bits) << ", " << a.type.lanes
+          << "], \"buffer_estimates\": " << (a.buffer_estimates ? "true" : "false");
+        int given = (a.scalar_def != nullptr) + (a.scalar_min != nullptr) +
+                    (a.scalar_max != nullptr) + (a.scalar_estimate != nullptr);
+        for (int k = 0; a.buffer_estimates && k < 2 * a.dimensions; k++) {
+            given += a.buffer_estimates[k] != nullptr;
+        }
+        j << ", \"given\": " << given << "}";
+    }
+    j << "]},\n";
     j << "  \"input_generator\": \"64-bit LCG s = s*6364136223846793005 + 1442695040888963407, "
          "seeded with FNV-1a-64 of '<pipeline>/<arg>', stepped once; draw = top 32 bits (two, "
          "high first, for 64-bit types); ints: lo + draw mod (hi-lo+1); floats: lo + (hi-lo) * "

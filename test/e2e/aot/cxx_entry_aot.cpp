@@ -10,6 +10,7 @@
 // from C++: the header declares the functions in their namespaces with the parameter types
 // they were mangled from, so this links only if the two agree. Both entry points run, checked
 // exactly (every value is an integer or a half: exact in float32). Exit code 0 on success.
+#include <string>
 #include <vector>
 
 #include "aot_util.h"
@@ -48,9 +49,48 @@ void check(int width, int height, bool b, bool through_argv, uint64_t seed) {
     }
 }
 
+/** Its metadata describes the arguments as Halide's does (the user context a handle, then the
+ * input buffer, the scalars, the output buffer), with no defaults or estimates given: as in
+ * Halide's, each buffer has an array of rank * 2 estimate pointers, all null. */
+void check_metadata() {
+    const halide_filter_metadata_t *md = tally_e2e::inner::cxx_entry_metadata();
+    AOT_CHECK(md->version == 1, "version %d", md->version);
+    AOT_CHECK(std::string(md->name) == "cxx_entry", "name %s", md->name);
+    struct Want {
+        const char *name;
+        int kind, dimensions, code, bits;
+    };
+    const Want want[] = {
+        {"__user_context", halide_argument_kind_input_scalar, 0, halide_type_handle, 64},
+        {"in", halide_argument_kind_input_buffer, 2, halide_type_uint, 8},
+        {"k", halide_argument_kind_input_scalar, 0, halide_type_int, 32},
+        {"s", halide_argument_kind_input_scalar, 0, halide_type_float, 32},
+        {"u", halide_argument_kind_input_scalar, 0, halide_type_uint, 16},
+        {"b", halide_argument_kind_input_scalar, 0, halide_type_uint, 1},
+        {"out", halide_argument_kind_output_buffer, 2, halide_type_float, 32}};
+    AOT_CHECK(md->num_arguments == 7, "%d arguments", md->num_arguments);
+    for (int i = 0; i < 7 && i < md->num_arguments; i++) {
+        const halide_filter_argument_t &a = md->arguments[i];
+        AOT_CHECK(std::string(a.name) == want[i].name && a.kind == want[i].kind &&
+                      a.dimensions == want[i].dimensions && a.type.code == want[i].code &&
+                      a.type.bits == want[i].bits && a.type.lanes == 1,
+                  "argument %d: %s kind %d rank %d type %d/%d/%d", i, a.name, a.kind, a.dimensions,
+                  a.type.code, a.type.bits, a.type.lanes);
+        AOT_CHECK(!a.scalar_def && !a.scalar_min && !a.scalar_max && !a.scalar_estimate,
+                  "argument %d has scalar values", i);
+        bool buffer = want[i].kind != halide_argument_kind_input_scalar;
+        AOT_CHECK(!a.buffer_estimates == !buffer, "argument %d: buffer_estimates %p", i,
+                  (const void *)a.buffer_estimates);
+        for (int k = 0; buffer && a.buffer_estimates && k < 2 * a.dimensions; k++) {
+            AOT_CHECK(!a.buffer_estimates[k], "argument %d: estimate %d given", i, k);
+        }
+    }
+}
+
 }  // namespace
 
 int main() {
+    check_metadata();
     check(37, 5, true, false, 1);
     check(37, 5, true, true, 2);
     check(8, 3, false, false, 3);
