@@ -121,6 +121,12 @@ struct EntrySymbols {
     std::string function;  // the function, its arguments in order
     std::string argv;      // the same, `int (void **args)`: its arguments as an array
     std::string metadata;  // `const halide_filter_metadata_t *(void)`, for ExternalPlusMetadata
+    /** The function's name without its namespaces (`f` for `ns::inner::f`), and those
+     * namespaces, outermost first: what a header declares, what the metadata calls it. */
+    std::string name;
+    std::vector<std::string> namespaces;
+    /** Are the symbols C++ ones (c_plus_plus_name_mangling)? */
+    bool mangled = false;
 };
 
 /** The symbols of `f`, a function of `m`: C functions named by the last component of its name

@@ -1268,8 +1268,7 @@ private:
         auto *args_g = new llvm::GlobalVariable(
             *mod, args_t, true, llvm::GlobalValue::PrivateLinkage,
             llvm::ConstantArray::get(args_t, args), f.name + "_metadata_arguments");
-        const std::string simple =
-            f.name.substr(f.name.rfind("::") == std::string::npos ? 0 : f.name.rfind("::") + 2);
+        const EntrySymbols symbols = entry_symbols(m, f);
         auto *meta_g = new llvm::GlobalVariable(
             *mod, meta_t, true, llvm::GlobalValue::PrivateLinkage,
             llvm::ConstantStruct::get(
@@ -1277,11 +1276,11 @@ private:
                 {llvm::ConstantInt::get(i32, 1), llvm::ConstantInt::get(i32, int(args.size())),
                  args.empty() ? null : static_cast<llvm::Constant *>(args_g),
                  builder.CreateGlobalStringPtr(m.target.to_string(), "target", 0, mod),
-                 builder.CreateGlobalStringPtr(simple, "name", 0, mod)}),
+                 builder.CreateGlobalStringPtr(symbols.name, "name", 0, mod)}),
             f.name + "_metadata_storage");
-        llvm::Function *getter = llvm::Function::Create(llvm::FunctionType::get(ptr, {}, false),
-                                                        llvm::Function::ExternalLinkage,
-                                                        entry_symbols(m, f).metadata, mod);
+        llvm::Function *getter =
+            llvm::Function::Create(llvm::FunctionType::get(ptr, {}, false),
+                                   llvm::Function::ExternalLinkage, symbols.metadata, mod);
         builder.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", getter));
         builder.CreateRet(meta_g);
     }

@@ -214,14 +214,24 @@ std::string itanium_mangled_name(const std::string &name, const std::vector<Type
 }
 
 EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f) {
+    EntrySymbols s;
     if (f.linkage == LinkageType::Internal) {
-        return {f.name, f.name + "_argv", f.name + "_metadata"};
+        s.name = s.function = f.name;
+        s.argv = f.name + "_argv";
+        s.metadata = f.name + "_metadata";
+        return s;
     }
     size_t sep = f.name.rfind("::");
     std::string scope = sep == std::string::npos ? "" : f.name.substr(0, sep + 2);
-    std::string simple = f.name.substr(scope.size());
+    s.name = f.name.substr(scope.size());
+    for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
+        s.namespaces.push_back(scope.substr(b, e - b));
+    }
     if (!m.target.has_feature("c_plus_plus_name_mangling")) {
-        return {simple, simple + "_argv", simple + "_metadata"};
+        s.function = s.name;
+        s.argv = s.name + "_argv";
+        s.metadata = s.name + "_metadata";
+        return s;
     }
     std::vector<Type> params;
     for (const Argument &a : f.args) {
@@ -230,9 +240,11 @@ EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f) {
                          : a.type.is_valid()          ? a.type
                                                       : Int(32));
     }
-    return {itanium_mangled_name(f.name, params),
-            itanium_mangled_name(scope + simple + "_argv", {Handle("void *")}),
-            itanium_mangled_name(scope + simple + "_metadata", {})};
+    s.mangled = true;
+    s.function = itanium_mangled_name(f.name, params);
+    s.argv = itanium_mangled_name(scope + s.name + "_argv", {Handle("void *")});
+    s.metadata = itanium_mangled_name(scope + s.name + "_metadata", {});
+    return s;
 }
 
 }  // namespace tally

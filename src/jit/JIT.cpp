@@ -285,16 +285,13 @@ std::string c_header(const Module &lowered) {
         return std::string(t.is_uint() ? "uint" : "int") + std::to_string(t.bits()) + "_t ";
     };
     for (const LoweredFunc *f : pipeline_functions(lowered)) {
-        std::string scope;  // `ns::inner::` of a qualified name
-        size_t sep = f->name.rfind("::");
-        if (sep != std::string::npos) {
-            scope = f->name.substr(0, sep + 2);
-        }
-        std::string simple = f->name.substr(scope.size()), close;
+        const EntrySymbols symbols = entry_symbols(lowered, *f);
+        const std::string &simple = symbols.name;
+        std::string close;
         if (cxx) {
-            for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
-                h << "namespace " << scope.substr(b, e - b) << " {\n";
-                close = "}  // namespace " + scope.substr(b, e - b) + "\n" + close;
+            for (const std::string &ns : symbols.namespaces) {
+                h << "namespace " << ns << " {\n";
+                close = "}  // namespace " + ns + "\n" + close;
             }
         }
         h << "/** Runs the pipeline; returns 0 or a negative tally_error_code_t. */\n"

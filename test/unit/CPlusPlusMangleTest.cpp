@@ -74,6 +74,9 @@ TEST(CPlusPlusMangle, EntrySymbolsAreHalide14s) {
     EXPECT_EQ(s.function, "_ZN1a2bb4pipeEPKvP15halide_buffer_tifPvtbS4_");
     EXPECT_EQ(s.argv, "_ZN1a2bb9pipe_argvEPPv");
     EXPECT_EQ(s.metadata, "_ZN1a2bb13pipe_metadataEv");
+    EXPECT_EQ(s.name, "pipe");
+    EXPECT_EQ(s.namespaces, (std::vector<std::string>{"a", "bb"}));
+    EXPECT_TRUE(s.mangled);
     m.target = Target::parse("x86-64-linux-avx-avx2-sse41-c_plus_plus_name_mangling");
     s = entry_symbols(m, pipeline("plain", false));
     EXPECT_EQ(s.function, "_Z5plainP15halide_buffer_tifPvtbS0_");
@@ -84,6 +87,8 @@ TEST(CPlusPlusMangle, EntrySymbolsAreHalide14s) {
     EXPECT_EQ(s.function, "cpipe");
     EXPECT_EQ(s.argv, "cpipe_argv");
     EXPECT_EQ(s.metadata, "cpipe_metadata");
+    EXPECT_EQ(s.name, "cpipe");
+    EXPECT_FALSE(s.mangled);
     // A closure (internal) keeps its name, mangling or not.
     m.target = Target::parse("x86-64-linux-avx-avx2-sse41-c_plus_plus_name_mangling");
     LoweredFunc closure = pipeline("plain.par_for.out.s0.y", false);
