@@ -92,6 +92,7 @@ const std::vector<std::string> &Target::known_features() {
                                                    "hvx_v62",
                                                    "hvx_v65",
                                                    "hvx_v66",
+                                                   "hvx_shared_object",
                                                    "hexagon_dma",
                                                    "fuzz_float_stores",
                                                    "soft_float_abi",
