@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <time.h>
 #include <vector>
 
@@ -25,6 +26,20 @@ inline uint64_t monotonic_ns() {
 
 // Burns CPU (real arithmetic, no sleeping) until `ns` of wall time have passed; returns the wall
 // time actually spent.
+/** Yields until `done()` or until `ns` have passed since `start_ns` (monotonic_ns); returns
+ * done(). For tests that need another thread to have reached a point: however loaded the
+ * machine, that thread runs within the bound, and a broken one costs the bound once. */
+template <typename Done>
+bool wait_until(Done done, uint64_t start_ns, uint64_t ns = 20000000000ull) {
+    while (!done()) {
+        if (monotonic_ns() - start_ns > ns) {
+            return false;
+        }
+        std::this_thread::yield();
+    }
+    return true;
+}
+
 inline uint64_t spin_for_ns(uint64_t ns) {
     uint64_t start = monotonic_ns();
     volatile double x = 1.0;

@@ -139,16 +139,21 @@ TEST(ThreadPool, ManyConcurrentCallers) {
 }
 
 TEST(ThreadPool, UsesSeveralThreads) {
+    // Each iteration waits (up to a bound) for a second thread to be in an iteration too, so that
+    // a worker the machine's load keeps off a core for a while still shows up: only a pool that
+    // never runs two iterations at once fails, after the bound.
     tally_set_num_threads(2);
     static std::atomic<int> concurrent{0}, max_concurrent{0};
+    static uint64_t start;
     concurrent = 0;
     max_concurrent = 0;
+    start = tally_test::monotonic_ns();
     auto task = [](void *, int32_t, uint8_t *) -> int32_t {
         int now = ++concurrent;
         int prev = max_concurrent.load();
         while (now > prev && !max_concurrent.compare_exchange_weak(prev, now)) {
         }
-        tally_test::spin_for_ns(2000000);
+        tally_test::wait_until([] { return max_concurrent.load() >= 2; }, start);
         concurrent--;
         return 0;
     };
@@ -162,24 +167,38 @@ TEST(ThreadPool, ClaimsShareOfManyIterationsAtOnce) {
     // with two threads and 64 iterations, the caller (which claims first, before it lets go of
     // the lock it listed the job under) runs iterations 0 to 7 itself, in order, although the
     // worker is running and free to take any iteration not claimed yet. The claims shrink to
-    // single iterations at the end, so both threads still take part.
+    // single iterations at the end, so both threads still take part: the caller's first
+    // iteration past its first share waits (up to a bound) for the worker to have run one, as a
+    // worker the machine's load keeps off a core for a while would otherwise find none left.
     tally_set_num_threads(2);
     struct Seen {
         std::thread::id by[64];
         std::atomic<int> order{0};
         int at[64];
+        std::thread::id caller;
+        std::atomic<int> by_worker{0};
+        uint64_t start;
     };
     static Seen seen;
-    seen.order = 0;
+    seen.caller = std::this_thread::get_id();
     auto task = [](void *, int32_t idx, uint8_t *) -> int32_t {
         seen.by[idx] = std::this_thread::get_id();
         seen.at[idx] = seen.order++;
+        if (seen.by[idx] != seen.caller) {
+            seen.by_worker++;
+        } else if (idx >= 8) {
+            tally_test::wait_until([] { return seen.by_worker.load() > 0; }, seen.start);
+        }
         tally_test::spin_for_ns(200000);
         return 0;
     };
     // A first loop starts the worker; the second is the one checked.
-    ASSERT_EQ(halide_do_par_for(nullptr, task, 0, 64, nullptr), 0);
-    ASSERT_EQ(halide_do_par_for(nullptr, task, 0, 64, nullptr), 0);
+    for (int loop = 0; loop < 2; loop++) {
+        seen.order = 0;
+        seen.by_worker = 0;
+        seen.start = tally_test::monotonic_ns();
+        ASSERT_EQ(halide_do_par_for(nullptr, task, 0, 64, nullptr), 0);
+    }
     int others = 0;
     for (int i = 0; i < 64; i++) {
         others += seen.by[i] != std::this_thread::get_id();
