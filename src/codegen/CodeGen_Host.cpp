@@ -1228,11 +1228,51 @@ private:
         builder.CreateRet(builder.CreateCall(target, args));
     }
 
+    /** A constant halide_scalar_value_t holding `bound` (a constant, as Halide's range checks pass
+     * it: int64, uint64 or float64) as a value of `t`, the scalar's type, or null when there is no
+     * bound or `t` is not one the union holds by its bits (an integer, float32, float64). The
+     * union's 8 bytes hold the value in its own type, little-endian, zero above. */
+    llvm::Constant *scalar_value(const Expr &bound, const Type &t, const std::string &name) {
+        llvm::Constant *null = llvm::ConstantPointerNull::get(builder.getPtrTy());
+        if (!bound.defined() || !t.is_valid() || t.is_handle() || t.lanes() != 1) {
+            return null;
+        }
+        uint64_t bits = 0;
+        const FloatImm *fv = bound.as<FloatImm>();
+        int64_t iv = 0;
+        if (t.is_float()) {
+            if (!fv || (t.bits() != 32 && t.bits() != 64)) {
+                return null;
+            }
+            if (t.bits() == 32) {
+                float v = float(fv->value);
+                uint32_t b;
+                std::memcpy(&b, &v, 4);
+                bits = b;
+            } else {
+                std::memcpy(&bits, &fv->value, 8);
+            }
+        } else if (const UIntImm *u = bound.as<UIntImm>()) {
+            bits = u->value;
+        } else if (const_int_value(bound, &iv)) {
+            bits = uint64_t(iv);
+        } else {
+            return null;
+        }
+        if (!t.is_float() && t.bits() < 64) {
+            bits &= (uint64_t(1) << t.bits()) - 1;  // the value in its own width, zero above
+        }
+        auto *g = new llvm::GlobalVariable(*mod, i64, true, llvm::GlobalValue::PrivateLinkage,
+                                           llvm::ConstantInt::get(i64, bits), name);
+        g->setAlignment(llvm::Align(8));
+        return g;
+    }
+
     /** `<name>_metadata()`, returning a constant halide_filter_metadata_t (version 1) as Halide's
      * object does: each argument's name, kind, rank and type (describe_arguments), the target
-     * and the function's name. Its scalar defaults, bounds and estimates are null, the text has
-     * none; a buffer of rank > 0 has, as in Halide's, a buffer_estimates array of rank * 2
-     * pointers, all null. */
+     * and the function's name, and a scalar's range where Halide's checks give it. Its scalar
+     * defaults and estimates are null, the text has none; a buffer of rank > 0 has, as in
+     * Halide's, a buffer_estimates array of rank * 2 pointers, all null. */
     void define_metadata_getter(const LoweredFunc &f) {
         llvm::Type *i16 = builder.getInt16Ty();
         llvm::StructType *type_t = llvm::StructType::get(ctx, {i8, i8, i16});
@@ -1262,7 +1302,8 @@ private:
                 arg_t,
                 {builder.CreateGlobalStringPtr(f.args[i].name, "arg_name", 0, mod),
                  llvm::ConstantInt::get(i32, d.kind), llvm::ConstantInt::get(i32, d.dimensions),
-                 type, null, null, null, null, estimates}));
+                 type, null, scalar_value(d.min, d.type, f.args[i].name + ".min"),
+                 scalar_value(d.max, d.type, f.args[i].name + ".max"), null, estimates}));
         }
         auto *args_t = llvm::ArrayType::get(arg_t, args.size());
         auto *args_g = new llvm::GlobalVariable(

@@ -257,6 +257,7 @@ public:
     std::map<std::string, bool> output;  // buffer -> named "Output buffer" (else "Input buffer")
     std::map<std::string, int> checked_rank;
     std::map<std::string, Type> checked_type;
+    std::map<std::string, Expr> scalar_min, scalar_max;
     std::set<std::string> written;
 
 private:
@@ -270,6 +271,19 @@ private:
         }
         if (!what || op->name.compare(0, std::strlen(error_prefix), error_prefix) != 0) {
             return;
+        }
+        static const char *const too_small[] = {runtime::halide_error_param_too_small_i64,
+                                                runtime::halide_error_param_too_small_u64,
+                                                runtime::halide_error_param_too_small_f64};
+        static const char *const too_large[] = {runtime::halide_error_param_too_large_i64,
+                                                runtime::halide_error_param_too_large_u64,
+                                                runtime::halide_error_param_too_large_f64};
+        for (int i = 0; i < 3 && op->args.size() == 3 && is_const(op->args[2]); i++) {
+            if (op->name == too_small[i]) {
+                scalar_min[what->value] = op->args[2];
+            } else if (op->name == too_large[i]) {
+                scalar_max[what->value] = op->args[2];
+            }
         }
         static const std::pair<const char *, bool> roles[] = {{"Input buffer ", false},
                                                               {"Output buffer ", true}};
@@ -311,7 +325,12 @@ std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f) {
     std::vector<ArgumentDescription> out;
     for (const Argument &a : f.args) {
         if (!a.is_buffer()) {
-            out.push_back({0, 0, a.name == "__user_context" ? Handle("void") : a.type});
+            ArgumentDescription d{
+                0, 0, a.name == "__user_context" ? Handle("void") : a.type, {}, {}};
+            auto lo = roles.scalar_min.find(a.name), hi = roles.scalar_max.find(a.name);
+            d.min = lo == roles.scalar_min.end() ? Expr() : lo->second;
+            d.max = hi == roles.scalar_max.end() ? Expr() : hi->second;
+            out.push_back(d);
             continue;
         }
         auto role = roles.output.find(a.name);
@@ -319,8 +338,11 @@ std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f) {
         auto rank = roles.checked_rank.find(a.name);
         int dims = rank != roles.checked_rank.end() ? rank->second : std::max(a.dimensions, 0);
         auto type = roles.checked_type.find(a.name);
-        out.push_back(
-            {is_output ? 2 : 1, dims, type != roles.checked_type.end() ? type->second : a.type});
+        out.push_back({is_output ? 2 : 1,
+                       dims,
+                       type != roles.checked_type.end() ? type->second : a.type,
+                       {},
+                       {}});
     }
     return out;
 }

@@ -67,6 +67,12 @@ struct RuntimeSymbol {
     X(halide_error,                     "v:Us")                                   \
     X(halide_error_bad_dimensions,      "i:Usii")                                 \
     X(halide_error_bad_type,            "i:Usuu")                                 \
+    X(halide_error_param_too_small_i64, "i:Usll")                                 \
+    X(halide_error_param_too_small_u64, "i:Usqq")                                 \
+    X(halide_error_param_too_small_f64, "i:Usdd")                                 \
+    X(halide_error_param_too_large_i64, "i:Usll")                                 \
+    X(halide_error_param_too_large_u64, "i:Usqq")                                 \
+    X(halide_error_param_too_large_f64, "i:Usdd")                                 \
     X(halide_print,                     "v:Us")                                   \
     /* Halide's text primitives (stringify) */                                    \
     X(halide_string_to_string,          "p:pps")                                  \
@@ -219,6 +225,10 @@ struct ArgumentDescription {
     int kind;        // halide_argument_kind_t: 0 scalar, 1 input buffer, 2 output buffer
     int dimensions;  // 0 for a scalar
     Type type;       // the scalar's type, the buffer's element type; invalid when not known
+    /** A scalar's range (Param::set_range) where Halide checks it with constant bounds
+     * (`halide_error_param_too_small_i64("p", int64(p), (int64)0)`): the bound as that call
+     * passes it (int64, uint64 or float64); undefined when there is none. */
+    Expr min, max;
 };
 /** The description of each of `f`'s arguments, in order. The text names the arguments only;
  * Halide's lowering checks every buffer argument, naming it by its role ("Input buffer in",
@@ -227,7 +237,8 @@ struct ArgumentDescription {
  * element type (`halide_error_bad_type(..., in.type, (uint32)67585)`): those are read first.
  * Without them (a target with no_asserts) a buffer the body stores to or marks device-dirty is an
  * output, and its rank and type are the elaborator's (the highest dimension the body queries, else
- * 0). A scalar's type is the elaborator's; `__user_context` is a handle. */
+ * 0). A scalar's type is the elaborator's; `__user_context` is a handle. Default values and
+ * estimates are not in the text. */
 std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f);
 
 }  // namespace tally

@@ -229,10 +229,10 @@ def run_object(args, manifest, pdir, obj, function, mangled, outdir):
 def check_metadata(lib, function, mangled, manifest):
     """Tally's `<function>_metadata()` (C++: `_Z<length><function>_metadatav`) describes the
     arguments as Halide's does (the manifest's `metadata`, written from Halide's object): name,
-    kind, rank and type of each, and a buffer_estimates array where Halide has one. Tally gives
-    no value in it or in the scalar fields: the text has no estimates, defaults or ranges.
-    Halide's has the estimates `bound()` sets (demosaic's `cam.bound(c, 0, 3)`: `given` 2 in
-    its manifest), which its text carries only as checks."""
+    kind, rank and type of each, a buffer_estimates array where Halide has one, and a scalar's
+    range bounds where Halide's has them (its text checks them). Tally gives no default or
+    estimate: the text has none. Halide's has the estimates `bound()` sets (demosaic's
+    `cam.bound(c, 0, 3)`: `given` 2 in its manifest), which its text carries only as checks."""
     symbol = function + "_metadata"
     if mangled:
         symbol = "_Z%d%sv" % (len(symbol), symbol)
@@ -250,13 +250,14 @@ def check_metadata(lib, function, mangled, manifest):
         problems.append("%d arguments, Halide's %d" % (md.num_arguments, len(want["arguments"])))
     for i, w in enumerate(want["arguments"][:md.num_arguments]):
         a = md.arguments[i]
-        given = sum(1 for p in (a.scalar_def, a.scalar_min, a.scalar_max, a.scalar_estimate) if p)
+        given = sum(1 for p in (a.scalar_def, a.scalar_estimate) if p)
         if a.buffer_estimates:
             entries = ctypes.cast(a.buffer_estimates, ctypes.POINTER(ctypes.c_void_p))
             given += sum(1 for k in range(2 * a.dimensions) if entries[k])
         got = {"name": a.name.decode(), "kind": a.kind, "dimensions": a.dimensions,
                "type": [a.type.code, a.type.bits, a.type.lanes],
-               "buffer_estimates": bool(a.buffer_estimates)}
+               "buffer_estimates": bool(a.buffer_estimates),
+               "range": sum(1 for p in (a.scalar_min, a.scalar_max) if p)}
         if given:
             problems.append("argument %d gives %d values the text does not have" % (i, given))
         w = {k: v for k, v in w.items() if k != "given"}

@@ -537,8 +537,8 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     j << "],\n";
     // What Halide's <name>_metadata() returns (Tally's must describe the arguments the same):
     // the name, and per argument its name, kind (0 scalar, 1 input, 2 output buffer), rank, type
-    // [code, bits, lanes], whether it has a buffer_estimates array, and how many of its
-    // estimates and scalar values are given (pointers not null).
+    // [code, bits, lanes], whether it has a buffer_estimates array, how many range bounds it has
+    // (scalar_min, scalar_max), and how many of its other values are given (default, estimates).
     j << "  \"metadata\": {\"version\": " << md->version << ", \"name\": \"" << md->name
       << "\", \"arguments\": [";
     for (int i = 0; i < md->num_arguments; i++) {
@@ -547,8 +547,8 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
           << ", \"dimensions\": " << a.dimensions << ", \"type\": [" << int(a.type.code) << ", "
           << int(a.type.bits) << ", " << a.type.lanes
           << "], \"buffer_estimates\": " << (a.buffer_estimates ? "true" : "false");
-        int given = (a.scalar_def != nullptr) + (a.scalar_min != nullptr) +
-                    (a.scalar_max != nullptr) + (a.scalar_estimate != nullptr);
+        j << ", \"range\": " << (a.scalar_min != nullptr) + (a.scalar_max != nullptr);
+        int given = (a.scalar_def != nullptr) + (a.scalar_estimate != nullptr);
         for (int k = 0; a.buffer_estimates && k < 2 * a.dimensions; k++) {
             given += a.buffer_estimates[k] != nullptr;
         }

@@ -1,6 +1,7 @@
 // AOT end-to-end test of C++ entry points: test/e2e/aot/cxx_entry.stmt is Halide 14's lowered
 // text for
 //   out(x, y) = select(b, cast<float>(in(x, y)) * s + k + u, 0.f)   (in: uint8, 2-D)
+//   k.set_range(-5, 5); s.set_range(0.0f, 2.0f);
 // compiled by Halide as `tally_e2e::inner::cxx_entry` for
 // x86-64-linux-sse41-avx-avx2-c_plus_plus_name_mangling-user_context, whose object defines
 //   _ZN9tally_e2e5inner9cxx_entryEPKvP15halide_buffer_tiftbS4_
@@ -50,8 +51,9 @@ void check(int width, int height, bool b, bool through_argv, uint64_t seed) {
 }
 
 /** Its metadata describes the arguments as Halide's does (the user context a handle, then the
- * input buffer, the scalars, the output buffer), with no defaults or estimates given: as in
- * Halide's, each buffer has an array of rank * 2 estimate pointers, all null. */
+ * input buffer, the scalars, the output buffer), k's and s's ranges as Halide's metadata holds
+ * them, no defaults or estimates: as in Halide's, each buffer has an array of rank * 2 estimate
+ * pointers, all null. */
 void check_metadata() {
     const halide_filter_metadata_t *md = tally_e2e::inner::cxx_entry_metadata();
     AOT_CHECK(md->version == 1, "version %d", md->version);
@@ -76,14 +78,28 @@ void check_metadata() {
                       a.type.bits == want[i].bits && a.type.lanes == 1,
                   "argument %d: %s kind %d rank %d type %d/%d/%d", i, a.name, a.kind, a.dimensions,
                   a.type.code, a.type.bits, a.type.lanes);
-        AOT_CHECK(!a.scalar_def && !a.scalar_min && !a.scalar_max && !a.scalar_estimate,
-                  "argument %d has scalar values", i);
+        bool ranged = i == 2 || i == 3;  // k, s
+        AOT_CHECK(!a.scalar_def && !a.scalar_estimate && !a.scalar_min == !ranged &&
+                      !a.scalar_max == !ranged,
+                  "argument %d: scalar values %p %p %p %p", i, (const void *)a.scalar_def,
+                  (const void *)a.scalar_min, (const void *)a.scalar_max,
+                  (const void *)a.scalar_estimate);
         bool buffer = want[i].kind != halide_argument_kind_input_scalar;
         AOT_CHECK(!a.buffer_estimates == !buffer, "argument %d: buffer_estimates %p", i,
                   (const void *)a.buffer_estimates);
         for (int k = 0; buffer && a.buffer_estimates && k < 2 * a.dimensions; k++) {
             AOT_CHECK(!a.buffer_estimates[k], "argument %d: estimate %d given", i, k);
         }
+    }
+    // Halide's union holds the value in its own type, zero above (k's min: 0xfffffffb).
+    if (md->num_arguments == 7 && md->arguments[2].scalar_min && md->arguments[3].scalar_max) {
+        const halide_filter_argument_t &k = md->arguments[2], &s = md->arguments[3];
+        AOT_CHECK(k.scalar_min->u.u64 == 0xfffffffbull && k.scalar_max->u.u64 == 5,
+                  "k's range %llx %llx", (unsigned long long)k.scalar_min->u.u64,
+                  (unsigned long long)k.scalar_max->u.u64);
+        AOT_CHECK(s.scalar_min->u.f32 == 0.0f && s.scalar_max->u.f32 == 2.0f &&
+                      s.scalar_max->u.u64 >> 32 == 0,
+                  "s's range %g %g", double(s.scalar_min->u.f32), double(s.scalar_max->u.f32));
     }
 }
 
