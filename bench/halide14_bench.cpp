@@ -73,6 +73,13 @@ using HalideArgv = int (*)(void **);
 // Halide's `<name>_metadata()`: the layout is Halide 14's (tally_runtime.h).
 using HalideMetadata = const halide_filter_metadata_t *(*)();
 
+/** What Halide's code reported last: its default error handler aborts the process, this one
+ * keeps the message for the child's `error` line. */
+std::string halide_error_text;
+void keep_halide_error(void *, const char *msg) {
+    halide_error_text = msg;
+}
+
 double now_ms() {
     using namespace std::chrono;
     return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
@@ -209,7 +216,7 @@ public:
         int rc = halide_argv(halide_args.data());
         double t = now_ms() - t0;
         if (rc != 0 && error.empty()) {
-            error = "Halide's run failed with " + std::to_string(rc);
+            error = "Halide's run failed with " + std::to_string(rc) + ": " + halide_error_text;
         }
         return t;
     }
@@ -496,6 +503,9 @@ int fresh_child(const char *dir, int scale, bool tally_first) {
         set_print(discard_print);
     }
     tally_set_print_handler(discard_print);
+    if (auto set_error = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_error_handler"))) {
+        set_error(keep_halide_error);
+    }
     Pipeline p(dir, lib, scale, tally_first);
     Steady st;
     if (p.error.empty()) {

@@ -1171,6 +1171,88 @@ Def debug_files() {
     return d;
 }
 
+/** Storage scheduling: reorder_storage, align_storage and align_bounds on a compute_root Func;
+ * an explicit fold_storage on a Func stored at root and slid along its consumer's rows; a Func
+ * kept on the stack (store_in(MemoryType::Stack)) per 16-wide strip; a parallel loop with a
+ * task size (parallel(y, 4)). */
+Def storage_layout() {
+    Def d;
+    ImageParam in(UInt(16), 2, "in");
+    Func tr("tr"), rows("rows"), mid("mid"), sm("sm"), out("out");
+    Var xo("xo"), xi("xi");
+    tr(x, y) = cast<uint32_t>(in(x, y)) * 3 + 1;
+    rows(x, y) = tr(x, y) + tr(x + 1, y);
+    mid(x, y) = rows(x, y) + rows(x, y + 1) + rows(x, y + 2);
+    sm(x, y) = mid(x, y) * 2;
+    out(x, y) = cast<uint16_t>((sm(x, y) + sm(x + 1, y)) >> 3);
+    tr.compute_root().reorder_storage(y, x).align_storage(x, 8).align_bounds(y, 4);
+    mid.compute_root();
+    rows.store_root().compute_at(mid, y).fold_storage(y, 4);
+    out.split(x, xo, xi, 16).parallel(y, 4);
+    sm.compute_at(out, xo).store_in(MemoryType::Stack);
+    d.pipeline = Pipeline(out);
+    add_input(d, in, {72, 56}, {0, 0}, 0, 4000);
+    add_output(d, {64, 48});
+    d.funcs = {"tr", "rows", "mid", "sm", "out"};
+    return d;
+}
+
+/** Checks on the arguments: scalar ranges (set_range), a host alignment, fixed mins and strides
+ * on the input and the output, and specializations on a ranged Param ending in specialize_fail
+ * (the run takes a specialization that holds). */
+Def param_checks() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Param<int32_t> k("k");
+    Param<float> s("s");
+    k.set_range(-4, 4);
+    s.set_range(0.0f, 2.0f);
+    in.set_host_alignment(16);
+    // Strides constrained to the dense layout (so that the benchmark's inputs, tiled 8x, keep
+    // them): Halide checks each.
+    in.dim(0).set_min(0).dim(1).set_min(0).set_stride(in.dim(0).extent());
+    Func pc("pc");
+    pc(x, y) = in(x, y) * s + cast<float>(k);
+    pc.specialize(k == 0).vectorize(x, 8);
+    pc.specialize(k > 0).vectorize(x, 4);
+    pc.specialize_fail("k must not be negative");
+    pc.output_buffer().dim(0).set_min(0).dim(1).set_stride(pc.output_buffer().dim(0).extent());
+    d.pipeline = Pipeline(pc);
+    add_input(d, in, {64, 20}, {0, 0}, -10, 10);
+    add_scalar(d, k, "3");
+    add_scalar(d, s, "1.5");
+    add_output(d, {64, 20});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {"pc"};
+    return d;
+}
+
+/** compute_with: two compute_root producers whose row loops are fused (compute_with(f1, y)),
+ * one consumer. */
+Def compute_with_p() {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Func f1("f1"), f2("f2"), cw("cw");
+    f1(x, y) = in(x, y) * 2.0f;
+    f2(x, y) = in(x, y) + 1.0f;
+    cw(x, y) = f1(x, y) - f2(x, y) * 0.5f;
+    f1.compute_root().vectorize(x, 8);
+    f2.compute_root().vectorize(x, 8);
+    f2.compute_with(f1, y);
+    d.pipeline = Pipeline(cw);
+    add_input(d, in, {48, 20}, {0, 0}, -10, 10);
+    add_output(d, {48, 20});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    // Halide's lowering of the fused group names the two `f1$0` and `f2$0` (its profiler's
+    // names, and so Tally's).
+    d.funcs = {"f1$0", "f2$0", "cw"};
+    return d;
+}
+
 const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
     static const std::vector<std::pair<std::string, std::function<Def()>>> defs = {
         {"sep_blur", sep_blur},
@@ -1208,6 +1290,9 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"memoize_p", memoize_p},
         {"trace_print", trace_print},
         {"print_vec", print_vec},
+        {"storage_layout", storage_layout},
+        {"param_checks", param_checks},
+        {"compute_with_p", compute_with_p},
         {"embedded_lut", embedded_lut},
         {"fast_math", fast_math},
         {"debug_files", debug_files},
