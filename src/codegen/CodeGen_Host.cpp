@@ -801,8 +801,8 @@ private:
         return entry_alloca(llvm::ArrayType::get(i8, bytes), "alloca");
     }
 
-    /** Halide's stringify: its arguments appended to a 1 KiB stack buffer by Halide's text
-     * primitives (runtime/src/to_string.c), as Halide 14's code builds it: strings as they
+    /** Halide's stringify: its arguments appended to a stack buffer (sized as Halide 14 sizes
+     * it, stringify_size) by Halide's text primitives (runtime/src/to_string.c), as Halide 14's code builds it: strings as they
      * are, bools as `true`/`false`, integers in decimal, float16 and float32 with 6 decimals,
      * float64 in Halide's scientific form, buffers as its runtime prints them, other pointers in
      * hex. A vector stringify (`(char *)x4stringify(...)`, printing in vectorized code) is one
@@ -823,10 +823,44 @@ private:
         return result;
     }
 
+    /** The bytes of a stringify's buffer, a bound on its text as Halide 14 sizes it: one for
+     * the NUL, each string's length, 20 per integer or bool (INT64_MIN; Halide allows 19, one
+     * short of it), 47 per float16 or float32 (`%f` of -FLT_MAX), 14 per float64 (scientific),
+     * 18 per pointer, 512 per buffer (no strict bound: a longer description is cut, as Halide's
+     * is); rounded up to 16, at most 8 KiB. A `char *` that is not a constant (Tally prints its
+     * text; Halide 14 prints no such argument) gets 1 KiB. Not a fixed 1 KiB each: with a buffer
+     * per lane of every vector print, print_vec's frame took 36 KiB (Halide's 4 KiB), stack
+     * pages its first run faulted in (first run 1.19x Halide's). */
+    static int stringify_size(const Call *op) {
+        int size = 1;
+        for (const Expr &a : op->args) {
+            const Type t = a.type().element_of();
+            const StringImm *s = a.as<StringImm>();
+            if (const Broadcast *b = a.as<Broadcast>()) {
+                s = b->value.as<StringImm>();
+            }
+            if (s) {
+                size += int(std::min<size_t>(s->value.size(), 8 * 1024));
+            } else if (t.is_handle() && t.handle_name() == "char") {
+                size += 1024;
+            } else if (t.is_int() || t.is_uint()) {
+                size += 20;
+            } else if (t.is_float()) {
+                size += t.bits() == 64 ? 14 : 47;
+            } else if (t.is_handle() && t.handle_name() == "halide_buffer_t") {
+                size += 512;
+            } else {
+                size += 18;
+            }
+            size = std::min(size, 8 * 1024 + 1);
+        }
+        return std::min(8 * 1024, (size + 15) / 16 * 16);
+    }
+
     /** The text of lane `lane` of stringify's argument values (all scalars for -1). */
     llvm::Value *stringify_lane(const Call *op, const std::vector<llvm::Value *> &values,
                                 int lane) {
-        const int size = 1024;
+        const int size = stringify_size(op);
         llvm::Value *buf = entry_alloca(llvm::ArrayType::get(i8, size), "stringify");
         llvm::Value *end = builder.CreateConstInBoundsGEP1_64(i8, buf, size);
         builder.CreateStore(builder.getInt8(0), buf);  // the text of no arguments
