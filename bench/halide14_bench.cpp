@@ -25,7 +25,8 @@
 // next), so one long-lived process measured its history as much as the code. Scale 1 runs the
 // committed inputs (tiny: per-call costs dominate); scale 8 multiplies every extent of 16 or more
 // by 8 (the inputs tiled from the committed ones), which is where the generated code's speed shows.
-// Buffers are 128-byte aligned on both sides.
+// Buffers are 128-byte aligned on both sides. `--spin` runs one side of one pipeline in a loop,
+// for a profiler (spin_child).
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -522,6 +523,40 @@ int fresh_child(const char *dir, int scale, bool tally_first) {
     return 0;
 }
 
+/** `--spin DIR SCALE SIDE SECONDS`: loads one pipeline as a child does, then runs one side
+ * (`tally` or `halide`) back to back for SECONDS, and prints its runs and their mean, for a
+ * profiler to look at: `TALLY_PERF_MAP=1 perf record ... --spin ...` names the JIT's functions. */
+int spin_child(const char *dir, int scale, const std::string &side, double seconds) {
+    void *lib = halide_handle();
+    if (!lib || (side != "tally" && side != "halide")) {
+        std::fprintf(stderr, "halide14_bench: --spin needs the corpus library and a side "
+                             "(tally or halide)\n");
+        return 1;
+    }
+    using PrintFn = void (*)(void *, const char *);
+    using SetPrint = PrintFn (*)(PrintFn);
+    if (auto set_print = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_custom_print"))) {
+        set_print(discard_print);
+    }
+    tally_set_print_handler(discard_print);
+    Pipeline p(dir, lib, scale, true);
+    if (!p.error.empty()) {
+        std::fprintf(stderr, "halide14_bench: %s\n", p.error.c_str());
+        return 1;
+    }
+    long runs = 0;
+    const double start = now_ms();
+    while (now_ms() - start < seconds * 1e3 && p.error.empty()) {
+        for (int i = 0; i < 100; i++) {
+            side == "tally" ? p.run_tally() : p.run_halide();
+        }
+        runs += 100;
+    }
+    std::printf("%ld runs of %s, %.3f us each\n", runs, side.c_str(),
+                (now_ms() - start) * 1e3 / double(runs));
+    return p.error.empty() ? 0 : 1;
+}
+
 /** Tally / Halide over the fresh processes. The first and second runs: the quotient of each
  * side's median run (one sample per process, each side's noise its own: the median of per-process
  * quotients compounds both sides' and swung 0.9x-1.8x between suite runs at 7 processes), and the
@@ -651,6 +686,9 @@ int main(int argc, char **argv) {
     fs::current_path(scratch, ec);
     if (argc == 5 && std::string(argv[1]) == "--fresh") {
         return fresh_child(argv[2], std::atoi(argv[3]), std::string(argv[4]) == "1");
+    }
+    if (argc == 6 && std::string(argv[1]) == "--spin") {
+        return spin_child(argv[2], std::atoi(argv[3]), argv[4], std::atof(argv[5]));
     }
     std::vector<fs::path> dirs;
     for (const auto &e : fs::directory_iterator(conformance_dir)) {

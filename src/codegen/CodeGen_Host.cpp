@@ -802,11 +802,12 @@ private:
     }
 
     /** Halide's stringify: its arguments appended to a stack buffer (sized as Halide 14 sizes
-     * it, stringify_size) by Halide's text primitives (runtime/src/to_string.c), as Halide 14's code builds it: strings as they
-     * are, bools as `true`/`false`, integers in decimal, float16 and float32 with 6 decimals,
-     * float64 in Halide's scientific form, buffers as its runtime prints them, other pointers in
-     * hex. A vector stringify (`(char *)x4stringify(...)`, printing in vectorized code) is one
-     * text per lane, each in a buffer of its own, as Halide 14 scalarizes it. */
+     * it, stringify_size) by Halide's text primitives (runtime/src/to_string.c), as Halide 14's
+     * code builds it: strings as they are, bools as `true`/`false`, integers in decimal, float16
+     * and float32 with 6 decimals, float64 in Halide's scientific form, buffers as its runtime
+     * prints them, other pointers in hex. A vector stringify (`(char *)x4stringify(...)`, printing
+     * in vectorized code) is one text per lane, each in a buffer of its own, as Halide 14
+     * scalarizes it. */
     llvm::Value *stringify(const Call *op) {
         std::vector<llvm::Value *> values;
         for (const Expr &a : op->args) {
