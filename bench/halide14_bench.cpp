@@ -490,14 +490,9 @@ Steady steady_rounds(Pipeline &p) {
  * `first T H second T H steady T H PAIR ROUNDS` in ms, or `error MESSAGE`. */
 void discard_print(void *, const char *) {}
 
-int fresh_child(const char *dir, int scale, bool tally_first) {
-    void *lib = halide_handle();
-    if (!lib) {
-        std::printf("error cannot load the Halide 14 corpus library\n");
-        return 1;
-    }
-    // What pipelines print (print_when, tracing) is not what is timed, and Halide's goes to
-    // stdout, where this child reports: both sides discard it.
+/** What pipelines print (print_when, tracing) is not what is timed, and Halide's goes to stdout,
+ * where a child reports: both sides discard it. Halide's errors are kept (keep_halide_error). */
+void install_handlers(void *lib) {
     using PrintFn = void (*)(void *, const char *);
     using SetPrint = PrintFn (*)(PrintFn);
     if (auto set_print = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_custom_print"))) {
@@ -507,6 +502,15 @@ int fresh_child(const char *dir, int scale, bool tally_first) {
     if (auto set_error = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_error_handler"))) {
         set_error(keep_halide_error);
     }
+}
+
+int fresh_child(const char *dir, int scale, bool tally_first) {
+    void *lib = halide_handle();
+    if (!lib) {
+        std::printf("error cannot load the Halide 14 corpus library\n");
+        return 1;
+    }
+    install_handlers(lib);
     Pipeline p(dir, lib, scale, tally_first);
     Steady st;
     if (p.error.empty()) {
@@ -533,12 +537,7 @@ int spin_child(const char *dir, int scale, const std::string &side, double secon
                              "(tally or halide)\n");
         return 1;
     }
-    using PrintFn = void (*)(void *, const char *);
-    using SetPrint = PrintFn (*)(PrintFn);
-    if (auto set_print = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_custom_print"))) {
-        set_print(discard_print);
-    }
-    tally_set_print_handler(discard_print);
+    install_handlers(lib);
     Pipeline p(dir, lib, scale, true);
     if (!p.error.empty()) {
         std::fprintf(stderr, "halide14_bench: %s\n", p.error.c_str());
