@@ -161,7 +161,10 @@ public:
     double tally_first_ms = 0, tally_second_ms = 0, halide_first_ms = 0, halide_second_ms = 0;
     double jit_ms = 0;
 
-    Pipeline(const fs::path &dir, void *lib, int scale, bool tally_first)
+    /** Loads the pipeline on both sides; `time_first_runs` then times each side's first two
+     * runs (false: no side has run when it returns). */
+    Pipeline(const fs::path &dir, void *lib, int scale, bool tally_first,
+             bool time_first_runs = true)
         : name(dir.filename().string()) {
         try {
             load(dir, lib, scale);
@@ -170,6 +173,9 @@ public:
             return;
         } catch (const std::exception &e) {
             error = e.what();
+            return;
+        }
+        if (!time_first_runs) {
             return;
         }
         // The first and second runs after loading, in alternating order across pipelines. The
@@ -556,6 +562,75 @@ int spin_child(const char *dir, int scale, const std::string &side, double secon
     return p.error.empty() ? 0 : 1;
 }
 
+/** A `kB` field of /proc/self/status (`VmRSS:`, `VmHWM:`), or -1. */
+long status_kib(const char *field) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(field, 0) == 0) {
+            return std::atol(line.c_str() + std::strlen(field));
+        }
+    }
+    return -1;
+}
+
+/** Runs of each side in `--memory` children. */
+constexpr int memory_runs = 5;
+
+/** `--memory DIR SCALE SIDE`: the memory one side's runs add to a process, as a user's process
+ * has it (glibc's allocator as configured by default: main() does not keep freed memory for this
+ * child). Loads the pipeline (both sides' buffers and Tally's JIT: the same for either side),
+ * resets the peak resident set (clear_refs 5), runs SIDE `memory_runs` times, and prints
+ * `memory LOADED PEAK` in KiB: the resident set before the runs and its peak during them. */
+int memory_child(const char *dir, int scale, const std::string &side) {
+    void *lib = halide_handle();
+    if (!lib || (side != "tally" && side != "halide")) {
+        std::printf("error --memory needs the corpus library and a side (tally or halide)\n");
+        return 1;
+    }
+    install_handlers(lib);
+    Pipeline p(dir, lib, scale, true, /*time_first_runs=*/false);
+    if (p.error.empty() && !(std::ofstream("/proc/self/clear_refs") << "5")) {
+        p.error = "cannot reset the peak resident set (/proc/self/clear_refs)";
+    }
+    const long loaded = status_kib("VmRSS:");
+    for (int i = 0; i < memory_runs && p.error.empty(); i++) {
+        side == "tally" ? p.run_tally() : p.run_halide();
+    }
+    const long peak = status_kib("VmHWM:");
+    if (!p.error.empty() || loaded < 0 || peak < 0) {
+        std::printf("error %s\n",
+                    p.error.empty() ? "no VmRSS/VmHWM in /proc/self/status" : p.error.c_str());
+        return 1;
+    }
+    std::printf("memory %ld %ld\n", loaded, peak);
+    return 0;
+}
+
+/** The KiB one side's runs add to its process's peak resident set (memory_child), or -1 and
+ * `error`. */
+double memory_added_kib(const fs::path &dir, int scale, const char *side, std::string *error) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        *error = "cannot find this program (/proc/self/exe)";
+        return -1;
+    }
+    self[n] = '\0';
+    std::string cmd = std::string("'") + self + "' --memory '" + dir.string() + "' " +
+                      std::to_string(scale) + " " + side;
+    FILE *child = popen(cmd.c_str(), "r");
+    char line[1024] = "";
+    bool got = child && std::fgets(line, sizeof(line), child) != nullptr;
+    int status = child ? pclose(child) : -1;
+    long loaded = 0, peak = 0;
+    if (!got || status != 0 || std::sscanf(line, "memory %ld %ld", &loaded, &peak) != 2) {
+        *error = std::string("memory child failed: ") + (got ? line : "no output");
+        return -1;
+    }
+    return double(std::max(0L, peak - loaded));
+}
+
 /** Tally / Halide over the fresh processes. The first and second runs: the quotient of each
  * side's median run (one sample per process, each side's noise its own: the median of per-process
  * quotients compounds both sides' and swung 0.9x-1.8x between suite runs at 7 processes), and the
@@ -670,19 +745,35 @@ void BM_VsHalide14(benchmark::State &state, fs::path dir) {
         state.counters["second_ratio_hi"] = fresh.second_hi;
         state.counters["rounds"] = fresh.rounds;
         state.counters["processes"] = fresh.processes;
+        // The memory each side's runs add (MiB), and Tally's over Halide's with 1 MiB added to
+        // both (runs that add a few pages give no meaningful quotient).
+        std::string error;
+        double tally_kib = memory_added_kib(dir, int(state.range(0)), "tally", &error);
+        double halide_kib =
+            error.empty() ? memory_added_kib(dir, int(state.range(0)), "halide", &error) : -1;
+        if (!error.empty()) {
+            state.SkipWithError(error.c_str());
+            return;
+        }
+        state.counters["tally_added_mib"] = tally_kib / 1024;
+        state.counters["halide_added_mib"] = halide_kib / 1024;
+        state.counters["memory_ratio"] = (tally_kib + 1024) / (halide_kib + 1024);
     }
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-    keep_freed_memory_in_process();
     // Pipelines that write files (debug_to_file) write them in the working directory: a scratch
     // folder of their own, not wherever the benchmark was started.
     std::error_code ec;
     const fs::path scratch = fs::temp_directory_path(ec) / "tally_halide14_bench";
     fs::create_directories(scratch, ec);
     fs::current_path(scratch, ec);
+    if (argc == 5 && std::string(argv[1]) == "--memory") {
+        return memory_child(argv[2], std::atoi(argv[3]), argv[4]);  // the default allocator
+    }
+    keep_freed_memory_in_process();
     if (argc == 5 && std::string(argv[1]) == "--fresh") {
         return fresh_child(argv[2], std::atoi(argv[3]), std::string(argv[4]) == "1");
     }

@@ -456,9 +456,10 @@ int32_t halide_error_buffer_is_null(void *user_context, const char *routine);
 void *halide_malloc(void *user_context, size_t size);
 
 /** Frees memory from halide_malloc; NULL is a no-op. Large blocks (at least
- * TALLY_MALLOC_CACHE_MIN_BYTES) go to a bounded cache of freed blocks that later halide_malloc
- * calls of the same size class reuse, so a pipeline run again finds its big buffers already
- * paged in; the cache is emptied at process exit and by tally_malloc_cache_release. */
+ * TALLY_MALLOC_CACHE_MIN_BYTES) go to a cache of freed blocks that later halide_malloc calls
+ * reuse (the smallest that holds the request), so a pipeline run again finds its big buffers
+ * already paged in. The cache holds no more than the peak of large blocks live at once (live ones
+ * included) and the limit; it is emptied at process exit and by tally_malloc_cache_release. */
 void halide_free(void *user_context, void *ptr);
 
 /** Smallest allocation the free-block cache keeps (smaller ones go back to malloc at once). A
@@ -478,6 +479,11 @@ typedef struct tally_malloc_cache_stats {
     uint64_t overflows;
     /** The bound on cached_bytes. */
     uint64_t limit_bytes;
+    /** Bytes of the cacheable blocks handed out and not yet freed, and the most their requests
+     * have taken at once since the last release: the cache keeps live and cached blocks within
+     * that peak, so a process holds no more than the code's intermediates need at once. */
+    uint64_t live_bytes;
+    uint64_t peak_bytes;
 } tally_malloc_cache_stats;
 
 /** Fills *out with the cache's numbers (thread-safe). */

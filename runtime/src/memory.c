@@ -11,13 +11,21 @@
 // catches blocks of a few hundred KiB too), so a pipeline run again page-faults its big
 // intermediates afresh on every run, and the kernel zeroes each page again (async_fork of the
 // conformance corpus at 512x384: two 384 KiB intermediates, ~180 faults and ~1.8 ms a run). Freed
-// blocks of at least TALLY_MALLOC_CACHE_MIN_BYTES are kept instead, per size class, up to a bound
-// on the bytes held; halide_malloc of the same class takes one back. Size classes are four per
-// power of two (1, 1.25, 1.5 and 1.75 times 2^k): a cacheable request is rounded up to its class,
-// so any block of a class serves any request of it, at most a quarter more address space, whose
-// untouched pages cost nothing. A free that would exceed the bound goes back to the system.
-// Everything cached is released by tally_malloc_cache_release, a lower bound, and at process exit
-// (lifetime.c).
+// blocks of at least TALLY_MALLOC_CACHE_MIN_BYTES are kept instead, per size class, and
+// halide_malloc takes back the smallest cached block that holds the request (best fit), so an
+// intermediate reuses the pages of one freed before it, as the C library's heap would. Size
+// classes are four per power of two (1, 1.25, 1.5 and 1.75 times 2^k): a cacheable request is
+// rounded up to its class, at most a quarter more address space, whose untouched pages cost
+// nothing.
+//
+// What the cache may hold: never more than the peak of the large blocks live at once (`peak`,
+// counted in request bytes), live blocks included. Without that bound each of a pipeline's
+// intermediates kept a block of its own, so the process held the sum of them rather than the
+// peak of those alive together (the corpus's local_laplacian: 26.7 MiB added to the process
+// against Halide's 21.3 MiB); with it, Tally's code holds what Halide's does. Blocks over the
+// bound are handed back, the largest first. A further bound on the bytes cached (the limit)
+// applies too. Everything cached is released by tally_malloc_cache_release, a lower limit, and
+// at process exit (lifetime.c).
 //
 // Layout: each block starts with a header of TALLY_MALLOC_ALIGNMENT bytes (the block size, a
 // magic word, the cache link, the pointer malloc returned: a block is malloc'd with room to align
@@ -39,6 +47,7 @@ typedef struct block_header {
     struct block_header *next;
     void *base;          // what malloc returned, for free
     int32_t size_class;  // -1: not cacheable
+    uint64_t request;    // live: the bytes of the request's class, header included
 } block_header;
 
 _Static_assert(sizeof(block_header) <= TALLY_MALLOC_ALIGNMENT, "the header must fit its slot");
@@ -62,6 +71,9 @@ static struct {
     uint64_t overflows;
     uint64_t limit;
     int limit_set;
+    uint64_t live_bytes;    // blocks handed out (cacheable sizes), header included
+    uint64_t live_request;  // their requests' class bytes, header included
+    uint64_t peak;          // the most live_request has been since the last release
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t default_limit(void) {
@@ -106,6 +118,14 @@ static int32_t size_class(uint64_t bytes, uint64_t *class_bytes) {
     return c;
 }
 
+// The bytes the cache may hold now beside the live blocks (cache lock held): what keeps live and
+// cached blocks within the peak of live requests, and within the limit.
+static uint64_t room_locked(void) {
+    uint64_t room = cache.peak > cache.live_bytes ? cache.peak - cache.live_bytes : 0;
+    uint64_t limit = limit_locked();
+    return room < limit ? room : limit;
+}
+
 // Frees cached blocks until at most `keep` bytes remain (cache lock held); largest classes
 // first.
 static void trim_locked(uint64_t keep) {
@@ -142,15 +162,26 @@ void *halide_malloc(void *user_context, size_t size) {
     block_header *h = NULL;
     if (c >= 0) {
         pthread_mutex_lock(&cache.lock);
-        h = cache.lists[c];
+        for (int32_t k = c; k < NUM_CLASSES && !h; k++) {
+            h = cache.lists[k];  // the smallest cached block that holds the request
+        }
         if (h) {
-            cache.lists[c] = h->next;
+            cache.lists[h->size_class] = h->next;
             cache.cached_bytes -= h->size;
             cache.cached_blocks--;
             cache.hits++;
+            cache.live_bytes += h->size;
         } else {
             cache.misses++;
+            cache.live_bytes += total;
         }
+        cache.live_request += total;
+        if (cache.live_request > cache.peak) {
+            cache.peak = cache.live_request;
+        }
+        // A fresh block, or a bigger one than the request, may leave less room for the cache:
+        // hand back what is over it before the new block's pages are touched.
+        trim_locked(room_locked());
         pthread_mutex_unlock(&cache.lock);
     }
     if (!h) {
@@ -174,6 +205,7 @@ void *halide_malloc(void *user_context, size_t size) {
     }
     h->magic = BLOCK_MAGIC;
     h->next = NULL;
+    h->request = total;
     return (char *)h + TALLY_MALLOC_ALIGNMENT;
 }
 
@@ -191,7 +223,9 @@ void halide_free(void *user_context, void *ptr) {
     }
     if (h->size_class >= 0) {
         pthread_mutex_lock(&cache.lock);
-        if (cache.cached_bytes + h->size <= limit_locked()) {
+        cache.live_bytes -= h->size;
+        cache.live_request -= h->request;
+        if (cache.cached_bytes + h->size <= room_locked()) {
             h->magic = BLOCK_FREED;
             h->next = cache.lists[h->size_class];
             cache.lists[h->size_class] = h;
@@ -221,6 +255,8 @@ void tally_malloc_cache_get_stats(tally_malloc_cache_stats *out) {
     out->misses = cache.misses;
     out->overflows = cache.overflows;
     out->limit_bytes = limit_locked();
+    out->live_bytes = cache.live_bytes;
+    out->peak_bytes = cache.peak;
     pthread_mutex_unlock(&cache.lock);
 }
 
@@ -237,6 +273,7 @@ void tally_malloc_cache_release(void) {
     pthread_mutex_lock(&cache.lock);
     trim_locked(0);
     cache.hits = cache.misses = cache.overflows = 0;
+    cache.peak = cache.live_request;
     pthread_mutex_unlock(&cache.lock);
 }
 

@@ -1,5 +1,6 @@
-// halide_malloc's cache of freed large blocks: reuse, the bound, release, small blocks left out,
-// fault injection first, thread safety, and corruption detection.
+// halide_malloc's cache of freed large blocks: reuse (best fit), the peak of live blocks as its
+// bound, the limit, release, small blocks left out, fault injection first, thread safety, and
+// corruption detection.
 
 #include "TestUtil.h"
 
@@ -91,6 +92,54 @@ TEST_F(MallocCache, TheBoundIsRespected) {
     void *c = halide_malloc(nullptr, kBig);
     halide_free(nullptr, c);
     EXPECT_EQ(stats().cached_blocks, 0u);
+}
+
+TEST_F(MallocCache, AFreedBlockServesASmallerRequestOfAnotherClass) {
+    // As a heap would: an intermediate reuses the pages of a bigger one freed before it, the
+    // smallest cached block that holds it.
+    void *big = halide_malloc(nullptr, 4 * kBig);
+    void *mid = halide_malloc(nullptr, 2 * kBig);
+    halide_free(nullptr, big);
+    halide_free(nullptr, mid);
+    ASSERT_EQ(stats().cached_blocks, 2u);
+    void *p = halide_malloc(nullptr, kBig);
+    EXPECT_EQ(p, mid);
+    EXPECT_EQ(stats().hits, 1u);
+    halide_free(nullptr, p);
+}
+
+TEST_F(MallocCache, HoldsNoMoreThanThePeakOfLiveBlocks) {
+    // Two intermediates never alive together: Halide's code holds one of them at a time, and so
+    // does this cache. Without the bound it kept a block for each (the sum, not the peak).
+    for (int run = 0; run < 3; run++) {
+        void *a = halide_malloc(nullptr, kBig);
+        halide_free(nullptr, a);
+        void *b = halide_malloc(nullptr, 2 * kBig);
+        tally_malloc_cache_stats s = stats();
+        EXPECT_EQ(s.cached_bytes, 0u) << "run " << run << ": a's block is kept beside b's";
+        EXPECT_LE(s.live_bytes, s.peak_bytes);
+        halide_free(nullptr, b);
+        EXPECT_EQ(stats().cached_blocks, 1u);
+        EXPECT_LE(stats().cached_bytes, stats().peak_bytes);
+    }
+    // From the second run on, both take the one block that is kept: warm, and no more memory.
+    EXPECT_EQ(stats().hits, 4u);
+    EXPECT_EQ(stats().misses, 2u);
+}
+
+TEST_F(MallocCache, BlocksAliveTogetherAreAllKept) {
+    void *a = halide_malloc(nullptr, kBig);
+    void *b = halide_malloc(nullptr, 2 * kBig);
+    halide_free(nullptr, a);
+    halide_free(nullptr, b);
+    EXPECT_EQ(stats().cached_blocks, 2u);
+    void *a2 = halide_malloc(nullptr, kBig);
+    void *b2 = halide_malloc(nullptr, 2 * kBig);
+    EXPECT_EQ(a2, a);
+    EXPECT_EQ(b2, b);
+    EXPECT_EQ(stats().hits, 2u);
+    halide_free(nullptr, a2);
+    halide_free(nullptr, b2);
 }
 
 TEST_F(MallocCache, AnInjectedFaultFailsEvenWithABlockCached) {
