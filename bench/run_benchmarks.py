@@ -421,6 +421,19 @@ def halide14_rows(results, scale, goal):
         out.append(("Tally / Halide 14 run time, %s, %s: geomean <= 1.00x, none above 1.10x" %
                     (what, label), "%s `%s`" % (by, key), measured,
                     result if goal else "for reference"))
+    # Memory (no numeric target): what each side's runs add to a process of its own.
+    mem = [(c["memory_ratio"], name, c["tally_added_mib"], c["halide_added_mib"])
+           for name, c in rows_at if "memory_ratio" in c]
+    if mem:
+        geo = math.exp(sum(math.log(v) for v, _, _, _ in mem) / len(mem))
+        worst = sorted(mem, reverse=True)[:3]
+        measured = ("geomean %.3fx over %d pipelines; worst %s; in all, Tally %.1f MiB, Halide "
+                    "%.1f MiB" % (geo, len(mem), ", ".join(
+                        "%s %.2fx (%.1f vs %.1f MiB)" % (n, v, t, h) for v, n, t, h in worst),
+                        sum(t for _, _, t, _ in mem), sum(h for _, _, _, h in mem)))
+        out.append(("(no target) Memory the runs add, Tally / Halide 14 (+1 MiB each), %s" % what,
+                    "%s `memory_ratio`, `tally_added_mib`, `halide_added_mib`" % by, measured,
+                    "for reference"))
     return out
 
 
