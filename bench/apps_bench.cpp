@@ -7,7 +7,8 @@
 // repetitions and reports the median of each figure over them (each column on its own, so a
 // ratio need not equal the quotient of the two medians shown next to it). Pipelines are compiled
 // once per process and kept for the repetitions. The whole program takes about a minute on a
-// loaded 2-core machine with 5 repetitions.
+// loaded 2-core machine with 5 repetitions. The CPU time column is the benchmark thread's only
+// (pipelines run on a thread pool, compile_jit on a helper thread): ignore it.
 //
 //   BM_ProfilingOverhead     blur 4096x4096: `host` vs `host-profile`, both compiled in this
 //                            process, 31 runs each. host_ms, profile_ms: median runs;
@@ -20,17 +21,18 @@
 //                            host_iqr_pct = the interquartile range of the host runs over their
 //                            median, in percent: the run-to-run noise to judge the ratios by.
 //   BM_BlurVsReference       blur 4096x4096 for `host` (Tally) against the plain C++ reference
-//                            (apps/blur/reference.cpp, -O3, one thread) and, when built with
-//                            Halide 14, Halide's JIT blur with the app's schedule
-//                            (apps_bench_halide.cpp); 7 runs each. tally_ms, reference_ms,
-//                            halide_ms: median runs; vs_reference = tally_ms / reference_ms,
-//                            vs_halide = tally_ms / halide_ms (below 1: Tally is faster). The
-//                            outputs are checked equal.
+//                            (apps/blur/reference.cpp, -O3, one thread, no -march) and, when
+//                            built with Halide 14 (libhalide14-0-dev), Halide's JIT blur with
+//                            the app's schedule (apps_bench_halide.cpp: blur_x at the root, rows
+//                            parallel, x vectorized by 8, 32-bit sums); 7 runs each. tally_ms,
+//                            reference_ms, halide_ms: median runs; vs_reference = tally_ms /
+//                            reference_ms, vs_halide = tally_ms / halide_ms (below 1: Tally is
+//                            faster). The outputs are checked equal.
 //   BM_JitCompile/<app>/<target>
 //                            parse (from the text in memory) + lower + compile_jit of one app:
 //                            parse_ms, lower_ms, jit_ms; the time is their sum. CPU apps for
 //                            `host`, the Vulkan apps for `host-vulkan` (compiling needs no
-//                            device: kernels go to SPIR-V).
+//                            device: kernels go from GLSL to SPIR-V through shaderc).
 //   BM_VulkanSync/<app>      the Vulkan apps on the Vulkan device (lavapipe on machines without a
 //                            GPU): `host-vulkan` (plain) vs `host-vulkan-profile` (profile: one
 //                            injected halide_device_sync_global per launch and per copy to the
@@ -40,6 +42,34 @@
 //                            syncs alone). blur_gpu 1024x768, gpu_gpu_cpu 128x128 with reps =
 //                            1000. Skipped, with the reason as the error message, when there is
 //                            no Vulkan device; outputs are checked against the references.
+//   BM_VulkanTimestamps/<pipeline>
+//                            profile_timestamps and sync mode against fenced truth, on the
+//                            Vulkan device. gpu_gpu_cpu (A -> B on the device, C on the host)
+//                            and overlap (the same with a host stage P between B's launch and C,
+//                            which can overlap A and B), 128x128, reps = 8000; 15 interleaved
+//                            fenced runs each of the plain pipeline, -profile,
+//                            -profile_timestamps and the variants keeping only A, only B, or no
+//                            stage (an emptied device stage keeps its launch and its buffers'
+//                            copies, its kernel shrunk to one work group; an emptied host stage
+//                            does nothing). truth_a_pct, truth_b_pct = (stage alone - none) x G /
+//                            (G - 1) / plain, a kernel's time without the copies (G = the
+//                            kernel's work groups, 64 in gpu_gpu_cpu: the emptied kernel keeps
+//                            one); timestamps_a_pct, timestamps_b_pct = the Func's device time
+//                            from device timestamps over the profiled run's wall time;
+//                            sync_a_pct, sync_b_pct = the slot's share in sync mode; *_pp =
+//                            distance in percentage points to the truth's time over that mode's
+//                            own run (timestamps_ms, sync_ms: sync mode serialises what overlap
+//                            overlaps, so the same kernel time is a smaller share of its longer
+//                            run); timestamps_ratio, sync_ratio = profiled / plain wall time
+//                            (fenced medians); nosync_ab_pct, nosync_copy_b_pct = the shares of
+//                            A + B and of B's copy to the host under -profile lowered without
+//                            syncs (where the kernels surface). Spreads: *_iqr_pct = the
+//                            interquartile range of a variant's runs in percent of its median;
+//                            timestamps_pair_ratio, timestamps_pair_iqr_pct = the median and IQR
+//                            of the per-round ratio profile_timestamps / plain. blur_gpu
+//                            (1024x768; A = blur_x, B = output, both on the device, copies both
+//                            ways; runs of ~22 ms that spread more, so 90 of each) is measured
+//                            the same way.
 //
 // The profiler's report goes to /dev/null at exit unless TALLY_PROFILE_OUTPUT is set.
 //

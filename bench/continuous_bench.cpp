@@ -1,5 +1,5 @@
-// Continuous mode's cost (issue 16: low-rate sampling, 19-100 Hz, with a fresh pprof file every
-// N seconds, for at most 1 % of a core).
+// Continuous mode's cost: low-rate sampling (19-100 Hz) with a fresh pprof file every N seconds,
+// which must take at most 1 % of a core.
 //
 // Continuous mode is configured from the environment once per process (the writer thread starts
 // on the first profiled run), so each measurement runs in a child process: this program runs
@@ -8,8 +8,9 @@
 //   TALLY_PROFILE_INTERVAL_US=<10^6 / hz>        TALLY_PROFILE_OUTPUT=/dev/null
 // The child stands for a long-running service: its main thread runs an 8-slot pipeline
 // continuously, a run every 100 ms, switching slot every 10 ms, and otherwise sleeps. After a
-// warm-up of one window, it measures SECONDS of wall time and prints its CPU times; the parent
-// turns them into percentages of one core:
+// warm-up of one window, it measures SECONDS of wall time (five windows) and prints its CPU
+// times; the parent turns them into percentages of one core (the time column is the child's whole
+// life):
 //
 //   BM_ContinuousCpu/<hz>/<every_ms>
 //     profiler_cpu_pct  every thread of the child but the main one: the sampler, the window

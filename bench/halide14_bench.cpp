@@ -25,8 +25,22 @@
 // next), so one long-lived process measured its history as much as the code. Scale 1 runs the
 // committed inputs (tiny: per-call costs dominate); scale 8 multiplies every extent of 16 or more
 // by 8 (the inputs tiled from the committed ones), which is where the generated code's speed shows.
-// Buffers are 128-byte aligned on both sides. `--spin` runs one side of one pipeline in a loop,
-// for a profiler (spin_child).
+// Buffers are 128-byte aligned on both sides.
+//
+// Counters: ratio = the median over the processes of their median-run quotients Tally / Halide
+// (below 1: Tally is faster), ratio_min and ratio_max their extremes, tally_ms and halide_ms the
+// medians of the processes' median runs, pair_ratio the median of the processes' median
+// per-round quotients, rounds their total; first_ratio and second_ratio = Tally's median first
+// (second) run over Halide's, *_ratio_max the worst single process's quotient, *_ratio_lo and
+// *_ratio_hi a 90 % bootstrap interval of the quotient (2,000 resamples of the processes; a first
+// or second run above 1.10x is a miss when its whole interval is). processes = 15, or up to 60,
+// 15 at a time, for a pipeline and scale whose first or second run is above 1.10x with an
+// interval reaching below it (more samples only where the verdict needs them). tally_added_mib,
+// halide_added_mib = what 5 runs of one side add to the peak resident set of a process of its
+// own (`--memory DIR SCALE tally|halide`: the pipeline loaded, the peak reset, glibc's allocator
+// as configured by default); memory_ratio = Tally's over Halide's with 1 MiB added to both.
+// `--spin DIR SCALE tally|halide SECONDS` runs one side of one pipeline in a loop, for `perf
+// record` (spin_child). Built only on request: `cmake --build build --target halide14_bench`.
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>

@@ -3,6 +3,7 @@
 
 Usage: bench/run_benchmarks.py BUILD_DIR [--repetitions N] [--out PATH] [--filter REGEX]
                                [--only PROGRAM[,PROGRAM...]]
+       bench/run_benchmarks.py --methods-only [--out PATH]
 
 Each executable file directly inside BUILD_DIR/bench is run with
   --benchmark_format=json --benchmark_repetitions=N --benchmark_report_aggregates_only=true
@@ -14,9 +15,17 @@ project's performance targets against the figures (see TARGETS below). Benchmark
 Programs that fail are listed with their exit status; the script then exits non-zero, after
 writing what it has.
 
+Each program's section opens with its method, which is written once: the leading comment block
+of its source, bench/<program>.cpp, copied here (prose paragraphs as paragraphs, indented blocks
+as code blocks). The file's last section, "Earlier findings", is written by hand (figures from
+earlier runs that the tables no longer hold) and is kept as it is.
+
 With --only, just the named programs run, and their sections and their rows of the Targets table
 replace those in the existing file (the other programs' sections are kept as they were; the
 replaced sections say when and from which source they were measured).
+
+With --methods-only (no BUILD_DIR, nothing runs), the existing file's methods are rewritten from
+the sources' header comments and everything else is kept: for a header comment that changed.
 """
 
 import argparse
@@ -39,161 +48,74 @@ STANDARD_KEYS = {
 }
 
 
-# What each program's tables show, printed under its heading.
-PROGRAM_NOTES = {
-    "apps_bench": (
-        "The apps end to end (`bench/apps_bench.cpp`). Each benchmark is one iteration per "
-        "repetition that repeats its pipeline runs internally, interleaving the variants it "
-        "compares (A B, B A, ...); the time column is the median run of the first variant in its "
-        "counters, the `*_ms` counters are median runs and the ratios are of those medians, each "
-        "then the median over the repetitions on its own (so a ratio need not equal the quotient "
-        "of the two medians next to it). The CPU time column is the benchmark thread's only "
-        "(pipelines run on a thread pool, `compile_jit` on a helper thread): ignore it.\n"
-        "- `BM_ProfilingOverhead`: `blur` 4096x4096, `host` vs `host-profile`, 31 runs each: "
-        "`ratio` = profile_ms / host_ms; `pair_ratio` = median of the per-round ratios; "
-        "`cpu_ratio` = the same in process CPU time (all threads); `sampler_cpu_ms` = the "
-        "sampler thread's CPU per profiled run.\n"
-        "- `BM_BlurVsReference`: `blur` 4096x4096 for `host` vs the plain C++ reference "
-        "(`apps/blur/reference.cpp`, `-O3`, one thread, no `-march`) and, when built against "
-        "Halide 14 (`libhalide14-0-dev`), Halide's JIT with the app's schedule (blur_x at the "
-        "root, rows parallel, x vectorized by 8, 32-bit sums); 7 runs each. `vs_reference`, "
-        "`vs_halide`: Tally's time over theirs (below 1: Tally is faster). Outputs are checked "
-        "equal.\n"
-        "- `BM_JitCompile/<app>/<target>`: parse (text in memory) + lower + `compile_jit`; the "
-        "time is the sum. CPU apps for `host`, Vulkan apps for `host-vulkan` (GLSL -> SPIR-V "
-        "through shaderc; no device needed).\n"
-        "- `BM_VulkanSync/<app>`: on the Vulkan device (lavapipe here, with `LP_NUM_THREADS=1`: "
-        "the \"GPU\" is one of the two CPUs, the host the other, so that device and host work "
-        "can overlap as on a GPU), `host-vulkan` (plain) vs `host-vulkan-profile` (profile: one injected "
-        "`halide_device_sync_global` per launch and per copy to the device) vs "
-        "`host-vulkan-profile` lowered with `inject_device_sync = false` (nosync); 15 runs each. "
-        "`ratio` = profile/plain (profiling with its syncs), `sync_ratio` = profile/nosync (the "
-        "syncs alone). blur_gpu 1024x768; gpu_gpu_cpu 128x128, reps = 1000.\n"
-        "- `BM_VulkanTimestamps/<pipeline>` (issue 15): `gpu_gpu_cpu` (A -> B on the device, C "
-        "on the host) and `overlap` (the same with a host stage P between B's launch and C, "
-        "which can overlap A and B), 128x128, reps = 8000; 15 interleaved fenced runs each of "
-        "the plain pipeline, `-profile`, `-profile_timestamps` and the variants keeping only A, "
-        "only B, or no stage (an emptied device stage keeps its launch and its buffers' copies, "
-        "its kernel shrunk to one work group; an emptied host stage does nothing). "
-        "`truth_a_pct`, `truth_b_pct` = (stage alone - none) x G / (G - 1) / plain, a "
-        "kernel's time without the copies (G = the kernel's work groups, 64 in gpu_gpu_cpu: "
-        "the emptied kernel keeps one); "
-        "`timestamps_a_pct`, `timestamps_b_pct` = the Func's device time from device timestamps "
-        "over the profiled run's wall time (15 runs); `sync_a_pct`, `sync_b_pct` = the slot's "
-        "share in sync mode; `*_pp` = distance in percentage points to the truth's time over "
-        "that mode's own run (`timestamps_ms`, `sync_ms`: sync mode serialises what `overlap` "
-        "overlaps, so the same kernel time is a smaller share of its longer run); "
-        "`timestamps_ratio`, `sync_ratio` = profiled / plain wall time (fenced medians); "
-        "spreads: `*_iqr_pct` = interquartile range of a variant's runs in percent of its "
-        "median, `timestamps_pair_ratio` and `timestamps_pair_iqr_pct` = median and IQR of the "
-        "per-round ratio profile_timestamps / plain. `blur_gpu` (1024x768; A = blur_x, B = "
-        "output, both on the device, copies both ways; runs of ~22 ms that spread more, so 90 of each) is "
-        "measured the same way."),
-    "continuous_bench": (
-        "Continuous mode's cost (`bench/continuous_bench.cpp`, issue 16). "
-        "`BM_ContinuousCpu/<hz>/<every_ms>`: a child process in continuous mode "
-        "(`TALLY_PROFILE_PPROF_EVERY` = every_ms / 1000 s, `TALLY_PROFILE_INTERVAL_US` = "
-        "10^6 / hz) standing for a long-running service: an 8-slot pipeline run every 100 ms, "
-        "a slot switch every 10 ms, its main thread otherwise asleep; one window of warm-up, "
-        "then five windows measured. `profiler_cpu_pct`: CPU of every thread but the main one "
-        "(sampler, window writer), % of one core; `sampler_cpu_pct`, `writer_cpu_pct`: its two "
-        "parts; `service_cpu_pct`: the main thread (the stand-in service and its profiler "
-        "calls); `windows`: pprof files written while measured. The time column is the child's "
-        "whole life. `BM_BareWakeupCpu/<interval_us>`: the floor, a thread that only wakes at "
-        "the sampler's interval (19 Hz, 100 Hz)."),
-    "halide14_bench": (
-        "Tally against Halide 14 on the same lowered IR (`bench/halide14_bench.cpp`): every "
-        "pipeline of `test/conformance/`, Halide's own AOT objects (`libhalide14_corpus.so`, "
-        "built by `tools/halide14/` and loaded with `dlopen`, its runtime kept apart) and "
-        "Tally's JIT of the `.host.stmt` Halide printed for them (both called through their "
-        "`_argv` function's address), on the committed inputs (`/1`) and on inputs tiled 8x "
-        "per dimension (`/8`). Every figure comes from `processes` fresh processes per "
-        "pipeline and scale, each loading only that pipeline (Tally: a fresh JIT; Halide: its "
-        "library just opened): a process that has run other pipelines is in a state of its "
-        "own (Halide's pool keeps the threads it grew for async tasks). In each, the first and "
-        "second run of each side (2 ms of sleep before each, the sides' order alternating "
-        "between processes), then the two alternately (T H, H T, ...) for rounds, each side's "
-        "timed run after 200 us of sleep (the other runtime's pool stops spinning) and one "
-        "untimed run of its own (its pool wakes). `ratio` is the median over the processes of "
-        "their median-run quotients (below 1: Tally is faster), `ratio_min`/`ratio_max` their "
-        "extremes, `tally_ms`/`halide_ms` the medians of the processes' median runs, "
-        "`pair_ratio` the median of the processes' median per-round quotients, `rounds` their "
-        "total; `first_ratio` and `second_ratio` are Tally's median first (second) run over "
-        "Halide's, `*_ratio_max` the worst single process's quotient, `*_ratio_lo` and "
-        "`*_ratio_hi` a 90 % bootstrap interval of the quotient (2,000 resamples of the "
-        "processes; a first or second run above 1.10x is a miss when its whole interval is). "
-        "`processes` is 15, or up to 60, 15 at a time, for a pipeline and scale whose first or "
-        "second run is above 1.10x with an interval reaching below it (more samples only where "
-        "the verdict needs them). `tally_added_mib` and `halide_added_mib`: what 5 runs of "
-        "one side add to the peak resident set of a process of its own (`--memory`: the "
-        "pipeline loaded, the peak reset, glibc's allocator as configured by default); "
-        "`memory_ratio` is Tally's over Halide's with 1 MiB added to both. "
-        "Outputs are compared "
-        "between the two in every process (a pipeline whose outputs differ is reported "
-        "as an error, not timed). Built only on request: `cmake --build build --target "
-        "halide14_bench`."),
-    "parser_bench": (
-        "Parsing and printing Tally's IR text: the `conv_chain` corpus module and a generated "
-        "module of 10^6 nodes; `nodes_per_second` and `bytes_per_second` are of the input."),
-    "passes_bench": (
-        "The lowering passes on generated modules of 10^4, 10^5 and 10^6 IR nodes (every fourth "
-        "stage on the GPU). `ns_per_node` must stay flat as the module grows (linear cost)."),
-    "truth_bench": (
-        "How truthful the profiler's shares are and what profiling costs, exact mode against "
-        "sampling mode (`bench/truth_bench.cpp`). Pipelines: `float_chain` as Halide 14 lowered "
-        "it (`test/conformance/float_chain/float_chain.host.stmt`: three pointwise float stages, "
-        "compute_root, rows parallel, vectorized) and `blur`, compiled by Tally for "
-        "`host-profile`. Truth: each stage run alone as its own pipeline (the other `produce`s "
-        "emptied, same schedule, same warm buffers), median of interleaved runs; in-situ truth: "
-        "the run of the pipeline's first k stages less that of its first k - 1 (a stage reading "
-        "what its producers just wrote, as in the pipeline); both measured in the same rounds "
-        "as the profiles they judge (each round runs every variant once, in rotating order: "
-        "alone stages, prefixes, no stage, one exact and one sampling profiled run); error = "
-        "max over the stages of |reported share - true share| in percentage points "
-        "(`exact_pp`, `sampling_pp`; against the in-situ truth `*_insitu_pp`); `truth_gap_pp` "
-        "= the same between the two truths (how closely a profile can be judged at all). "
-        "The same runs' own clock: the profiled builds also time each stage's `produce` span "
-        "themselves (a call at its start and end reading CLOCK_MONOTONIC, apart from the "
-        "profiler), which is what an error-free profiler would bill in those very runs; "
-        "`*_run_pp` = each mode's error against it (the profiler's own error, the stages' "
-        "run-to-run variation taken out), `floor_pp` = its error against the truth in the exact "
-        "profiles' runs (what a perfect profiler would score against the truth here: the floor "
-        "of this measure on this machine). "
-        "`BM_Truth/pipeline/scenario/threads/hog`: pipeline 0 float_chain, 1 blur; scenario 0 "
-        "long runs (~60 ms) accumulated over 21 runs, 1 one long run (median of 7), 2 ~2 ms runs "
-        "in blocks of 10 (median of 7 blocks), 3 a single ~0.5 ms run (median of 21); threads = "
-        "worker threads of the pool; hog 1 = two processes spinning on both CPUs throughout. "
-        "`run_ms` is the fastest of 7 unprofiled runs (the run's size without interference; "
-        "heights are calibrated on the fastest runs at start-up, so on a loaded machine a run "
-        "takes longer than that). Each profile drops its first (warm-up) run; a stage's true time "
-        "is its alone run less the run of the pipeline with every stage emptied. A profile's shares "
-        "are the differences of the registry's totals across its runs. "
-        "`*_overhead_pct`: the share billed to `overhead`. `BM_WallRatio/pipeline`: long runs, "
-        "2 threads, unprofiled / exact / sampling interleaved over 151 rounds: `*_ratio` = median "
-        "profiled run over median unprofiled run (`exact_ratio_lo`, `_hi`: its 90 % bootstrap "
-        "interval, rounds resampled whole), `*_min_ratio` = fastest over fastest (the "
-        "runs least disturbed by other load), `*_cpu_ratio` = medians of process CPU time (all "
-        "threads, the sampler's included), `rows` = image height (parallel tasks per stage). "
-        "`BM_SwitchCost/mode` (0 exact, 1 sampling): thread CPU ns per "
-        "`tally_profiler_set_current` between two slots (`switch_ns`), and per parallel task's "
-        "worker begin + set_current of its loop's slot + end, called directly on one thread "
-        "(`task_ns`) and on two at once (`task_2threads_ns`), and what profiling adds to a task of "
-        "`halide_do_par_for` on 1 and 2 pool threads as inject-profiling's code runs it "
-        "(`pool_task_ns`, `pool_task_2threads_ns`: process CPU time of the loop over that of the "
-        "same loop of bare tasks; the pool opens the task's context once per batch of tasks a "
-        "thread claims, and the task, switching no slot, makes no call), and with each task "
-        "making the calls itself (`pool_task_calls_ns`: its context lingers for the thread's "
-        "next task); `rdtsc_ns` = one bare `rdtsc`, the clock read a switch makes."),
-    "runtime_bench": (
-        "The profiler runtime alone. `BM_SetCurrent`: ns per `tally_profiler_set_current` with "
-        "the sampler at 1 kHz. `BM_SamplerCpu/<interval_us>/<runs>`: CPU of the sampler thread "
-        "(`sampler_cpu_pct`, % of one core) and of the whole process while the process idles. "
-        "`BM_BareWakeupCpu`: the floor, a thread that only wakes at the same interval. "
-        "`BM_SampleTick/<runs>`: one sampling pass. `BM_WallOverhead/<mode>`: a workload switching "
-        "slots ~10^5 times/s, profiled vs not, min of 10 interleaved passes; mode 0 = sampler "
-        "thread (the default), 1 = timer signal; `cpu_overhead_pct` is the same comparison in the "
-        "workload thread's CPU time."),
-}
+# The folder of this script and of the benchmarks' sources.
+BENCH_DIR = Path(__file__).resolve().parent
+
+# The last section of RESULTS.md, written by hand and kept as it is when the script rewrites the
+# file: figures from earlier runs that the tables no longer hold.
+KEPT_SECTION = "## Earlier findings"
+
+
+def method_comment(program):
+    """The method of `program`: the leading comment block of bench/<program>.cpp (every line from
+    the first that starts with `//` up to the first that does not), without the `//`s; None when
+    the source or its comment is missing. Each benchmark's method is written once, there."""
+    try:
+        text = (BENCH_DIR / (program + ".cpp")).read_text()
+    except OSError:
+        return None
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("//"):
+            break
+        line = line[2:]
+        out.append(line[1:] if line.startswith(" ") else line)
+    return out or None
+
+
+def escape_markdown(text):
+    """`text` with the characters Markdown would read as markup escaped, outside code spans."""
+    parts = re.split(r"(`[^`]*`)", text)
+    for i in range(0, len(parts), 2):
+        s = parts[i].replace("\\", "\\\\").replace("<", "\\<").replace("*", "\\*")
+        parts[i] = re.sub(r"(^|[^\w\\])_", r"\1\\_", s)
+    return "".join(parts)
+
+
+def method_lines(program):
+    """The Markdown lines of `program`'s method: its source's header comment, each paragraph of
+    prose as one line, each indented block (the per-benchmark lists) as a code block."""
+    comment = method_comment(program)
+    if comment is None:
+        return []
+    lines = ["How it measures (the header comment of [`bench/%s.cpp`](%s.cpp)):" %
+             (program, program), ""]
+    prose, code = [], []
+
+    def flush():
+        if prose:
+            lines.extend([escape_markdown(" ".join(prose)), ""])
+            del prose[:]
+        if code:
+            indent = min(len(c) - len(c.lstrip()) for c in code)
+            lines.extend(["```"] + [c[indent:] for c in code] + ["```", ""])
+            del code[:]
+
+    for line in comment:
+        line = line.rstrip()
+        if not line:
+            flush()
+        elif line.startswith(" "):
+            if prose:
+                flush()
+            code.append(line)
+        else:
+            if code:
+                flush()
+            prose.append(line.strip())
+    flush()
+    return lines
+
 
 # Columns per table before a program's rows are split into several tables.
 MAX_COUNTER_COLUMNS = 6
@@ -481,7 +403,7 @@ def targets(results):
                      "runtime_bench `BM_SamplerCpu/1000/%d` `sampler_cpu_pct`" % runs,
                      measured, ok))
 
-    # 2b. Continuous mode (issue 16): the profiler's threads at 19 and 100 Hz with a pprof window
+    # 2b. Continuous mode: the profiler's threads at 19 and 100 Hz with a pprof window
     # every second, next to the cost of merely waking up at those rates.
     for hz in (19, 100):
         pat = r"BM_ContinuousCpu/%d/1000(/|$)" % hz
@@ -540,7 +462,7 @@ def targets(results):
     for scale, goal in ((8, True), (1, False)):
         rows += halide14_rows(results, scale, goal)
 
-    # 6. The profiler's truth (issue 14).
+    # 6. The profiler's truth: its shares against the stage-alone truth, and its cost.
     rows += truth_targets(results)
 
     # No numeric target: for reference.
@@ -554,7 +476,7 @@ def targets(results):
                      "%.3fx with the injected syncs; the syncs alone (profile / profile without "
                      "syncs) %.3fx" % (ratio, counter(results, "apps_bench", pat, "sync_ratio")),
                      "for reference"))
-    # profile_timestamps (issue 15): device shares against fenced truth, and the cost.
+    # profile_timestamps: device shares against fenced truth, and the cost.
     for name in ("gpu_gpu_cpu", "overlap", "blur_gpu"):
         pat = r"BM_VulkanTimestamps/%s(/|$)" % name
         ts_a = counter(results, "apps_bench", pat, "timestamps_a_pp")
@@ -562,8 +484,8 @@ def targets(results):
             continue
         ts_b = counter(results, "apps_bench", pat, "timestamps_b_pp")
         if name == "blur_gpu":
-            # Not one of the issue's two pipelines: an extra check whose runs are short and
-            # spread widely here, so its truth (differences of medians) is checked for sense.
+            # Not one of the two pipelines the targets name: an extra check whose runs are short
+            # and spread widely here, so its truth (differences of medians) is checked for sense.
             truths = (counter(results, "apps_bench", pat, "truth_a_pct") +
                       counter(results, "apps_bench", pat, "truth_b_pct"))
             rows.append(("(extra) profile_timestamps `%s`: A and B device shares against truth"
@@ -609,7 +531,7 @@ def targets(results):
 
 
 def truth_targets(results):
-    """Rows (target, measured by, measured, verdict) for the profiler-truth goals of issue 14:
+    """Rows (target, measured by, measured, verdict) for the profiler-truth goals:
     exact mode is judged against them; sampling mode is shown next to it."""
     prog = "truth_bench"
     rows = []
@@ -775,12 +697,14 @@ def table_lines(rows):
     return lines
 
 
-def markdown(results, failures, repetitions):
+def markdown(results, failures, repetitions, kept=()):
     now = datetime.datetime.now().astimezone()
     lines = [
         "# Benchmark results",
         "",
-        "Written by `bench/run_benchmarks.py`; do not edit by hand.",
+        "Written by `bench/run_benchmarks.py`; do not edit by hand, except the last section, "
+        "\"Earlier findings\", which the script keeps as it is. Each program's method comes from "
+        "the header comment of its source.",
         "",
         "- Date: %s" % now.strftime("%Y-%m-%d %H:%M %Z"),
         "- Source: %s" % git_state(),
@@ -825,15 +749,15 @@ def markdown(results, failures, repetitions):
         for program, why in failures:
             lines.append("- `%s`: %s" % (program, why.replace("\n", " ")))
         lines.append("")
-    return "\n".join(lines)
+    lines += list(kept)
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def program_section(program, info):
     """The Markdown lines of one program's section."""
     rows = info["rows"]
     lines = ["## %s" % program, ""]
-    if program in PROGRAM_NOTES:
-        lines += [PROGRAM_NOTES[program], ""]
+    lines += method_lines(program)
     if info.get("merged"):
         lines += ["Measured %s (source: %s) and merged into this file with `--only`." %
                   (info["merged"], git_state()), ""]
@@ -877,7 +801,8 @@ def merge(old_text, results):
         section = program_section(program, info)
         start = next((i for i, l in enumerate(out) if l == "## %s" % program), None)
         if start is None:
-            at = next((i for i, l in enumerate(out) if l == "## Failures"), len(out))
+            at = next((i for i, l in enumerate(out) if l in ("## Failures", KEPT_SECTION)),
+                      len(out))
             if at == len(out) and out and out[-1] != "":
                 out.append("")
                 at = len(out)
@@ -889,17 +814,64 @@ def merge(old_text, results):
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def kept_section(old_text):
+    """The lines of the hand-written last section of an existing RESULTS.md, or []."""
+    lines = old_text.splitlines()
+    start = next((i for i, l in enumerate(lines) if l == KEPT_SECTION), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+               len(lines))
+    return lines[start:end]
+
+
+def rewrite_methods(old_text):
+    """The existing RESULTS.md with each program section's method (the lines between its heading
+    and the first line the script writes after the method) rewritten from its source."""
+    lines = old_text.splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        if not line.startswith("## ") or line in ("## Targets", "## Failures", KEPT_SECTION):
+            continue
+        program = line[3:]
+        end, fenced = i, False
+        while end < len(lines) and not lines[end].startswith("## "):
+            if lines[end].startswith("```"):
+                fenced = not fenced
+            elif not fenced and lines[end].startswith(("Measured ", "Ran for ")):
+                break
+            end += 1
+        if end == len(lines) or lines[end].startswith("## "):
+            continue  # not a section this script wrote: keep it
+        out += [""] + method_lines(program)
+        i = end
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("build_dir", help="the CMake build directory")
+    parser.add_argument("build_dir", nargs="?", help="the CMake build directory")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--filter", default="", help="passed as --benchmark_filter")
     parser.add_argument("--only", default="",
                         help="comma-separated programs to run; their sections and Targets rows "
                              "replace those of the existing --out file")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+    parser.add_argument("--out", default=str(BENCH_DIR / "RESULTS.md"),
                         help="where to write the Markdown (default: bench/RESULTS.md)")
+    parser.add_argument("--methods-only", action="store_true",
+                        help="run nothing: rewrite the --out file's methods from the sources' "
+                             "header comments")
     args = parser.parse_args()
+
+    if args.methods_only:
+        Path(args.out).write_text(rewrite_methods(Path(args.out).read_text()))
+        print("wrote %s" % args.out, file=sys.stderr)
+        return 0
+    if not args.build_dir:
+        parser.error("BUILD_DIR is required (unless --methods-only)")
 
     programs = find_programs(args.build_dir)
     only = [p for p in args.only.split(",") if p]
@@ -928,10 +900,11 @@ def main():
                       if only else None,
         }))
 
-    if only and Path(args.out).exists() and not failures:
-        text = merge(Path(args.out).read_text(), results)
+    old_text = Path(args.out).read_text() if Path(args.out).exists() else ""
+    if only and old_text and not failures:
+        text = merge(old_text, results)
     else:
-        text = markdown(results, failures, args.repetitions)
+        text = markdown(results, failures, args.repetitions, kept_section(old_text))
     Path(args.out).write_text(text)
     print("wrote %s" % args.out, file=sys.stderr)
     return 1 if failures else 0

@@ -1,4 +1,5 @@
-// Runtime benchmarks. Counters (besides Google Benchmark's time columns):
+// The profiler runtime alone: the cost of its calls and of its sampler thread. Counters (besides
+// Google Benchmark's time columns):
 //   BM_SetCurrent                  time per iteration = ns per tally_profiler_set_current, with
 //                                  the sampler running at 1 kHz.
 //   BM_ThreadBeginSetEnd           ns per task for thread_begin + set_current + thread_end.

@@ -1,17 +1,19 @@
 // How truthful the profiler's shares are, and what profiling costs, in exact and sampling mode.
 //
-// Pipelines: `float_chain` as Halide 14 lowered it (test/conformance/float_chain/
-// float_chain.host.stmt: three pointwise float32 stages s1 -> s2 -> s3, each compute_root, rows
-// parallel, x vectorized by 8) and the `blur` app (blur_x -> blur_y). Tally compiles each for
-// `host-profile` (its own instrumentation: one slot per Func, worker contexts per parallel task)
-// and, for the truths, once per stage and once per prefix for `host` with the other `produce`s
-// emptied: each stage run alone as its own pipeline (the truth), and the pipeline's
-// first k stages (the in-situ truth: stage k's time = prefix k less prefix k - 1, reading what
-// its producers just wrote), with the same schedule, on the same warm buffers; see judge()
-// below. Both truths and the profiles they judge are measured in the same rounds, under the
-// same conditions (threads, CPU hog). Each profile's first run in the process is a warm-up
-// whose numbers are dropped (warm code and buffers: the error of a cold first run is another
-// question).
+// Pipelines: `float_chain` as Halide 14 lowered it
+// (test/conformance/float_chain/float_chain.host.stmt: three pointwise float32 stages s1 -> s2 ->
+// s3, each compute_root, rows parallel, x vectorized by 8) and the `blur` app (blur_x -> blur_y).
+// Tally compiles each for `host-profile` (its own instrumentation: one slot per Func, worker
+// contexts per parallel task) and, for the truths, once per stage and once per prefix for `host`
+// with the other `produce`s emptied: each stage run alone as its own pipeline (the stage-alone
+// truth, which the accuracy targets name), and the pipeline's first k stages (the in-situ truth:
+// stage k's time = prefix k less prefix k - 1, reading what its producers just wrote), with the
+// same schedule, on the same warm buffers; see judge() below. A share is a stage's time over the
+// sum of the stages' times; a profile's error is the largest, over the stages, of |reported share -
+// true share|, in percentage points. Both truths and the profiles they judge are measured in the
+// same rounds, under the same conditions (threads, CPU hog). Each profile's first run in the
+// process is a warm-up whose numbers are dropped (warm code and buffers: the error of a cold first
+// run is another question).
 //
 // The same runs' own clock: the profiled builds that BM_Truth judges also carry a call to
 // truth_bench_mark() (below, this program's, reading CLOCK_MONOTONIC) at the start and at the end
