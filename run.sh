@@ -15,13 +15,18 @@ PACKAGES=(llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev libv
   mesa-vulkan-drivers vulkan-tools vulkan-validationlayers glslang-tools glslang-dev spirv-tools
   libshaderc-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev ninja-build cmake clang-format-14
-  zlib1g-dev golang-go chromium)
+  zlib1g-dev golang-go chromium python3-venv)
 
 # The profile viewer the tests open the exports in (test/viewers): speedscope, an npm package
 # pinned in test/viewers/package-lock.json and installed into test/viewers/node_modules (ignored by
 # git) from the registry with npm. Node.js and npm come from Debian's nodejs and npm packages
 # unless the machine already has an npm.
 VIEWERS="$ROOT/test/viewers"
+
+# Python packages from PyPI (Halide 21, CUDA's ptxas and libdevice), pinned in
+# tools/python-requirements.txt and installed into this virtual environment (ignored by git).
+# It sees the system's packages too (pytest, pybind11), its pins shadow them.
+VENV="${TALLY_VENV:-$ROOT/.venv}"
 
 log() { printf '==> %s\n' "$*" >&2; }
 
@@ -44,6 +49,19 @@ deps() {
             "${missing[@]}"
     fi
     viewer_deps
+    python_deps
+}
+
+# The pinned Python packages, unless the environment already holds exactly those pins.
+python_deps() {
+    local req="$ROOT/tools/python-requirements.txt" stamp="$VENV/tally-requirements.txt"
+    if [[ -f $stamp ]] && cmp -s "$req" "$stamp"; then
+        return 0
+    fi
+    log "installing the pinned Python packages of $req into $VENV (pip)"
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+    cp "$req" "$stamp"
 }
 
 # speedscope at the version package-lock.json pins, unless it is there already.
@@ -64,7 +82,8 @@ viewer_deps() {
 configure() {
     local dir="$1"
     shift
-    cmake -S "$ROOT" -B "$dir" -G Ninja -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >/dev/null
+    cmake -S "$ROOT" -B "$dir" -G Ninja -DPython3_EXECUTABLE=/usr/bin/python3 \
+        -DTALLY_VENV="$VENV" "$@" >/dev/null
 }
 
 build() {

@@ -78,7 +78,8 @@ def parse_raw(text):
         i += 1
     i += 1
     while i < len(lines) and lines[i] != "Mappings":
-        m = re.match(r"^\s*(\d+): 0x[0-9a-f]+ (?:M=\d+ )?(.*) :0 s=0$", lines[i])
+        # go1.19 prints "name :0 s=0", newer pprof adds the column: "name :0:0 s=0".
+        m = re.match(r"^\s*(\d+): 0x[0-9a-f]+ (?:M=\d+ )?(.*) :0(?::0)? s=0$", lines[i])
         if not m:
             raise ValueError("unexpected location line: %r" % lines[i])
         names[int(m.group(1))] = m.group(2)

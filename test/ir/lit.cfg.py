@@ -14,3 +14,7 @@ config.substitutions.append(("FileCheck", config.filecheck))
 config.substitutions.append(("not ", config.not_tool + " "))
 config.substitutions.append(("%corpus", config.corpus_dir))
 config.environment["MESA_SHADER_CACHE_DISABLE"] = "true"
+# CUDA's libdevice (test/CMakeLists.txt finds it): tests of PTX that calls it REQUIRE libdevice.
+if config.libdevice and not config.libdevice.endswith("-NOTFOUND"):
+    config.environment["TALLY_LIBDEVICE"] = config.libdevice
+    config.available_features.add("libdevice")
