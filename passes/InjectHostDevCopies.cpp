@@ -752,10 +752,10 @@ private:
                     push_let(desc);
                     // As Halide does: the device memory is released on every exit, the error
                     // exits included (freeing a buffer with no device allocation does nothing).
-                    inner.stmt(Evaluate::make(Call::make(
-                        Handle(), "register_destructor",
-                        {StringImm::make(runtime::halide_device_free_as_destructor), buffer_var(x)},
-                        Call::default_call_type("register_destructor"))));
+                    inner.stmt(Evaluate::make(
+                        Call::make(Handle(), Call::register_destructor,
+                                   {StringImm::make(runtime::halide_device_free_as_destructor),
+                                    buffer_var(x)})));
                     emit_checked(inner, runtime::halide_device_malloc,
                                  Call::make(Int(32), runtime::halide_device_malloc,
                                             {buffer_var(x), device_interface(api)}, Call::Extern));
@@ -801,14 +801,11 @@ private:
             total = Mul::make(total, int32(constant));
         }
         auto shape = [&]() {
-            return Call::make(dimension_ptr_type(), "make_struct",
-                              {int32(0), total, int32(1), int32(0)},
-                              Call::default_call_type("make_struct"));
+            return Call::make(dimension_ptr_type(), Call::make_struct,
+                              {int32(0), total, int32(1), int32(0)});
         };
-        Expr storage = Call::make(buffer_ptr_type(), "alloca",
-                                  {Call::make(Int(32), "size_of_halide_buffer_t", {},
-                                              Call::default_call_type("size_of_halide_buffer_t"))},
-                                  Call::default_call_type("alloca"));
+        Expr storage = Call::make(buffer_ptr_type(), Call::alloca,
+                                  {Call::make(Int(32), Call::size_of_halide_buffer_t, {})});
         Expr no_interface = Reinterpret::make(interface_ptr_type(), make_zero(UInt(64)));
         return Call::make(buffer_ptr_type(), runtime::_halide_buffer_init,
                           {storage, shape(), Variable::make(Handle(), op->name),

@@ -526,7 +526,7 @@ Expr string_table(const std::vector<std::string> &names) {
     for (const std::string &n : names) {
         e.push_back(StringImm::make(n));
     }
-    return Call::make(Handle(), "make_struct", e, Call::Intrinsic);
+    return Call::make(Handle(), Call::make_struct, e);
 }
 
 Expr int_table(const std::vector<int> &v) {
@@ -534,14 +534,14 @@ Expr int_table(const std::vector<int> &v) {
     for (int x : v) {
         e.push_back(make_const(Int(32), x));
     }
-    return Call::make(Handle(), "make_struct", e, Call::Intrinsic);
+    return Call::make(Handle(), Call::make_struct, e);
 }
 
 /** Opens a pipeline: start, its check, and the end registered for every exit. */
 Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
                        const ProbeNames &names, const Stmt &body) {
     int flags = TALLY_PROFILER_FLAG_POOL_CONTEXTS |
-                (t.has_feature("profile_by_timer") ? TALLY_PROFILER_FLAG_TIMER : 0);
+                (t.has_feature(Target::ProfileByTimer) ? TALLY_PROFILER_FLAG_TIMER : 0);
     Expr start =
         Call::make(Handle(), runtime::tally_profiler_start,
                    {StringImm::make(name), StringImm::make(t.to_string()),
@@ -551,9 +551,8 @@ Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable
     Expr inst = handle_var(names.inst);
     Expr not_null = NE::make(Reinterpret::make(UInt(64), inst), make_zero(UInt(64)));
     Stmt check = AssertStmt::make(not_null, make_const(Int(32), -1));
-    Stmt end = Evaluate::make(Call::make(Handle(), "register_destructor",
-                                         {StringImm::make(runtime::tally_profiler_end), inst},
-                                         Call::Intrinsic));
+    Stmt end = Evaluate::make(Call::make(Handle(), Call::register_destructor,
+                                         {StringImm::make(runtime::tally_profiler_end), inst}));
     return LetStmt::make(names.inst, start, Block::make({check, end, body}));
 }
 

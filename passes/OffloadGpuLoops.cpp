@@ -104,7 +104,7 @@ std::string sanitize(const std::string &s) {
 }
 
 Expr make_struct(std::vector<Expr> fields) {
-    return Call::make(Handle(), "make_struct", std::move(fields), Call::Intrinsic);
+    return Call::make(Handle(), Call::make_struct, std::move(fields));
 }
 
 // Every launch result name starts with this (`halide_<api>_run_result`, then `$n`), so only the
@@ -290,9 +290,8 @@ private:
         flags.push_back(make_zero(UInt(8)));
 
         std::string run = launch_function(api);
-        std::vector<Expr> call_args = {
-            Call::make(Handle(), kernel_table_intrinsic, {}, Call::Intrinsic),
-            StringImm::make(l.kernel.name)};
+        std::vector<Expr> call_args = {Call::make(Handle(), Call::tally_kernel_table, {}),
+                                       StringImm::make(l.kernel.name)};
         for (ForType kind : {ForType::GPUBlock, ForType::GPUThread}) {
             for (int d = 0; d < 3; d++) {
                 call_args.push_back(l.kernel.geometry.launch_extent(kind, d));

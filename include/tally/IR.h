@@ -21,6 +21,7 @@
 #ifndef TALLY_IR_H
 #define TALLY_IR_H
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -220,8 +221,23 @@ struct Let : ExprNode<Let> {
     static Expr make(const std::string &name, Expr value, Expr body);
 };
 
+/** Which text dialects know a name: the third column of TargetFeatures.def and Intrinsics.def. */
+struct Dialects {
+    enum : unsigned {
+        H14 = 1,   ///< Halide 14.0.0 knows it
+        H21 = 2,   ///< Halide 21.0.0 knows it
+        Tally = 4  ///< neither release does: Tally's own, or kept from an older release
+    };
+};
+
 struct Call : ExprNode<Call> {
     static const IRNodeType _node_type = IRNodeType::Call;
+    /** Every intrinsic of Intrinsics.def, named as Halide names them. */
+    enum IntrinsicOp : uint8_t {
+#define TALLY_INTRINSIC(NAME, PURITY, DIALECTS) NAME,
+#include "tally/Intrinsics.def"
+        IntrinsicOpCount  ///< also "no intrinsic"
+    };
     enum CallType : uint8_t {
         Image,
         Extern,
@@ -234,12 +250,42 @@ struct Call : ExprNode<Call> {
     std::string name;
     std::vector<Expr> args;
     CallType call_type;
+    /** The intrinsic an Intrinsic or PureIntrinsic call names, else IntrinsicOpCount. */
+    IntrinsicOp intrinsic_op;
     Call(Type t, std::string n, std::vector<Expr> a, CallType ct)
-        : ExprNode(std::move(t)), name(std::move(n)), args(std::move(a)), call_type(ct) {}
+        : ExprNode(std::move(t)), name(std::move(n)), args(std::move(a)), call_type(ct),
+          intrinsic_op(ct == Intrinsic || ct == PureIntrinsic ? find_intrinsic(name)
+                                                              : IntrinsicOpCount) {}
     static Expr make(Type t, const std::string &name, std::vector<Expr> args, CallType call_type);
+    /** A call of intrinsic `op`, typed `t`. */
+    static Expr make(Type t, IntrinsicOp op, std::vector<Expr> args);
     /** The call type a call of this name gets when text does not say (intrinsics by name). */
     static CallType default_call_type(const std::string &name);
-    bool is_intrinsic() const { return call_type == Intrinsic || call_type == PureIntrinsic; }
+    bool is_intrinsic() const {
+        return call_type == Intrinsic || call_type == PureIntrinsic;
+    }
+    /** This is a call of intrinsic `op` (by call type and name, as in Halide). */
+    bool is_intrinsic(IntrinsicOp op) const {
+        return intrinsic_op == op;
+    }
+    /** This is a call of one of `ops`. */
+    bool is_intrinsic(std::initializer_list<IntrinsicOp> ops) const {
+        for (IntrinsicOp op : ops) {
+            if (intrinsic_op == op) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** An intrinsic's name. */
+    static const char *intrinsic_name(IntrinsicOp op);
+    /** The intrinsic of that name, or IntrinsicOpCount. */
+    static IntrinsicOp find_intrinsic(const std::string &name);
+    /** Intrinsics.def's purity: no effect and a value for any argument (speculable). */
+    static bool is_pure_intrinsic(IntrinsicOp op);
+    /** Which dialects know the intrinsic (a mask of Dialects). */
+    static unsigned intrinsic_dialects(IntrinsicOp op);
     bool is_extern() const {
         return call_type == Extern || call_type == ExternCPlusPlus || call_type == PureExtern;
     }

@@ -264,23 +264,25 @@ Unknown parts raise CompileError.)doc")
              })
         .def("__hash__", [](const Target &t) { return py::hash(py::str(t.to_string())); })
         .def_property_readonly(
-            "features", [](const Target &t) { return t.features; }, "The feature names, sorted.")
+            "features", [](const Target &t) { return t.features(); }, "The feature names, sorted.")
         .def(
             "has_feature",
             [](const Target &t, const std::string &f) {
-                const auto &known = Target::known_features();
-                if (std::find(known.begin(), known.end(), f) == known.end()) {
+                std::optional<Target::Feature> feature = Target::find_feature(f);
+                if (!feature) {
                     throw py::value_error("unknown target feature '" + f + "'");
                 }
-                return t.has_feature(f);
+                return t.has_feature(*feature);
             },
             py::arg("feature"),
             "True when the target has `feature` (e.g. 'profile'); ValueError for a name that "
             "is no target feature.")
-        .def("with_feature", &Target::with_feature, py::arg("feature"),
-             "A copy of the target with `feature` added.")
-        .def("without_feature", &Target::without_feature, py::arg("feature"),
-             "A copy of the target with `feature` removed.")
+        .def("with_feature",
+             py::overload_cast<const std::string &>(&Target::with_feature, py::const_),
+             py::arg("feature"), "A copy of the target with `feature` added.")
+        .def("without_feature",
+             py::overload_cast<const std::string &>(&Target::without_feature, py::const_),
+             py::arg("feature"), "A copy of the target with `feature` removed.")
         .def_property_readonly("profiling", &Target::profiling,
                                "True when the target asks for profiling ('profile' or "
                                "'profile_by_timer').")

@@ -34,7 +34,7 @@ public:
 
 private:
     void visit(const Call *op) override {
-        found = found || op->name == "strict_float";
+        found = found || op->is_intrinsic(Call::strict_float);
         IRVisitor::visit(op);
     }
 };
@@ -53,7 +53,7 @@ bool is_gpu_loop(const For *op) {
 }
 
 bool uses_strict_float(const Module &m) {
-    if (m.target.has_feature("strict_float")) {
+    if (m.target.has_feature(Target::StrictFloat)) {
         return true;
     }
     FindStrictFloat find;

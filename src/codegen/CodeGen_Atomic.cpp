@@ -152,11 +152,11 @@ void CodeGen_LLVM::atomic_store(const Store *st) {
         }
     } else if (const Call *c = v.as<Call>()) {
         if (is_int && c->is_intrinsic() && c->args.size() == 2 &&
-            (c->name == "bitwise_and" || c->name == "bitwise_or" || c->name == "bitwise_xor") &&
+            (c->is_intrinsic({Call::bitwise_and, Call::bitwise_or, Call::bitwise_xor})) &&
             other_side(c->args[0], c->args[1], true)) {
-            rmw = c->name == "bitwise_and"  ? llvm::AtomicRMWInst::And
-                  : c->name == "bitwise_or" ? llvm::AtomicRMWInst::Or
-                                            : llvm::AtomicRMWInst::Xor;
+            rmw = c->is_intrinsic(Call::bitwise_and)  ? llvm::AtomicRMWInst::And
+                  : c->is_intrinsic(Call::bitwise_or) ? llvm::AtomicRMWInst::Or
+                                                      : llvm::AtomicRMWInst::Xor;
         }
     }
     if (et.is_bool()) {

@@ -84,7 +84,7 @@ public:
         target_features = tm.getTargetFeatureString().str();
         has_prefetchw = tm.getMCSubtargetInfo()->checkFeatures("+prfchw");
         has_avx = tm.getMCSubtargetInfo()->checkFeatures("+avx");
-        set_fast_math(!m.target.has_feature("strict_float"));
+        set_fast_math(!m.target.has_feature(Target::StrictFloat));
         buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
                                             "struct.halide_buffer_t");
     }
@@ -652,34 +652,33 @@ private:
     /** The intrinsics only the host has: structs and stack memory, destructors, the kernel
      * table, stringify. Returns false if `op` is none of them. */
     bool call_host_intrinsic(const Call *op) {
-        const std::string &n = op->name;
-        if (n == "make_struct") {
+        if (op->is_intrinsic(Call::make_struct)) {
             value = make_struct(op);
-        } else if (n == "load_typed_struct_member") {
+        } else if (op->is_intrinsic(Call::load_typed_struct_member)) {
             value = load_struct_member(op);
-        } else if (n == "alloca") {
+        } else if (op->is_intrinsic(Call::alloca)) {
             value = stack_alloca(op);
-        } else if (n == "size_of_halide_buffer_t") {
+        } else if (op->is_intrinsic(Call::size_of_halide_buffer_t)) {
             value = llvm::ConstantInt::get(llvm_type(op->type), sizeof(halide_buffer_t));
-        } else if (n == "register_destructor") {
+        } else if (op->is_intrinsic(Call::register_destructor)) {
             const StringImm *fname = op->args[0].as<StringImm>();
             user_assert(fname) << "register_destructor needs the destructor's name";
             llvm::Value *obj = codegen(op->args[1]);
             register_destructor(fname->value, obj);
             value = llvm::ConstantPointerNull::get(builder.getPtrTy());
-        } else if (n == kernel_table_intrinsic) {
+        } else if (op->is_intrinsic(Call::tally_kernel_table)) {
             llvm::GlobalVariable *g = mod->getGlobalVariable(kernel_table_intrinsic, true);
             value = g ? static_cast<llvm::Value *>(g)
                       : llvm::ConstantPointerNull::get(builder.getPtrTy());
-        } else if (n == "stringify") {
+        } else if (op->is_intrinsic(Call::stringify)) {
             value = stringify(op);
-        } else if (n == "get_user_context") {
+        } else if (op->is_intrinsic(Call::get_user_context)) {
             value = fs->user_context;
-        } else if (n == "prefetch") {
+        } else if (op->is_intrinsic(Call::prefetch)) {
             value = prefetch(op);
-        } else if (n == "require") {
+        } else if (op->is_intrinsic(Call::require)) {
             value = require(op);
-        } else if (n == "debug_to_file") {
+        } else if (op->is_intrinsic(Call::debug_to_file)) {
             // Halide's debug_to_file(filename, type code, buffer): its runtime's call.
             user_assert(op->args.size() == 3)
                 << "debug_to_file takes a file name, a type code and a buffer";
@@ -792,7 +791,7 @@ private:
     llvm::Value *stack_alloca(const Call *op) {
         int64_t bytes;
         const Call *size_call = op->args[0].as<Call>();
-        if (size_call && size_call->name == "size_of_halide_buffer_t") {
+        if (size_call && size_call->is_intrinsic(Call::size_of_halide_buffer_t)) {
             bytes = sizeof(halide_buffer_t);  // Halide's `alloca(size_of_halide_buffer_t())`
         } else {
             user_assert(const_int_value(op->args[0], &bytes) && bytes >= 0 && bytes < (1 << 20))

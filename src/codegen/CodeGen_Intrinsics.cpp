@@ -208,25 +208,29 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
                                           << (k == 1 ? "" : "s") << ", not " << op->args.size();
     };
     const Type &rt = op->type;
-    if (n == "widening_add" || n == "widening_sub" || n == "widening_mul") {
+    if (op->is_intrinsic({Call::widening_add, Call::widening_sub, Call::widening_mul})) {
         need_args(2);
         llvm::Value *a = cast_value(arg(0), op->args[0].type(), rt);
         llvm::Value *b = cast_value(arg(1), op->args[1].type(), rt);
         bool f = rt.is_float();
-        value = n == "widening_add"   ? (f ? builder.CreateFAdd(a, b) : builder.CreateAdd(a, b))
-                : n == "widening_sub" ? (f ? builder.CreateFSub(a, b) : builder.CreateSub(a, b))
-                                      : (f ? builder.CreateFMul(a, b) : builder.CreateMul(a, b));
-    } else if (n == "widening_shift_left" || n == "widening_shift_right") {
+        value = op->is_intrinsic(Call::widening_add)
+                    ? (f ? builder.CreateFAdd(a, b) : builder.CreateAdd(a, b))
+                : op->is_intrinsic(Call::widening_sub)
+                    ? (f ? builder.CreateFSub(a, b) : builder.CreateSub(a, b))
+                    : (f ? builder.CreateFMul(a, b) : builder.CreateMul(a, b));
+    } else if (op->is_intrinsic({Call::widening_shift_left, Call::widening_shift_right})) {
         need_args(2);
         llvm::Value *a = cast_value(arg(0), op->args[0].type(), rt);
         llvm::Value *b = arg(1);
-        value = shift_value(n == "widening_shift_left", rt, a, op->args[1].type(), b);
-    } else if (n == "shift_left" || n == "shift_right") {
+        value =
+            shift_value(op->is_intrinsic(Call::widening_shift_left), rt, a, op->args[1].type(), b);
+    } else if (op->is_intrinsic({Call::shift_left, Call::shift_right})) {
         need_args(2);
         llvm::Value *a = arg(0), *b = arg(1);
-        value = shift_value(n == "shift_left", op->args[0].type(), a, op->args[1].type(), b);
-    } else if (n == "halving_add" || n == "halving_sub" || n == "rounding_halving_add" ||
-               n == "rounding_halving_sub") {
+        value = shift_value(op->is_intrinsic(Call::shift_left), op->args[0].type(), a,
+                            op->args[1].type(), b);
+    } else if (op->is_intrinsic({Call::halving_add, Call::halving_sub, Call::rounding_halving_add,
+                                 Call::rounding_halving_sub})) {
         need_args(2);
         const Type &t = op->args[0].type();
         user_assert(!t.is_float() && t == op->args[1].type())
@@ -234,14 +238,14 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
         // Exact in twice the width, where the arithmetic shift is a floor division by 2.
         Type wide = twice_as_wide(t);
         llvm::Value *a = cast_value(arg(0), t, wide), *b = cast_value(arg(1), t, wide);
-        bool add = n == "halving_add" || n == "rounding_halving_add";
+        bool add = op->is_intrinsic({Call::halving_add, Call::rounding_halving_add});
         llvm::Value *s = add ? builder.CreateAdd(a, b) : builder.CreateSub(a, b);
         if (n.rfind("rounding_", 0) == 0) {
             s = builder.CreateAdd(s, llvm::ConstantInt::get(s->getType(), 1));
         }
         s = builder.CreateAShr(s, llvm::ConstantInt::get(s->getType(), 1));
         value = builder.CreateTrunc(s, llvm_type(t));
-    } else if (n == "sorted_avg") {
+    } else if (op->is_intrinsic(Call::sorted_avg)) {
         need_args(2);
         const Type &t = op->args[0].type();
         llvm::Value *a = arg(0), *b = arg(1);
@@ -255,21 +259,21 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
             value = builder.CreateAdd(a, t.is_int() ? builder.CreateAShr(d, one)
                                                     : builder.CreateLShr(d, one));
         }
-    } else if (n == "saturating_add" || n == "saturating_sub") {
+    } else if (op->is_intrinsic({Call::saturating_add, Call::saturating_sub})) {
         need_args(2);
         const Type &t = op->args[0].type();
         user_assert(!t.is_float() && t == op->args[1].type())
             << n << " needs two integers of one type";
         llvm::Intrinsic::ID id =
-            n == "saturating_add"
+            op->is_intrinsic(Call::saturating_add)
                 ? (t.is_int() ? llvm::Intrinsic::sadd_sat : llvm::Intrinsic::uadd_sat)
                 : (t.is_int() ? llvm::Intrinsic::ssub_sat : llvm::Intrinsic::usub_sat);
         value = builder.CreateBinaryIntrinsic(id, arg(0), arg(1));
-    } else if (n == "rounding_shift_right" || n == "rounding_shift_left") {
+    } else if (op->is_intrinsic({Call::rounding_shift_right, Call::rounding_shift_left})) {
         need_args(2);
         const Type &t = op->args[0].type(), &bt = op->args[1].type();
         llvm::Value *a = arg(0), *b = arg(1);
-        if (n == "rounding_shift_left") {
+        if (op->is_intrinsic(Call::rounding_shift_left)) {
             if (bt.is_int()) {
                 value = rounding_shift_right(t, a, bt, builder.CreateNeg(b));
             } else {
@@ -278,7 +282,7 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
         } else {
             value = rounding_shift_right(t, a, bt, b);
         }
-    } else if (n == "mul_shift_right" || n == "rounding_mul_shift_right") {
+    } else if (op->is_intrinsic({Call::mul_shift_right, Call::rounding_mul_shift_right})) {
         need_args(3);
         const Type &t = op->args[0].type();
         user_assert(!t.is_float() && t == op->args[1].type())
@@ -290,12 +294,13 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
         const Type &qt = op->args[2].type();
         Type qwide = Type(qt.code(), wide.bits(), qt.lanes());
         q = cast_value(q, qt, qwide);
-        llvm::Value *shifted = n == "mul_shift_right" ? shift_value(false, wide, prod, qwide, q)
-                                                      : rounding_shift_right(wide, prod, qwide, q);
+        llvm::Value *shifted = op->is_intrinsic(Call::mul_shift_right)
+                                   ? shift_value(false, wide, prod, qwide, q)
+                                   : rounding_shift_right(wide, prod, qwide, q);
         value = saturate_to(shifted, wide, t);
-    } else if (n == "lerp") {
+    } else if (op->is_intrinsic(Call::lerp)) {
         value = lerp_value(op);
-    } else if (n == "mux") {
+    } else if (op->is_intrinsic(Call::mux)) {
         user_assert(op->args.size() >= 2) << "mux needs an index and at least one value";
         llvm::Value *index = arg(0);
         const Type &it = op->args[0].type();
@@ -315,12 +320,12 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
             r = builder.CreateSelect(c, v, r);
         }
         value = r;
-    } else if (n == "undef") {
+    } else if (op->is_intrinsic(Call::undef)) {
         value = llvm::UndefValue::get(llvm_type(rt));
-    } else if (n == "memoize_expr") {
+    } else if (op->is_intrinsic(Call::memoize_expr)) {
         user_assert(!op->args.empty()) << "memoize_expr needs a value";
         value = arg(0);
-    } else if (n == "signed_integer_overflow") {
+    } else if (op->is_intrinsic(Call::signed_integer_overflow)) {
         user_error << "codegen: signed_integer_overflow: Halide found signed integer overflow "
                       "while constant-folding; int32 and int64 overflow is undefined behaviour";
     } else {

@@ -351,19 +351,18 @@ llvm::Value *CodeGen_LLVM::load_scalar(const std::string &name, const Type &t, l
 }
 
 bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
-    const std::string &n = op->name;
     auto arg = [&](int i) { return codegen(op->args[i]); };
-    if (n == "likely" || n == "likely_if_innermost" || n == "promise_clamped" ||
-        n == "unsafe_promise_clamped") {
+    if (op->is_intrinsic({Call::likely, Call::likely_if_innermost, Call::promise_clamped,
+                          Call::unsafe_promise_clamped})) {
         value = arg(0);
-    } else if (n == "strict_float") {
+    } else if (op->is_intrinsic(Call::strict_float)) {
         llvm::IRBuilderBase::FastMathFlagGuard strict(builder);
         builder.clearFastMathFlags();
         value = arg(0);
-    } else if (n == "return_second") {
+    } else if (op->is_intrinsic(Call::return_second)) {
         arg(0);
         value = arg(1);
-    } else if (n == "abs") {
+    } else if (op->is_intrinsic(Call::abs)) {
         llvm::Value *a = arg(0);
         const Type &t = op->args[0].type();
         if (t.is_float()) {
@@ -374,7 +373,7 @@ bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
         } else {
             value = a;
         }
-    } else if (n == "absd") {
+    } else if (op->is_intrinsic(Call::absd)) {
         llvm::Value *a = arg(0), *b = arg(1);
         const Type &t = op->args[0].type();
         if (t.is_float()) {
@@ -383,25 +382,26 @@ bool CodeGen_LLVM::call_pure_intrinsic(const Call *op) {
             llvm::Value *lt = compare(IRNodeType::LT, t, a, b);
             value = builder.CreateSelect(lt, builder.CreateSub(b, a), builder.CreateSub(a, b));
         }
-    } else if (n == "bitwise_and" || n == "bitwise_or" || n == "bitwise_xor") {
+    } else if (op->is_intrinsic({Call::bitwise_and, Call::bitwise_or, Call::bitwise_xor})) {
         llvm::Value *a = arg(0), *b = arg(1);
-        value = n == "bitwise_and"  ? builder.CreateAnd(a, b)
-                : n == "bitwise_or" ? builder.CreateOr(a, b)
-                                    : builder.CreateXor(a, b);
-    } else if (n == "bitwise_not") {
+        value = op->is_intrinsic(Call::bitwise_and)  ? builder.CreateAnd(a, b)
+                : op->is_intrinsic(Call::bitwise_or) ? builder.CreateOr(a, b)
+                                                     : builder.CreateXor(a, b);
+    } else if (op->is_intrinsic(Call::bitwise_not)) {
         value = builder.CreateNot(arg(0));
-    } else if (n == "count_leading_zeros" || n == "count_trailing_zeros") {
-        value = builder.CreateBinaryIntrinsic(n == "count_leading_zeros" ? llvm::Intrinsic::ctlz
-                                                                         : llvm::Intrinsic::cttz,
+    } else if (op->is_intrinsic({Call::count_leading_zeros, Call::count_trailing_zeros})) {
+        value = builder.CreateBinaryIntrinsic(op->is_intrinsic(Call::count_leading_zeros)
+                                                  ? llvm::Intrinsic::ctlz
+                                                  : llvm::Intrinsic::cttz,
                                               arg(0), builder.getFalse());
-    } else if (n == "popcount") {
+    } else if (op->is_intrinsic(Call::popcount)) {
         value = builder.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, arg(0));
-    } else if (n == "if_then_else") {
+    } else if (op->is_intrinsic(Call::if_then_else)) {
         value = if_then_else(op);
-    } else if (n == "div_round_to_zero" || n == "mod_round_to_zero") {
+    } else if (op->is_intrinsic({Call::div_round_to_zero, Call::mod_round_to_zero})) {
         llvm::Value *a = arg(0), *b = arg(1);
         bool s = op->type.is_int();
-        value = n == "div_round_to_zero"
+        value = op->is_intrinsic(Call::div_round_to_zero)
                     ? (s ? builder.CreateSDiv(a, b) : builder.CreateUDiv(a, b))
                     : (s ? builder.CreateSRem(a, b) : builder.CreateURem(a, b));
     } else {
@@ -485,44 +485,9 @@ bool CodeGen_LLVM::speculable(const Expr &e) {
         bool ok = true;
         void visit(const Load *) override { ok = false; }
         void visit(const Call *op) override {
-            static const std::set<std::string> pure = {"abs",
-                                                       "absd",
-                                                       "bitwise_and",
-                                                       "bitwise_or",
-                                                       "bitwise_xor",
-                                                       "bitwise_not",
-                                                       "shift_left",
-                                                       "shift_right",
-                                                       "count_leading_zeros",
-                                                       "count_trailing_zeros",
-                                                       "popcount",
-                                                       "likely",
-                                                       "likely_if_innermost",
-                                                       "strict_float",
-                                                       "lerp",
-                                                       "widening_add",
-                                                       "widening_sub",
-                                                       "widening_mul",
-                                                       "halving_add",
-                                                       "halving_sub",
-                                                       "rounding_halving_add",
-                                                       "rounding_halving_sub",
-                                                       "saturating_add",
-                                                       "saturating_sub",
-                                                       "saturating_cast",
-                                                       "rounding_shift_left",
-                                                       "rounding_shift_right",
-                                                       "widening_shift_left",
-                                                       "widening_shift_right",
-                                                       "mul_shift_right",
-                                                       "rounding_mul_shift_right",
-                                                       "sorted_avg",
-                                                       "mux",
-                                                       "reinterpret",
-                                                       "promise_clamped",
-                                                       "unsafe_promise_clamped"};
             if (op->call_type != Call::PureExtern && op->call_type != Call::PureIntrinsic &&
-                !pure.count(op->name)) {
+                !(op->intrinsic_op != Call::IntrinsicOpCount &&
+                  Call::is_pure_intrinsic(op->intrinsic_op))) {
                 ok = false;
                 return;
             }

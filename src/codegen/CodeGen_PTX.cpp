@@ -90,14 +90,20 @@ void init_nvptx() {
 
 /** "sm_XX": the highest cuda_capability_XX feature of the target, else sm_75. */
 std::string cuda_arch(const Target &t) {
-    int best = 0;
-    const std::string prefix = "cuda_capability_";
-    for (const std::string &f : t.features) {
-        if (f.compare(0, prefix.size(), prefix) == 0) {
-            best = std::max(best, std::atoi(f.c_str() + prefix.size()));
+    static const std::pair<Target::Feature, int> capabilities[] = {
+        {Target::CUDACapability90, 90}, {Target::CUDACapability89, 89},
+        {Target::CUDACapability86, 86}, {Target::CUDACapability80, 80},
+        {Target::CUDACapability75, 75}, {Target::CUDACapability70, 70},
+        {Target::CUDACapability61, 61}, {Target::CUDACapability50, 50},
+        {Target::CUDACapability35, 35}, {Target::CUDACapability32, 32},
+        {Target::CUDACapability30, 30},
+    };
+    for (const auto &[feature, sm] : capabilities) {
+        if (t.has_feature(feature)) {
+            return "sm_" + std::to_string(sm);
         }
     }
-    return "sm_" + std::to_string(best ? best : 75);
+    return "sm_75";
 }
 
 std::unique_ptr<llvm::TargetMachine> nvptx_target_machine(const std::string &arch) {
@@ -381,7 +387,7 @@ private:
     }
 
     void visit(const Call *op) override {
-        if (op->name == "gpu_thread_barrier") {
+        if (op->is_intrinsic(Call::gpu_thread_barrier)) {
             builder.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
             value = llvm::Constant::getNullValue(llvm_type(op->type));
         } else if (call_pure_intrinsic(op)) {

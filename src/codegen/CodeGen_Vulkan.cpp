@@ -716,44 +716,44 @@ private:
         if (!op->is_intrinsic()) {
             unsupported("call '" + n + "' (" + call_type_name(op->call_type) + ")");
         }
-        if (n == "likely" || n == "likely_if_innermost" || n == "promise_clamped" ||
-            n == "unsafe_promise_clamped" || n == "strict_float") {
+        if (op->is_intrinsic({Call::likely, Call::likely_if_innermost, Call::promise_clamped,
+                              Call::unsafe_promise_clamped, Call::strict_float})) {
             value = emit(op->args[0]);
-        } else if (n == "return_second") {
+        } else if (op->is_intrinsic(Call::return_second)) {
             emit(op->args[0]);
             value = emit(op->args[1]);
-        } else if (n == "abs") {
+        } else if (op->is_intrinsic(Call::abs)) {
             const Type &t = op->args[0].type();
             std::vector<std::string> v = emit(op->args[0]);
             for (std::string &l : v) {
                 l = t.is_uint() ? l : convert("abs(" + l + ")", t, op->type);
             }
             value = std::move(v);
-        } else if (n == "bitwise_and" || n == "bitwise_or" || n == "bitwise_xor") {
+        } else if (op->is_intrinsic({Call::bitwise_and, Call::bitwise_or, Call::bitwise_xor})) {
             bool b = op->type.is_bool();
-            const char *o = n == "bitwise_and"  ? (b ? "&&" : "&")
-                            : n == "bitwise_or" ? (b ? "||" : "|")
-                                                : (b ? "!=" : "^");
+            const char *o = op->is_intrinsic(Call::bitwise_and)  ? (b ? "&&" : "&")
+                            : op->is_intrinsic(Call::bitwise_or) ? (b ? "||" : "|")
+                                                                 : (b ? "!=" : "^");
             infix(op->args[0], op->args[1], o);
-        } else if (n == "bitwise_not") {
+        } else if (op->is_intrinsic(Call::bitwise_not)) {
             std::vector<std::string> v = emit(op->args[0]);
             for (std::string &l : v) {
                 l = (op->type.is_bool() ? "(!" : "(~") + l + ")";
             }
             value = std::move(v);
-        } else if (n == "shift_left" || n == "shift_right") {
-            infix(op->args[0], op->args[1], n == "shift_left" ? "<<" : ">>");
-        } else if (n == "if_then_else") {
+        } else if (op->is_intrinsic({Call::shift_left, Call::shift_right})) {
+            infix(op->args[0], op->args[1], op->is_intrinsic(Call::shift_left) ? "<<" : ">>");
+        } else if (op->is_intrinsic(Call::if_then_else)) {
             if_then_else(op);
-        } else if (n == "div_round_to_zero") {
+        } else if (op->is_intrinsic(Call::div_round_to_zero)) {
             infix(op->args[0], op->args[1], "/");
-        } else if (n == "mod_round_to_zero") {
+        } else if (op->is_intrinsic(Call::mod_round_to_zero)) {
             Type t = op->type;
             binary(op->args[0], op->args[1], [&](const std::string &x, const std::string &y) {
                 std::string a = share(t, x), b = share(t, y);
                 return "(" + a + " - (" + a + " / " + b + ") * " + b + ")";
             });
-        } else if (n == "gpu_thread_barrier") {
+        } else if (op->is_intrinsic(Call::gpu_thread_barrier)) {
             line("memoryBarrierShared();");
             line("memoryBarrierBuffer();");
             line("barrier();");
@@ -904,7 +904,7 @@ private:
             return;  // the no-op statement
         }
         const Call *c = op->value.as<Call>();
-        if (c && c->name == "gpu_thread_barrier") {
+        if (c && c->is_intrinsic(Call::gpu_thread_barrier)) {
             emit(op->value);
             return;
         }

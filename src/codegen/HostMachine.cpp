@@ -57,8 +57,8 @@ void init_llvm() {
  * accesses back into them on AVX-512 CPUs, where they are legal but slow). */
 const char *const no_gathers = "+prefer-no-gather,+prefer-no-scatter";
 
-bool has_any(const Target &t, std::initializer_list<const char *> fs) {
-    for (const char *f : fs) {
+bool has_any(const Target &t, std::initializer_list<Target::Feature> fs) {
+    for (Target::Feature f : fs) {
         if (t.has_feature(f)) {
             return true;
         }
@@ -68,25 +68,25 @@ bool has_any(const Target &t, std::initializer_list<const char *> fs) {
 
 /** Halide 14's CPU for the highest ISA feature of an x86 target. */
 std::string x86_cpu(const Target &t) {
-    if (t.has_feature("avx512_sapphirerapids")) {
+    if (t.has_feature(Target::AVX512_SapphireRapids)) {
         return "sapphirerapids";
     }
-    if (t.has_feature("avx512_cannonlake")) {
+    if (t.has_feature(Target::AVX512_Cannonlake)) {
         return "cannonlake";
     }
-    if (t.has_feature("avx512_skylake")) {
+    if (t.has_feature(Target::AVX512_Skylake)) {
         return "skylake-avx512";
     }
-    if (t.has_feature("avx512_knl")) {
+    if (t.has_feature(Target::AVX512_KNL)) {
         return "knl";
     }
-    if (t.has_feature("avx2")) {
+    if (t.has_feature(Target::AVX2)) {
         return "haswell";
     }
-    if (t.has_feature("avx")) {
+    if (t.has_feature(Target::AVX)) {
         return "corei7-avx";
     }
-    if (t.has_feature("sse41")) {
+    if (t.has_feature(Target::SSE41)) {
         return "penryn";  // SSE4.1 without SSE4.2
     }
     return "k8";  // SSE2 without SSSE3
@@ -95,34 +95,35 @@ std::string x86_cpu(const Target &t) {
 /** Halide 14's attributes for an x86 target, with the ISA features spelled out. */
 std::string x86_features(const Target &t) {
     std::vector<std::string> fs;
-    if (has_any(t, {"sse41", "avx", "avx2"})) {
+    if (has_any(t, {Target::SSE41, Target::AVX, Target::AVX2})) {
         fs.push_back("+sse4.1");
     }
-    if (has_any(t, {"avx", "avx2"})) {
+    if (has_any(t, {Target::AVX, Target::AVX2})) {
         fs.push_back("+avx");
     }
-    if (t.has_feature("avx2")) {
+    if (t.has_feature(Target::AVX2)) {
         fs.insert(fs.end(), {"+avx2", "+fma", "+f16c"});
     }
-    if (t.has_feature("fma") && !t.has_feature("avx2")) {
+    if (t.has_feature(Target::FMA) && !t.has_feature(Target::AVX2)) {
         fs.push_back("+fma");
     }
-    if (t.has_feature("fma4")) {
+    if (t.has_feature(Target::FMA4)) {
         fs.push_back("+fma4");
     }
-    if (t.has_feature("f16c") && !t.has_feature("avx2")) {
+    if (t.has_feature(Target::F16C) && !t.has_feature(Target::AVX2)) {
         fs.push_back("+f16c");
     }
-    if (has_any(t, {"avx512", "avx512_knl", "avx512_skylake", "avx512_cannonlake"})) {
+    if (has_any(t, {Target::AVX512, Target::AVX512_KNL, Target::AVX512_Skylake,
+                    Target::AVX512_Cannonlake})) {
         fs.insert(fs.end(), {"+avx512f", "+avx512cd"});
-        if (has_any(t, {"avx512_skylake", "avx512_cannonlake"})) {
+        if (has_any(t, {Target::AVX512_Skylake, Target::AVX512_Cannonlake})) {
             fs.insert(fs.end(), {"+avx512vl", "+avx512bw", "+avx512dq"});
         }
-        if (t.has_feature("avx512_cannonlake")) {
+        if (t.has_feature(Target::AVX512_Cannonlake)) {
             fs.insert(fs.end(), {"+avx512ifma", "+avx512vbmi"});
         }
     }
-    if (t.has_feature("avx512_sapphirerapids")) {
+    if (t.has_feature(Target::AVX512_SapphireRapids)) {
         fs.insert(fs.end(), {"+avx512bf16", "+avx512vnni"});
     }
     std::string s;
@@ -165,6 +166,14 @@ HostMachine host_machine(const Target &t) {
                               << "': Tally compiles host code for 64-bit x86 only (say x86-64)";
     user_assert(t.os == Target::Linux)
         << "target '" << name << "': Tally compiles host code for Linux only (say x86-64-linux)";
+    // x86 ISA features newer than Halide 14 that this back end does not map to a CPU and
+    // attributes yet: compiling without them would silently give older code than asked for.
+    for (Target::Feature f : {Target::AVX512_Zen4, Target::AVX512_Zen5, Target::AVXVNNI,
+                              Target::AVX10_1, Target::X86APX}) {
+        user_assert(!t.has_feature(f))
+            << "target '" << name << "': Tally's x86 code generation does not support the feature '"
+            << Target::feature_name(f) << "' yet";
+    }
     hm.triple = "x86_64-unknown-linux-gnu";
     hm.cpu = x86_cpu(t);
     hm.features = x86_features(t);

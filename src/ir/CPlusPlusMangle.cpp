@@ -227,7 +227,7 @@ EntrySymbols entry_symbols(const Module &m, const LoweredFunc &f) {
     for (size_t b = 0, e; (e = scope.find("::", b)) != std::string::npos; b = e + 2) {
         s.namespaces.push_back(scope.substr(b, e - b));
     }
-    if (!m.target.has_feature("c_plus_plus_name_mangling")) {
+    if (!m.target.has_feature(Target::CPlusPlusMangling)) {
         s.function = s.name;
         s.argv = s.name + "_argv";
         s.metadata = s.name + "_metadata";

@@ -4,6 +4,8 @@
 
 #include "tally/IR.h"
 
+#include <unordered_map>
+
 #include "tally/Error.h"
 
 namespace tally {
@@ -303,105 +305,59 @@ Expr Call::make(Type t, const std::string &name, std::vector<Expr> args, CallTyp
     return new Call(t, name, std::move(args), call_type);
 }
 
+namespace {
+
+struct IntrinsicInfo {
+    const char *name;
+    bool pure;
+    unsigned dialects;
+};
+
+constexpr bool Pure = true, Impure = false;
+constexpr unsigned H14 = Dialects::H14, H21 = Dialects::H21, Tally = Dialects::Tally;
+const IntrinsicInfo intrinsic_infos[] = {
+#define TALLY_INTRINSIC(NAME, PURITY, DIALECTS) {#NAME, PURITY, DIALECTS},
+#include "tally/Intrinsics.def"
+};
+static_assert(sizeof(intrinsic_infos) / sizeof(intrinsic_infos[0]) == Call::IntrinsicOpCount,
+              "one IntrinsicInfo per Call::IntrinsicOp");
+
+const IntrinsicInfo &intrinsic_info(Call::IntrinsicOp op) {
+    internal_assert(op < Call::IntrinsicOpCount) << "intrinsic " << int(op) << " out of range";
+    return intrinsic_infos[op];
+}
+
+}  // namespace
+
+const char *Call::intrinsic_name(IntrinsicOp op) {
+    return intrinsic_info(op).name;
+}
+bool Call::is_pure_intrinsic(IntrinsicOp op) {
+    return intrinsic_info(op).pure;
+}
+unsigned Call::intrinsic_dialects(IntrinsicOp op) {
+    return intrinsic_info(op).dialects;
+}
+
+Call::IntrinsicOp Call::find_intrinsic(const std::string &name) {
+    static const std::unordered_map<std::string, IntrinsicOp> by_name = [] {
+        std::unordered_map<std::string, IntrinsicOp> m;
+        for (int i = 0; i < IntrinsicOpCount; i++) {
+            m.emplace(intrinsic_infos[i].name, IntrinsicOp(i));
+        }
+        return m;
+    }();
+    auto it = by_name.find(name);
+    return it == by_name.end() ? IntrinsicOpCount : it->second;
+}
+
+Expr Call::make(Type t, IntrinsicOp op, std::vector<Expr> args) {
+    return make(std::move(t), intrinsic_name(op), std::move(args), Intrinsic);
+}
+
 Call::CallType Call::default_call_type(const std::string &name) {
     // Halide's intrinsics that appear in lowered statements; everything else is extern.
-    static const char *const intrinsics[] = {
-        "make_struct",
-        "load_typed_struct_member",
-        "alloca",
-        "register_destructor",
-        "return_second",
-        "stringify",
-        "abs",
-        "absd",
-        "bitwise_and",
-        "bitwise_or",
-        "bitwise_xor",
-        "bitwise_not",
-        "shift_left",
-        "shift_right",
-        "count_leading_zeros",
-        "count_trailing_zeros",
-        "popcount",
-        "if_then_else",
-        "likely",
-        "likely_if_innermost",
-        "promise_clamped",
-        "unsafe_promise_clamped",
-        "strict_float",
-        "undef",
-        "size_of_halide_buffer_t",
-        "lerp",
-        "div_round_to_zero",
-        "mod_round_to_zero",
-        "mulhi_shr",
-        "sorted_avg",
-        "saturating_add",
-        "saturating_sub",
-        "widening_add",
-        "widening_sub",
-        "widening_mul",
-        "rounding_shift_left",
-        "rounding_shift_right",
-        "signed_integer_overflow",
-        "prefetch",
-        "gpu_thread_barrier",
-        "declare_box_touched",
-        "debug_to_file",
-        "dynamic_shuffle",
-        "get_user_context",
-        "get_runtime_vtable",
-        "unreachable",
-        "hvx_gather",
-        "hvx_scatter",
-        "image_load",
-        "image_store",
-        "require",
-        "require_mask",
-        "memoize_expr",
-        "extract_mask_element",
-        "bundle",
-        "target_arch_is",
-        "target_bits",
-        "target_has_feature",
-        "target_natural_vector_size",
-        "target_os_is",
-        "round",
-        "halving_add",
-        "halving_sub",
-        "rounding_halving_add",
-        "rounding_halving_sub",
-        "widening_shift_left",
-        "widening_shift_right",
-        "mux",
-        "call_cached_indirect_function",
-        "bool_to_mask",
-        "cast_mask",
-        "if_then_else_mask",
-        "select_mask",
-        "random",
-        "rewrite_buffer",
-        "hvx_scatter_acc",
-        "hvx_scatter_release",
-        "rounding_mul_shift_right",
-        "mul_shift_right",
-        "saturating_cast",
-        "scatter_gather",
-        "concat_bits",
-        "extract_bits",
-        "add_image_checks_marker",
-        "get_pointer_symbol_or_null",
-        "tally_kernel_table",
-    };
-    for (const char *n : intrinsics) {
-        if (name == n) {
-            return Intrinsic;
-        }
-    }
-    if (name.rfind("_halide_buffer_", 0) == 0) {
-        return Extern;
-    }
-    return Extern;
+    return find_intrinsic(name) != IntrinsicOpCount ? Intrinsic : Extern;
 }
 
 Expr Shuffle::make(std::vector<Expr> vectors, std::vector<int> indices) {

@@ -200,7 +200,7 @@ std::vector<std::string> task_closures(const Expr &e) {
     }
     // The task array is one make_struct of the tasks' fields, fn first in each.
     const Call *tasks = strip_casts(c->args[2]).as<Call>();
-    if (!tasks || tasks->name != "make_struct") {
+    if (!tasks || !tasks->is_intrinsic(Call::make_struct)) {
         return out;
     }
     for (const Expr &field : tasks->args) {

@@ -1,6 +1,5 @@
-// Target strings. The feature list is Halide 14's (so that every target Halide prints parses and
-// prints back the same), plus `vulkan`, the newer CUDA capabilities and `profile_timestamps`
-// that Tally adds.
+// Target strings. The features are TargetFeatures.def's: every name Halide 14 or Halide 21 knows
+// (so that every target Halide prints parses and prints back the same), plus Tally's own.
 
 #include "tally/Target.h"
 
@@ -45,92 +44,56 @@ std::vector<std::string> split(const std::string &s, char sep) {
 
 }  // namespace
 
+namespace {
+
+struct FeatureInfo {
+    const char *name;
+    unsigned dialects;
+};
+
+constexpr unsigned H14 = Dialects::H14, H21 = Dialects::H21, Tally = Dialects::Tally;
+const FeatureInfo feature_infos[] = {
+#define TALLY_TARGET_FEATURE(E, NAME, DIALECTS) {NAME, DIALECTS},
+#include "tally/TargetFeatures.def"
+};
+static_assert(sizeof(feature_infos) / sizeof(feature_infos[0]) == Target::FeatureEnd,
+              "one FeatureInfo per Target::Feature");
+
+}  // namespace
+
+const char *Target::feature_name(Feature f) {
+    internal_assert(f >= 0 && f < FeatureEnd) << "feature " << int(f) << " out of range";
+    return feature_infos[f].name;
+}
+
+unsigned Target::feature_dialects(Feature f) {
+    internal_assert(f >= 0 && f < FeatureEnd) << "feature " << int(f) << " out of range";
+    return feature_infos[f].dialects;
+}
+
+std::optional<Target::Feature> Target::find_feature(const std::string &name) {
+    for (int i = 0; i < FeatureEnd; i++) {
+        if (name == feature_infos[i].name) {
+            return Feature(i);
+        }
+    }
+    return std::nullopt;
+}
+
+Target::Feature Target::feature_named(const std::string &name) {
+    std::optional<Feature> f = find_feature(name);
+    user_assert(f.has_value()) << "unknown target feature '" << name << "'";
+    return *f;
+}
+
 const std::vector<std::string> &Target::known_features() {
-    static const std::vector<std::string> names = {"jit",
-                                                   "debug",
-                                                   "no_asserts",
-                                                   "no_bounds_query",
-                                                   "sse41",
-                                                   "avx",
-                                                   "avx2",
-                                                   "fma",
-                                                   "fma4",
-                                                   "f16c",
-                                                   "armv7s",
-                                                   "no_neon",
-                                                   "vsx",
-                                                   "power_arch_2_07",
-                                                   "cuda",
-                                                   "cuda_capability_30",
-                                                   "cuda_capability_32",
-                                                   "cuda_capability_35",
-                                                   "cuda_capability_50",
-                                                   "cuda_capability_61",
-                                                   "cuda_capability_70",
-                                                   "cuda_capability_75",
-                                                   "cuda_capability_80",
-                                                   "cuda_capability_86",
-                                                   "cuda_capability_89",
-                                                   "cuda_capability_90",
-                                                   "opencl",
-                                                   "cl_doubles",
-                                                   "cl_half",
-                                                   "cl_atomics64",
-                                                   "openglcompute",
-                                                   "egl",
-                                                   "user_context",
-                                                   "matlab",
-                                                   "profile",
-                                                   "profile_by_timer",
-                                                   "profile_timestamps",
-                                                   "no_runtime",
-                                                   "metal",
-                                                   "c_plus_plus_name_mangling",
-                                                   "large_buffers",
-                                                   "hvx",
-                                                   "hvx_128",
-                                                   "hvx_v62",
-                                                   "hvx_v65",
-                                                   "hvx_v66",
-                                                   "hvx_shared_object",
-                                                   "hexagon_dma",
-                                                   "fuzz_float_stores",
-                                                   "soft_float_abi",
-                                                   "msan",
-                                                   "avx512",
-                                                   "avx512_knl",
-                                                   "avx512_skylake",
-                                                   "avx512_cannonlake",
-                                                   "avx512_sapphirerapids",
-                                                   "trace_loads",
-                                                   "trace_stores",
-                                                   "trace_realizations",
-                                                   "trace_pipeline",
-                                                   "d3d12compute",
-                                                   "strict_float",
-                                                   "tsan",
-                                                   "asan",
-                                                   "check_unsafe_promises",
-                                                   "embed_bitcode",
-                                                   "enable_llvm_loop_opt",
-                                                   "disable_llvm_loop_opt",
-                                                   "wasm_simd128",
-                                                   "wasm_signext",
-                                                   "wasm_sat_float_to_int",
-                                                   "wasm_threads",
-                                                   "wasm_bulk_memory",
-                                                   "sve",
-                                                   "sve2",
-                                                   "arm_dot_prod",
-                                                   "arm_fp16",
-                                                   "llvm_large_code_model",
-                                                   "rvv",
-                                                   "armv81a",
-                                                   "sanitizer_coverage",
-                                                   "spirv",
-                                                   "semihosting",
-                                                   "vulkan",
-                                                   "webgpu"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const FeatureInfo &f : feature_infos) {
+            v.emplace_back(f.name);
+        }
+        return v;
+    }();
     return names;
 }
 
@@ -167,17 +130,14 @@ Target Target::parse(const std::string &s) {
         user_assert(t.arch != ArchUnknown || t.bits != 0 || t.os != OSUnknown)
             << "target '" << s << "' must start with 'host' or an architecture (x86, arm, ...)";
     }
-    const auto &known = known_features();
     for (; i < parts.size(); i++) {
         const std::string &f = parts[i];
         user_assert(!f.empty()) << "target '" << s << "' has an empty feature";
-        user_assert(std::find(known.begin(), known.end(), f) != known.end())
+        std::optional<Feature> feature = find_feature(f);
+        user_assert(feature.has_value())
             << "unknown target feature '" << f << "' in target '" << s << "'";
-        if (!t.has_feature(f)) {
-            t.features.push_back(f);
-        }
+        t.feature_set.set(*feature);
     }
-    std::sort(t.features.begin(), t.features.end());
     return t;
 }
 
@@ -204,69 +164,62 @@ std::string Target::to_string() const {
             s += (i ? "-" : "") + head[i];
         }
     }
-    for (const std::string &f : features) {
+    for (const std::string &f : features()) {
         s += "-" + f;
     }
     return s;
 }
 
-bool Target::has_feature(const std::string &f) const {
-    return std::find(features.begin(), features.end(), f) != features.end();
+std::vector<std::string> Target::features() const {
+    std::vector<std::string> names;
+    for (int i = 0; i < FeatureEnd; i++) {
+        if (feature_set.test(i)) {
+            names.emplace_back(feature_infos[i].name);
+        }
+    }
+    std::sort(names.begin(), names.end());
+    return names;
 }
 
-Target Target::with_feature(const std::string &f) const {
-    const auto &known = known_features();
-    user_assert(std::find(known.begin(), known.end(), f) != known.end())
-        << "unknown target feature '" << f << "'";
+Target Target::with_feature(Feature f) const {
     Target t = *this;
-    if (!t.has_feature(f)) {
-        t.features.push_back(f);
-        std::sort(t.features.begin(), t.features.end());
-    }
+    t.feature_set.set(f);
     return t;
 }
 
-Target Target::without_feature(const std::string &f) const {
+Target Target::without_feature(Feature f) const {
     Target t = *this;
-    t.features.erase(std::remove(t.features.begin(), t.features.end(), f), t.features.end());
+    t.feature_set.reset(f);
     return t;
 }
 
 DeviceAPI Target::gpu_api() const {
-    if (has_feature("cuda")) {
-        return DeviceAPI::CUDA;
-    }
-    if (has_feature("vulkan")) {
-        return DeviceAPI::Vulkan;
-    }
-    if (has_feature("opencl")) {
-        return DeviceAPI::OpenCL;
-    }
-    if (has_feature("metal")) {
-        return DeviceAPI::Metal;
-    }
-    if (has_feature("openglcompute")) {
-        return DeviceAPI::OpenGLCompute;
-    }
-    if (has_feature("d3d12compute")) {
-        return DeviceAPI::D3D12Compute;
-    }
-    if (has_feature("webgpu")) {
-        return DeviceAPI::WebGPU;
-    }
-    if (has_feature("hexagon_dma")) {
-        return DeviceAPI::HexagonDma;
+    // The first the target names, in this order (check_supported rejects cuda with vulkan).
+    static const std::pair<Feature, DeviceAPI> apis[] = {
+        {CUDA, DeviceAPI::CUDA},
+        {Vulkan, DeviceAPI::Vulkan},
+        {OpenCL, DeviceAPI::OpenCL},
+        {Metal, DeviceAPI::Metal},
+        {OpenGLCompute, DeviceAPI::OpenGLCompute},
+        {D3D12Compute, DeviceAPI::D3D12Compute},
+        {WebGPU, DeviceAPI::WebGPU},
+        {HexagonDma, DeviceAPI::HexagonDma},
+    };
+    for (const auto &[feature, api] : apis) {
+        if (has_feature(feature)) {
+            return api;
+        }
     }
     return DeviceAPI::None;
 }
 
 void Target::check_supported() const {
-    for (const char *f : {"opencl", "metal", "openglcompute", "d3d12compute", "webgpu"}) {
-        user_assert(!has_feature(f)) << "target '" << to_string() << "' asks for device API '" << f
-                                     << "', for which Tally has no back end (supported: cuda, "
-                                        "vulkan)";
+    for (Feature f : {OpenCL, Metal, OpenGLCompute, D3D12Compute, WebGPU}) {
+        user_assert(!has_feature(f))
+            << "target '" << to_string() << "' asks for device API '" << feature_name(f)
+            << "', for which Tally has no back end (supported: cuda, vulkan)";
     }
-    user_assert(!(has_feature("cuda") && has_feature("vulkan")))
+    user_assert(!(has_feature(CUDA) && has_feature(Vulkan)))
         << "target '" << to_string() << "' asks for both cuda and vulkan; pick one";
 }
 

@@ -699,7 +699,7 @@ private:
 
     /** The IR-level parameter type hints of a runtime function, from ir/RuntimeCalls.h. */
     static bool param_hint(const std::string &name, size_t i, Type *out) {
-        if (name == "register_destructor" && i == 1) {
+        if (Call::find_intrinsic(name) == Call::register_destructor && i == 1) {
             *out = Handle();
             return true;
         }

@@ -2,6 +2,7 @@
 // (tag down-casts, sharing, reference counting), Block construction, constants and Type.
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -551,6 +552,248 @@ TEST(Type, AnyTwoHandlesOfEqualLanesAreCompatibleButNotEqual) {
     EXPECT_FALSE(types_compatible(Int(32), UInt(32)));
     EXPECT_FALSE(types_compatible(Int(32), Int(32, 2)));
     EXPECT_TRUE(types_compatible(Float(16, 4), Float(16, 4)));
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// Every intrinsic Halide 21 names (its IR.cpp's intrinsic_op_names, in its order) is an
+// intrinsic here by default, found by name and marked as Halide 21's.
+TEST(Intrinsics, EveryHalide21IntrinsicIsKnown) {
+    const char *const halide21[] = {"abs",
+                                    "absd",
+                                    "add_image_checks_marker",
+                                    "alloca",
+                                    "bitwise_and",
+                                    "bitwise_not",
+                                    "bitwise_or",
+                                    "bitwise_xor",
+                                    "bool_to_mask",
+                                    "bundle",
+                                    "call_cached_indirect_function",
+                                    "cast_mask",
+                                    "concat_bits",
+                                    "count_leading_zeros",
+                                    "count_trailing_zeros",
+                                    "debug_to_file",
+                                    "declare_box_touched",
+                                    "div_round_to_zero",
+                                    "dynamic_shuffle",
+                                    "extract_bits",
+                                    "extract_mask_element",
+                                    "get_user_context",
+                                    "gpu_thread_barrier",
+                                    "halving_add",
+                                    "halving_sub",
+                                    "hvx_gather",
+                                    "hvx_scatter",
+                                    "hvx_scatter_acc",
+                                    "hvx_scatter_release",
+                                    "if_then_else",
+                                    "if_then_else_mask",
+                                    "image_load",
+                                    "image_store",
+                                    "lerp",
+                                    "likely",
+                                    "likely_if_innermost",
+                                    "load_typed_struct_member",
+                                    "make_struct",
+                                    "memoize_expr",
+                                    "mod_round_to_zero",
+                                    "mul_shift_right",
+                                    "mux",
+                                    "popcount",
+                                    "prefetch",
+                                    "profiling_enable_instance_marker",
+                                    "promise_clamped",
+                                    "random",
+                                    "register_destructor",
+                                    "require",
+                                    "require_mask",
+                                    "return_second",
+                                    "rewrite_buffer",
+                                    "round",
+                                    "rounding_halving_add",
+                                    "rounding_mul_shift_right",
+                                    "rounding_shift_left",
+                                    "rounding_shift_right",
+                                    "saturating_add",
+                                    "saturating_sub",
+                                    "saturating_cast",
+                                    "scatter_gather",
+                                    "select_mask",
+                                    "shift_left",
+                                    "shift_right",
+                                    "signed_integer_overflow",
+                                    "size_of_halide_buffer_t",
+                                    "skip_stages_marker",
+                                    "sliding_window_marker",
+                                    "sorted_avg",
+                                    "strict_add",
+                                    "strict_div",
+                                    "strict_eq",
+                                    "strict_le",
+                                    "strict_lt",
+                                    "strict_max",
+                                    "strict_min",
+                                    "strict_mul",
+                                    "strict_sub",
+                                    "stringify",
+                                    "target_arch_is",
+                                    "target_bits",
+                                    "target_has_feature",
+                                    "target_natural_vector_size",
+                                    "target_os_is",
+                                    "undef",
+                                    "unreachable",
+                                    "unsafe_promise_clamped",
+                                    "widen_right_add",
+                                    "widen_right_mul",
+                                    "widen_right_sub",
+                                    "widening_add",
+                                    "widening_mul",
+                                    "widening_shift_left",
+                                    "widening_shift_right",
+                                    "widening_sub",
+                                    "get_runtime_vscale"};
+    EXPECT_EQ(std::size(halide21), 96u);
+    for (const char *n : halide21) {
+        SCOPED_TRACE(n);
+        Call::IntrinsicOp op = Call::find_intrinsic(n);
+        ASSERT_NE(op, Call::IntrinsicOpCount);
+        EXPECT_STREQ(Call::intrinsic_name(op), n);
+        EXPECT_TRUE(Call::intrinsic_dialects(op) & Dialects::H21);
+        EXPECT_EQ(Call::default_call_type(n), Call::Intrinsic);
+    }
+}
+
+// Halide 14's list likewise, except reinterpret, which Tally reads as a Reinterpret node (as
+// Halide 21 has it) and which therefore is no intrinsic here.
+TEST(Intrinsics, EveryHalide14IntrinsicIsKnownExceptReinterpret) {
+    const char *const halide14[] = {"abs",
+                                    "absd",
+                                    "add_image_checks_marker",
+                                    "alloca",
+                                    "bitwise_and",
+                                    "bitwise_not",
+                                    "bitwise_or",
+                                    "bitwise_xor",
+                                    "bool_to_mask",
+                                    "bundle",
+                                    "call_cached_indirect_function",
+                                    "cast_mask",
+                                    "count_leading_zeros",
+                                    "count_trailing_zeros",
+                                    "debug_to_file",
+                                    "declare_box_touched",
+                                    "div_round_to_zero",
+                                    "dynamic_shuffle",
+                                    "extract_mask_element",
+                                    "get_user_context",
+                                    "gpu_thread_barrier",
+                                    "halving_add",
+                                    "halving_sub",
+                                    "hvx_gather",
+                                    "hvx_scatter",
+                                    "hvx_scatter_acc",
+                                    "hvx_scatter_release",
+                                    "if_then_else",
+                                    "if_then_else_mask",
+                                    "image_load",
+                                    "image_store",
+                                    "lerp",
+                                    "likely",
+                                    "likely_if_innermost",
+                                    "load_typed_struct_member",
+                                    "make_struct",
+                                    "memoize_expr",
+                                    "mod_round_to_zero",
+                                    "mul_shift_right",
+                                    "mux",
+                                    "popcount",
+                                    "prefetch",
+                                    "promise_clamped",
+                                    "random",
+                                    "register_destructor",
+                                    "reinterpret",
+                                    "require",
+                                    "require_mask",
+                                    "return_second",
+                                    "rewrite_buffer",
+                                    "rounding_halving_add",
+                                    "rounding_halving_sub",
+                                    "rounding_mul_shift_right",
+                                    "rounding_shift_left",
+                                    "rounding_shift_right",
+                                    "saturating_add",
+                                    "saturating_sub",
+                                    "scatter_gather",
+                                    "select_mask",
+                                    "shift_left",
+                                    "shift_right",
+                                    "signed_integer_overflow",
+                                    "size_of_halide_buffer_t",
+                                    "sorted_avg",
+                                    "strict_float",
+                                    "stringify",
+                                    "undef",
+                                    "unreachable",
+                                    "unsafe_promise_clamped",
+                                    "widening_add",
+                                    "widening_mul",
+                                    "widening_shift_left",
+                                    "widening_shift_right",
+                                    "widening_sub"};
+    EXPECT_EQ(std::size(halide14), 74u);
+    for (const char *n : halide14) {
+        SCOPED_TRACE(n);
+        Call::IntrinsicOp op = Call::find_intrinsic(n);
+        if (std::string(n) == "reinterpret") {
+            EXPECT_EQ(op, Call::IntrinsicOpCount);
+            EXPECT_EQ(Call::default_call_type(n), Call::Extern);
+            continue;
+        }
+        ASSERT_NE(op, Call::IntrinsicOpCount);
+        EXPECT_TRUE(Call::intrinsic_dialects(op) & Dialects::H14);
+    }
+    EXPECT_EQ(Call::default_call_type("sqrt_f32"), Call::Extern) << "math is extern";
+    EXPECT_EQ(Call::default_call_type("halide_copy_to_host"), Call::Extern);
+}
+
+// A Call knows its intrinsic from its call type and name, as Halide's is_intrinsic: an extern
+// function that happens to share an intrinsic's name is not that intrinsic.
+TEST(Intrinsics, CallsKnowTheirIntrinsicByTypeAndName) {
+    Expr x = Variable::make(Int(32), "x");
+    Expr a = Call::make(Int(32), Call::abs, {x});
+    const Call *c = a.as<Call>();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->name, "abs");
+    EXPECT_EQ(c->call_type, Call::Intrinsic);
+    EXPECT_TRUE(c->is_intrinsic(Call::abs));
+    EXPECT_TRUE(c->is_intrinsic({Call::absd, Call::abs}));
+    EXPECT_FALSE(c->is_intrinsic({Call::absd, Call::popcount}));
+    Expr e = Call::make(Int(32), "abs", {x}, Call::Extern);
+    EXPECT_FALSE(e.as<Call>()->is_intrinsic(Call::abs));
+    EXPECT_EQ(e.as<Call>()->intrinsic_op, Call::IntrinsicOpCount);
+    Expr p = Call::make(Int(32), "abs", {x}, Call::PureIntrinsic);
+    EXPECT_TRUE(p.as<Call>()->is_intrinsic(Call::abs));
+}
+
+// Purity (what a back end may evaluate speculatively) is the list's second column: arithmetic
+// is pure; effects, memory and calls undefined for some arguments are not.
+TEST(Intrinsics, PurityIsTheListsColumn) {
+    for (Call::IntrinsicOp op : {Call::abs, Call::bitwise_and, Call::shift_left, Call::lerp,
+                                 Call::saturating_cast, Call::likely, Call::mux}) {
+        EXPECT_TRUE(Call::is_pure_intrinsic(op)) << Call::intrinsic_name(op);
+    }
+    for (Call::IntrinsicOp op :
+         {Call::div_round_to_zero, Call::mod_round_to_zero, Call::require, Call::prefetch,
+          Call::alloca, Call::if_then_else, Call::debug_to_file, Call::tally_kernel_table}) {
+        EXPECT_FALSE(Call::is_pure_intrinsic(op)) << Call::intrinsic_name(op);
+    }
 }
 
 }  // namespace

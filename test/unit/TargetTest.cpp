@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,12 +73,13 @@ TEST(Target, HostTargetsRoundTripInCanonicalOrder) {
 
 TEST(Target, FeaturesAreSortedAndUnique) {
     Target t = Target::parse("x86-64-linux-sse41-avx2-avx-avx2");
-    EXPECT_EQ(t.features, (std::vector<std::string>{"avx", "avx2", "sse41"}));
+    EXPECT_EQ(t.features(), (std::vector<std::string>{"avx", "avx2", "sse41"}));
     EXPECT_EQ(t.to_string(), "x86-64-linux-avx-avx2-sse41");
-    EXPECT_TRUE(std::is_sorted(t.features.begin(), t.features.end()));
+    const std::vector<std::string> names = t.features();
+    EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
 
     Target h = Target::parse("host-vulkan-profile-debug");
-    EXPECT_EQ(h.features, (std::vector<std::string>{"debug", "profile", "vulkan"}));
+    EXPECT_EQ(h.features(), (std::vector<std::string>{"debug", "profile", "vulkan"}));
 }
 
 // Every feature name Halide 14 knows (its Target.cpp's feature_name_map, in its order) is read:
@@ -163,6 +167,155 @@ TEST(Target, EveryHalide14FeatureNameParses) {
         SCOPED_TRACE(f);
         EXPECT_NO_THROW(Target::parse(std::string("x86-64-linux-") + f));
     }
+}
+
+// Every feature name Halide 21 knows (its Target.cpp's feature_name_map, in its order), likewise.
+TEST(Target, EveryHalide21FeatureNameParses) {
+    const char *const halide21[] = {"jit",
+                                    "debug",
+                                    "enable_backtraces",
+                                    "no_asserts",
+                                    "no_bounds_query",
+                                    "sse41",
+                                    "avx",
+                                    "avx2",
+                                    "avxvnni",
+                                    "fma",
+                                    "fma4",
+                                    "f16c",
+                                    "armv7s",
+                                    "no_neon",
+                                    "vsx",
+                                    "power_arch_2_07",
+                                    "cuda",
+                                    "cuda_capability_30",
+                                    "cuda_capability_32",
+                                    "cuda_capability_35",
+                                    "cuda_capability_50",
+                                    "cuda_capability_61",
+                                    "cuda_capability_70",
+                                    "cuda_capability_75",
+                                    "cuda_capability_80",
+                                    "cuda_capability_86",
+                                    "opencl",
+                                    "cl_doubles",
+                                    "cl_half",
+                                    "cl_atomics64",
+                                    "egl",
+                                    "user_context",
+                                    "profile",
+                                    "no_runtime",
+                                    "metal",
+                                    "c_plus_plus_name_mangling",
+                                    "large_buffers",
+                                    "hvx",
+                                    "hvx_128",
+                                    "hvx_v62",
+                                    "hvx_v65",
+                                    "hvx_v66",
+                                    "hvx_v68",
+                                    "fuzz_float_stores",
+                                    "soft_float_abi",
+                                    "msan",
+                                    "avx512",
+                                    "avx512_knl",
+                                    "avx512_skylake",
+                                    "avx512_cannonlake",
+                                    "avx512_sapphirerapids",
+                                    "avx512_zen4",
+                                    "avx512_zen5",
+                                    "trace_loads",
+                                    "trace_stores",
+                                    "trace_realizations",
+                                    "trace_pipeline",
+                                    "d3d12compute",
+                                    "strict_float",
+                                    "tsan",
+                                    "asan",
+                                    "check_unsafe_promises",
+                                    "hexagon_dma",
+                                    "embed_bitcode",
+                                    "enable_llvm_loop_opt",
+                                    "wasm_simd128",
+                                    "wasm_mvponly",
+                                    "wasm_threads",
+                                    "wasm_bulk_memory",
+                                    "webgpu",
+                                    "sve",
+                                    "sve2",
+                                    "arm_dot_prod",
+                                    "arm_fp16",
+                                    "llvm_large_code_model",
+                                    "rvv",
+                                    "armv8a",
+                                    "armv81a",
+                                    "armv82a",
+                                    "armv83a",
+                                    "armv84a",
+                                    "armv85a",
+                                    "armv86a",
+                                    "armv87a",
+                                    "armv88a",
+                                    "armv89a",
+                                    "sanitizer_coverage",
+                                    "profile_by_timer",
+                                    "spirv",
+                                    "vulkan",
+                                    "vk_int8",
+                                    "vk_int16",
+                                    "vk_int64",
+                                    "vk_float16",
+                                    "vk_float64",
+                                    "vk_v10",
+                                    "vk_v12",
+                                    "vk_v13",
+                                    "semihosting",
+                                    "avx10_1",
+                                    "x86apx",
+                                    "simulator"};
+    EXPECT_EQ(std::size(halide21), 102u);
+    for (const char *f : halide21) {
+        SCOPED_TRACE(f);
+        std::optional<Target::Feature> feature = Target::find_feature(f);
+        ASSERT_TRUE(feature.has_value());
+        EXPECT_TRUE(Target::feature_dialects(*feature) & Dialects::H21);
+        EXPECT_TRUE(Target::parse(std::string("x86-64-linux-") + f).has_feature(*feature));
+    }
+}
+
+// TargetFeatures.def's dialect column counts what each release's feature_name_map holds, and
+// the enumerators and names are one to one.
+TEST(Target, FeatureListIsOneToOneAndCountsEachDialect) {
+    int h14 = 0, h21 = 0, tally_only = 0;
+    std::set<std::string> names;
+    for (int i = 0; i < Target::FeatureEnd; i++) {
+        Target::Feature f = Target::Feature(i);
+        unsigned d = Target::feature_dialects(f);
+        h14 += (d & Dialects::H14) != 0;
+        h21 += (d & Dialects::H21) != 0;
+        tally_only += d == Dialects::Tally;
+        EXPECT_TRUE(names.insert(Target::feature_name(f)).second) << Target::feature_name(f);
+        EXPECT_EQ(Target::find_feature(Target::feature_name(f)), f);
+    }
+    EXPECT_EQ(h14, 78);
+    EXPECT_EQ(h21, 102);
+    EXPECT_EQ(tally_only, 3) << "profile_timestamps, cuda_capability_89, cuda_capability_90";
+    EXPECT_EQ(Target::known_features().size(), size_t(Target::FeatureEnd));
+}
+
+// A misspelt feature name asked for by name is an error, not "absent": code asks by enumerator
+// (a misspelling does not compile), users by name (and are told).
+TEST(Target, UnknownFeatureNameIsAnErrorNotFalse) {
+    Target t = Target::parse("host-profile");
+    EXPECT_TRUE(t.has_feature("profile"));
+    EXPECT_TRUE(t.has_feature(Target::Profile));
+    EXPECT_FALSE(t.has_feature("debug"));
+    EXPECT_THAT([&] { (void)t.has_feature("profle"); },
+                ThrowsMessage<CompileError>(HasSubstr("unknown target feature 'profle'")));
+    EXPECT_THAT([&] { (void)t.without_feature("profle"); },
+                ThrowsMessage<CompileError>(HasSubstr("unknown target feature 'profle'")));
+    EXPECT_THAT([] { (void)Target::feature_named("Profile"); },
+                ThrowsMessage<CompileError>(HasSubstr("unknown target feature 'Profile'")));
 }
 
 TEST(Target, UnknownFeatureErrorNamesIt) {
