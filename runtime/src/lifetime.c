@@ -25,7 +25,7 @@
 // tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
 // cache.
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
 
 #include <stdlib.h>

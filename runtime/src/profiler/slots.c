@@ -1,7 +1,7 @@
 // What a slot's name says about it (slots.h): the one place that reads the compiler's naming of
 // copy slots.
 
-#include "slots.h"
+#include "profiler/slots.h"
 
 #include <string.h>
 

@@ -26,7 +26,7 @@
 // otherData says how many records were dropped (expected 0; a thread's ring keeps its newest
 // TALLY_PROFILE_TRACE_EVENTS records).
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
 
 #include <locale.h>

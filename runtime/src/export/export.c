@@ -5,7 +5,7 @@
 // when at least one profiled run finished, and failures are reported through halide_error (the
 // process is exiting: nothing can be returned).
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
 
 #include <stdlib.h>

@@ -2,9 +2,9 @@
 // public stats API, the call stack each slot is shown under, and the file writes they share
 // (see export.h for the stack rule and the exporters' layering).
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
-#include "slots.h"
+#include "profiler/slots.h"
 
 #include <stdio.h>
 #include <stdlib.h>

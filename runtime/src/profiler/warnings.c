@@ -3,7 +3,7 @@
 // from JSON (tally_profiler_format_text) warn alike. Each rule states its number and threshold
 // in the message, per run where counts grow with runs.
 
-#include "slots.h"
+#include "profiler/slots.h"
 
 #include <inttypes.h>
 #include <math.h>

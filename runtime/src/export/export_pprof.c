@@ -23,7 +23,7 @@
 //
 // The output is gzip (zlib's deflate with a gzip wrapper), as pprof writes and expects it.
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
 
 #include <stdlib.h>

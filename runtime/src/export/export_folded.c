@@ -8,7 +8,7 @@
 // the last space, so a ';' inside a name is written as ':' and a line break as a space; other
 // characters (spaces included) are kept.
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
 
 #include <inttypes.h>

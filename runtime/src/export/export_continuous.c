@@ -16,7 +16,7 @@
 // and the last, partial window written; a forked child does not inherit the thread and writes
 // nothing.
 
-#include "export.h"
+#include "export/export.h"
 #include "internal.h"
 
 #include <errno.h>
