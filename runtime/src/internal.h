@@ -1,50 +1,10 @@
 // Declarations shared between the runtime's translation units. Not installed, not seen by
 // generated code. C11.
 //
-// Layering. Each file of runtime/src has one job and calls only files of lower layers (its own
-// functions, and those of files below it, whether declared here or in tally_runtime.h), so the
-// calls run one way and each layer can be read and tested without the ones above it:
-//
-//   7  lifetime.c         process hooks: the one pthread_atfork (calls each subsystem's
-//                         fork_prepare/parent/child), the at-exit shutdown and report; defines
-//                         tally_profiler_start, halide_do_par_for, halide_do_parallel_tasks,
-//                         halide_profiler_pipeline_start and tally_profiler_shutdown
-//   6  export*.c          profile exports (pprof, folded stacks) over the public stats API;
-//                         their own layers are in export.h
-//   6  device_cuda.c, device_vulkan.c, device_host.c
-//                         device back ends: raw device operations, kernel launches
-//   6  debug_to_file.c    Halide's debug_to_file (TIFF, MATLAB and raw files), after a copy to host
-//   5  device_interface.c the halide_device_* / halide_copy_* entry points and their bookkeeping
-//      report.c           the profiler report, text and JSON
-//      halide_profiler.c  Halide 14's profiler ABI (halide_profiler_*) served by profiler.c
-//   4  profiler.c         pipeline registry, per-run instances, the calls generated code makes
-//      thread_pool.c      the workers and jobs behind halide_do_par_for, the async tasks of
-//                         halide_do_parallel_tasks and their semaphores
-//   3  sampler_posix.c    sampler thread, timer signal, live-run tables, the sampling interval
-//      memoize.c          Halide's memoization cache (halide_memoization_cache_*) over memory.c
-//   2  sampling.c         the sampling rule (one tick billed to a run's slots)
-//      device_waits.c     the ledger of every device wait the runtime does, and deferred frees
-//      device_timeline.c  kernel intervals from device timestamps, billed per Func
-//      warnings.c         the report's warning rules, over the stats structs
-//      slots.c            what a slot's name says (slots.h): the Func a copy slot belongs to
-//      exact.c            the exact rule (switch-timed billing, the run's share clock)
-//      memory.c           halide_malloc / halide_free and the cache of freed large blocks
-//   1  halide_trace.c     Halide's tracing (halide_trace_helper, halide_trace, its text and
-//                         binary formats)
-//      fault.c            fault injection (TALLY_FAULT, failing thread starts), tally_thread_create
-//      trace.c            the timeline recorder: per-thread rings of switch, launch, device,
-//                         wait and memory records for the trace export (export_trace.c)
-//   0  error.c            error and print hooks, the halide_error_* messages
-//      to_string.c        Halide's text primitives (halide_double_to_string, ...)
-//      bytes.c            the growable byte string the report and export writers build in
-//      clock.c            the profiler's clock
-//      context.c          the calling thread's current profiler context
-//      buffer.c           halide_buffer_t helpers
-//
-// The build checks the direction: the test runtime.Layering (test/runtime/
-// check_runtime_layering.py) derives the file-level call graph of tally_runtime from the symbols
-// each object defines and leaves undefined, and fails on any cycle. Below, the internal calls are
-// grouped by the file that defines them, lowest layer first (after the profiler's types).
+// Layering: each file of runtime/src calls only files of its own layer or of lower ones, as
+// runtime/layers.txt declares; the build checks the library against that list after every build
+// (runtime/check_layering.py). Below, the internal calls are grouped by the file that defines
+// them (after the profiler's types).
 #ifndef TALLY_RUNTIME_SRC_INTERNAL_H
 #define TALLY_RUNTIME_SRC_INTERNAL_H
 

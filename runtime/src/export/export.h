@@ -4,16 +4,8 @@
 // The exporters sit above the profiler: they read the pipelines' totals through the public stats
 // API of tally_runtime.h (tally_profiler_get_pipeline_stats_by_index and
 // tally_profiler_get_slot_stats_by_index), never the registry itself, and nothing below them
-// calls them except lifetime.c at exit (tally_export_at_exit). Layers, lowest first:
-//
-//   export_stacks.c   the snapshot every exporter reads, and the call stack of each slot
-//   export_pprof.c    pprof's profile.proto, gzipped (tally_profiler_write_pprof)
-//   export_folded.c   folded stacks for flame-graph tools (tally_profiler_write_folded)
-//   export_trace.c    the timeline recorded by trace.c as Chrome Trace Event JSON
-//                     (tally_profiler_write_trace)
-//   export_continuous.c  pprof windows (tally_profiler_write_pprof_window) and the thread that
-//                     writes one every TALLY_PROFILE_PPROF_EVERY seconds
-//   export.c          the exports the environment asks for at exit
+// calls them except lifetime.c at exit (tally_export_at_exit). Their layers (export.snapshot,
+// export.formats, export.writers) are declared in runtime/layers.txt, with what each file does.
 //
 // The stack of a slot, root first, is the same in every export:
 //   - a Func slot (overhead included):          pipeline ; Func
