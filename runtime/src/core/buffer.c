@@ -4,7 +4,8 @@
 // negative, so the span starts below `host` when they are. Device back-ends mirror exactly that
 // span, which is what tally_buffer_begin / tally_buffer_size_in_bytes describe.
 
-#include "internal.h"
+#include "core/buffer.h"
+#include "tally_runtime.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
 // builds its whole output and checks once at the end. The data is always NUL-terminated once
 // anything (even nothing) was appended, so a text writer's result is a C string.
 
-#include "internal.h"
+#include "core/bytes.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -19,8 +19,10 @@
 // deterministic. Everything here is async-signal-safe after initialisation (the timer mode reads
 // the clock from its signal handler).
 
-#include "internal.h"
+#include "core/clock.h"
+#include "tally_runtime_testing.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

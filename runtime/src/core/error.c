@@ -4,10 +4,15 @@
 // on other threads. Every helper formats its message into a stack buffer (no allocation: they run
 // when memory may be exhausted), reports it and returns its code; nothing here ever aborts.
 
-#include "internal.h"
+#include "core/error.h"
+#include "core/context.h"
+#include "profiler/run.h"
+#include "tally_runtime.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,7 +69,8 @@ tally_message_handler_t tally_set_print_handler(tally_message_handler_t handler)
 
 void halide_error(void *user_context, const char *msg) {
     // An error reported inside a run means the run is failing: its end settles what the error
-    // exit releases without reporting (see merge_into_pipeline_locked in profiler.c).
+    // exit releases without reporting (see merge_into_pipeline_locked in profiler.c). The flag is
+    // the one thing of the profiler's that core touches (its type, profiler/run.h; no call).
     tally_context *ctx = tally_get_current_context();
     if (ctx && ctx->instance) {
         atomic_store_explicit(&ctx->instance->failed, 1, memory_order_relaxed);

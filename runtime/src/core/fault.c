@@ -22,9 +22,14 @@
 // EAGAIN); every thread the runtime starts (pool workers, the sampler) goes through
 // tally_thread_create.
 
-#include "internal.h"
+#include "core/fault.h"
+#include "core/error.h"
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

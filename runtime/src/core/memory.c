@@ -34,7 +34,10 @@
 //
 // Locking: one mutex guards the cache lists and counts; it is taken only for cacheable sizes.
 
-#include "internal.h"
+#include "core/memory.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "tally_runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 // floating-point numbers by Halide's own algorithm rather than printf's, because its scientific
 // form differs from printf's in the last digit (below).
 
-#include "internal.h"
+#include "tally_runtime.h"
 
 #include <string.h>
 

@@ -32,11 +32,21 @@
 // No header of the CUDA toolkit is needed: the few driver types and constants are declared here
 // with the values and ABI of cuda.h.
 
-#include "internal.h"
+#include "core/buffer.h"
+#include "core/clock.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "device/device_interface.h"
+#include "profiler/device_timeline.h"
+#include "profiler/device_waits.h"
+#include "profiler/profiler.h"
+#include "tally_runtime.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

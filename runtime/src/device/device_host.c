@@ -6,7 +6,8 @@
 // span (tally_buffer_begin .. + tally_buffer_size_in_bytes). Everything is synchronous, so the
 // syncs have nothing to wait for.
 
-#include "internal.h"
+#include "device/device_interface.h"
+#include "tally_runtime.h"
 
 #include <string.h>
 

@@ -11,7 +11,11 @@
 //    sampler counts it as 0 working threads.
 // Back-ends (host here; Vulkan and CUDA elsewhere) implement only the raw operations.
 
-#include "internal.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "profiler/profiler.h"
+#include "profiler/run.h"
+#include "tally_runtime.h"
 
 #include <string.h>
 

@@ -54,7 +54,15 @@
 // (vkCmdCopyBuffer) are timed the same way and billed to their copy slot; copies through mapped
 // memory are host memcpys, in the copy slot's host time.
 
-#include "internal.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "device/device_interface.h"
+#include "profiler/device_timeline.h"
+#include "profiler/device_waits.h"
+#include "profiler/profiler.h"
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
 #if defined(__has_include)
 #if __has_include(<vulkan/vulkan.h>)

@@ -6,7 +6,7 @@
 // process is exiting: nothing can be returned).
 
 #include "export/export.h"
-#include "internal.h"
+#include "tally_runtime.h"
 
 #include <stdlib.h>
 

@@ -9,12 +9,12 @@
 //
 // The stack of a slot, root first, is the same in every export:
 //   - a Func slot (overhead included):          pipeline ; Func
-//   - a copy slot that belongs to a Func slot (tally_copy_slot_owner in slots.h: the compiler
-//     names them "<Func> (copy to device)"):
+//   - a copy slot that belongs to a Func slot (tally_copy_slot_owner in profiler/slots.h: the
+//     compiler names them "<Func> (copy to device)"):
 //                                                pipeline ; Func ; copy to device|copy to host
 //   - any other copy slot:                       pipeline ; <copy slot name>
-#ifndef TALLY_RUNTIME_SRC_EXPORT_H
-#define TALLY_RUNTIME_SRC_EXPORT_H
+#ifndef TALLY_RUNTIME_SRC_EXPORT_EXPORT_H
+#define TALLY_RUNTIME_SRC_EXPORT_EXPORT_H
 
 #include "tally_runtime.h"
 
@@ -87,4 +87,4 @@ void tally_export_continuous_stop(void);
 /** After fork, in the child: the writer is off (its thread stays with the parent). */
 void tally_export_continuous_fork_child(void);
 
-#endif  // TALLY_RUNTIME_SRC_EXPORT_H
+#endif  // TALLY_RUNTIME_SRC_EXPORT_EXPORT_H

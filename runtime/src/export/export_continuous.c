@@ -16,8 +16,10 @@
 // and the last, partial window written; a forked child does not inherit the thread and writes
 // nothing.
 
+#include "core/error.h"
+#include "core/fault.h"
 #include "export/export.h"
-#include "internal.h"
+#include "tally_runtime.h"
 
 #include <errno.h>
 #include <stdio.h>

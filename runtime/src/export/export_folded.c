@@ -8,8 +8,10 @@
 // the last space, so a ';' inside a name is written as ':' and a line break as a space; other
 // characters (spaces included) are kept.
 
+#include "core/bytes.h"
+#include "core/error.h"
 #include "export/export.h"
-#include "internal.h"
+#include "tally_runtime.h"
 
 #include <inttypes.h>
 #include <stdio.h>

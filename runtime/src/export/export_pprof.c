@@ -23,8 +23,10 @@
 //
 // The output is gzip (zlib's deflate with a gzip wrapper), as pprof writes and expects it.
 
+#include "core/bytes.h"
+#include "core/error.h"
 #include "export/export.h"
-#include "internal.h"
+#include "tally_runtime.h"
 
 #include <stdlib.h>
 #include <string.h>

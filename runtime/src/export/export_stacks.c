@@ -1,10 +1,11 @@
 // The data every profile export reads: a snapshot of the pipelines' totals taken through the
 // public stats API, the call stack each slot is shown under, and the file writes they share
-// (see export.h for the stack rule and the exporters' layering).
+// (see export.h for the stack rule, runtime/layers.txt for the exporters' layers).
 
+#include "core/error.h"
 #include "export/export.h"
-#include "internal.h"
 #include "profiler/slots.h"
+#include "tally_runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>

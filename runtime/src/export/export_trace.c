@@ -26,8 +26,12 @@
 // otherData says how many records were dropped (expected 0; a thread's ring keeps its newest
 // TALLY_PROFILE_TRACE_EVENTS records).
 
+#include "core/bytes.h"
+#include "core/clock.h"
+#include "core/error.h"
 #include "export/export.h"
-#include "internal.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
 
 #include <locale.h>
 #include <stdio.h>

@@ -12,7 +12,8 @@
 // 8 uint64, 9 int64. Returns 0, or a negative code with the error reported (Halide's codes: -1
 // a bad buffer, -2 the file cannot be opened, below that a failed write).
 
-#include "internal.h"
+#include "core/error.h"
+#include "tally_runtime.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -24,7 +24,12 @@
 // halide_profiler_pipeline_start is defined by lifetime.c (it installs the process hooks first)
 // and calls tally_halide_profiler_start here.
 
-#include "internal.h"
+#include "halide_abi/halide_profiler.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "profiler/profiler.h"
+#include "profiler/run.h"
+#include "tally_runtime.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,11 +14,13 @@
 //    and the tag, both NUL-terminated, padded to 4 bytes.
 // halide_set_custom_trace replaces the handler.
 
-#include "internal.h"
+#include "core/error.h"
+#include "tally_runtime.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

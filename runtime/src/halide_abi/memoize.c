@@ -18,7 +18,7 @@
 // until stored), so release can tell what it frees. The header is TALLY_MALLOC_ALIGNMENT bytes,
 // so the host pointer keeps halide_malloc's alignment. One mutex guards the cache.
 
-#include "internal.h"
+#include "tally_runtime.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -76,7 +76,14 @@
 // installs the process hooks (the fork handlers that call tally_thread_pool_fork_*, the at-exit
 // shutdown) and then calls tally_thread_pool_run / tally_thread_pool_run_tasks here.
 
-#include "internal.h"
+#include "parallel/thread_pool.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "profiler/profiler.h"
+#include "profiler/run.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
 
 #include <sched.h>
 #include <stdio.h>

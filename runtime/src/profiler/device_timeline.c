@@ -29,8 +29,14 @@
 // pairing. The maps live under their own leaf lock and survive tally_profiler_reset (they describe
 // devices, not runs); a back end forgets its map when it releases its device.
 
-#include "internal.h"
+#include "profiler/device_timeline.h"
+#include "core/context.h"
+#include "profiler/run.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define TALLY_TIMELINE_ENTRIES 1024

@@ -3,11 +3,16 @@
 // measures (waits only where the pipeline itself blocks: copies to the host and its own syncs),
 // and that no halide_device_free waited for in-flight work but deferred the release instead.
 //
-// Process-wide atomics; the back ends (layer 6) write, the report and tests read. A testing hook
+// Process-wide atomics; the device back ends write, the report and tests read. A testing hook
 // (tally_testing_set_device_wait_hook) runs at the start of each wait, on the waiting thread. Calls
 // the profiler's clock and device_timeline.c (which bills each wait to the calling thread's run).
 
-#include "internal.h"
+#include "profiler/device_waits.h"
+#include "core/clock.h"
+#include "profiler/device_timeline.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
 static _Atomic uint64_t wait_count[TALLY_NUM_DEVICE_WAIT_REASONS];
 static _Atomic uint64_t wait_ns[TALLY_NUM_DEVICE_WAIT_REASONS];

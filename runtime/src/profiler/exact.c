@@ -25,7 +25,8 @@
 // instead of dividing, so splitting among A workers loses < 1/65536 ns per reading; shares are
 // rounded to whole ns when the run ends (tally_exact_collect).
 
-#include "internal.h"
+#include "profiler/exact.h"
+#include "profiler/run.h"
 
 #include <sched.h>
 

@@ -35,7 +35,18 @@
 // tally_profiler_start is defined by lifetime.c, which installs the process hooks (fork, exit)
 // before the first run and then calls tally_profiler_start_run here.
 
-#include "internal.h"
+#include "profiler/profiler.h"
+#include "core/clock.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "profiler/device_timeline.h"
+#include "profiler/device_waits.h"
+#include "profiler/exact.h"
+#include "profiler/run.h"
+#include "profiler/sampler_posix.h"
+#include "profiler/sampling.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +573,15 @@ void tally_profiler_resume(tally_context *c) {
     }
     // Only the thread holding the context changes its suspension: no race with another resume.
     atomic_store_explicit(&c->suspended, s - 1, memory_order_release);
+}
+
+void *tally_profiler_current_instance(void) {
+    tally_context *ctx = tally_get_current_context();
+    return ctx ? (void *)ctx->instance : NULL;
+}
+
+void *tally_profiler_current_context(void) {
+    return tally_get_current_context();
 }
 
 void tally_profiler_set_current(void *context, int32_t slot) {

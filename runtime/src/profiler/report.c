@@ -54,7 +54,14 @@
 // the text goes to stderr (written directly: user print hooks may be gone by then), stdout, or the
 // file (truncated), and the JSON to the file named by TALLY_PROFILE_JSON, if set.
 
-#include "internal.h"
+#include "profiler/report.h"
+#include "core/bytes.h"
+#include "core/error.h"
+#include "profiler/device_timeline.h"
+#include "profiler/profiler.h"
+#include "profiler/run.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -20,7 +20,14 @@
 // with the default disposition would kill the process); SIGPROF signals that are not from our
 // timer go to the previously installed handler, if any.
 
-#include "internal.h"
+#include "profiler/sampler_posix.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/fault.h"
+#include "profiler/run.h"
+#include "profiler/sampling.h"
+#include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -7,7 +7,8 @@
 // the instance's sampling right calls it: the sampler thread, the timer signal handler
 // (sampler_posix.c) or tally_profiler_end once the run is unregistered (profiler.c).
 
-#include "internal.h"
+#include "profiler/sampling.h"
+#include "profiler/run.h"
 
 // One observation of a working context during a tick.
 typedef struct observation {

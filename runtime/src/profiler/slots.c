@@ -2,6 +2,7 @@
 // copy slots.
 
 #include "profiler/slots.h"
+#include "tally_runtime.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
-// What a slot's name says about it, for the code that reads the stats structs (exports,
-// warnings). Not installed. C11.
-#ifndef TALLY_RUNTIME_SRC_SLOTS_H
-#define TALLY_RUNTIME_SRC_SLOTS_H
+// What a slot's name says about it (slots.c), for the code that reads the stats structs (exports,
+// warnings). Layer profiler.base (runtime/layers.txt). Not installed. C11.
+#ifndef TALLY_RUNTIME_SRC_PROFILER_SLOTS_H
+#define TALLY_RUNTIME_SRC_PROFILER_SLOTS_H
 
 #include "tally_runtime.h"
 
@@ -16,4 +16,4 @@
 int32_t tally_copy_slot_owner(const tally_slot_stats *slots, size_t stride, int32_t num_slots,
                               int32_t slot);
 
-#endif  // TALLY_RUNTIME_SRC_SLOTS_H
+#endif  // TALLY_RUNTIME_SRC_PROFILER_SLOTS_H

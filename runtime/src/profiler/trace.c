@@ -30,8 +30,14 @@
 // atomics, published by a release store of its head, and the reader re-reads the head after
 // copying to discard records overwritten meanwhile (a seqlock's read side).
 
-#include "internal.h"
+#include "profiler/trace.h"
+#include "core/clock.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "profiler/run.h"
+#include "tally_runtime.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

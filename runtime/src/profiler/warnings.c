@@ -4,6 +4,7 @@
 // in the message, per run where counts grow with runs.
 
 #include "profiler/slots.h"
+#include "tally_runtime.h"
 
 #include <inttypes.h>
 #include <math.h>
