@@ -4,7 +4,7 @@
 // Why a file of its own: the hooks call into every subsystem that holds threads or locks (the
 // thread pool, the profiler's registry, the sampler), so they sit above all of them, and the
 // calls that must install them first are defined here too. Every call runs down from here; no
-// subsystem calls back up (runtime/src/internal.h has the layering).
+// subsystem calls back up (runtime/layers.txt has the layering).
 //
 // Installed by the first tally_profiler_start, halide_profiler_pipeline_start,
 // halide_do_par_for or halide_do_parallel_tasks, once:
@@ -25,8 +25,17 @@
 // tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
 // cache.
 
-#include "export.h"
-#include "internal.h"
+#include "core/fault.h"
+#include "core/memory.h"
+#include "export/export.h"
+#include "halide_abi/halide_profiler.h"
+#include "parallel/thread_pool.h"
+#include "profiler/device_waits.h"
+#include "profiler/profiler.h"
+#include "profiler/report.h"
+#include "profiler/sampler_posix.h"
+#include "profiler/trace.h"
+#include "tally_runtime.h"
 
 #include <stdlib.h>
 

@@ -563,7 +563,7 @@ private:
 
     /** Halide's buffer field accessors (`_halide_buffer_get_min(buf, d)`, `..._get_host`,
      * `..._is_bounds_query`, ...), which its back end inlines from its runtime: loads of the
-     * halide_buffer_t fields, computed as runtime/src/buffer.c defines them, instead of a call
+     * halide_buffer_t fields, computed as runtime/src/core/buffer.c defines them, instead of a call
      * each in every pipeline's prologue. Returns false for any other call. */
     bool call_buffer_accessor(const Call *op) {
         // Fields of halide_buffer_t, in the order of buffer_t (laid out as asserted above).
@@ -801,12 +801,12 @@ private:
     }
 
     /** Halide's stringify: its arguments appended to a stack buffer (sized as Halide 14 sizes
-     * it, stringify_size) by Halide's text primitives (runtime/src/to_string.c), as Halide 14's
-     * code builds it: strings as they are, bools as `true`/`false`, integers in decimal, float16
-     * and float32 with 6 decimals, float64 in Halide's scientific form, buffers as its runtime
-     * prints them, other pointers in hex. A vector stringify (`(char *)x4stringify(...)`, printing
-     * in vectorized code) is one text per lane, each in a buffer of its own, as Halide 14
-     * scalarizes it. */
+     * it, stringify_size) by Halide's text primitives (runtime/src/core/to_string.c), as the
+     * code of Halide 14 builds it: strings as they are, bools as `true`/`false`, integers in
+     * decimal, float16 and float32 with 6 decimals, float64 in Halide's scientific form, buffers
+     * as its runtime prints them, other pointers in hex. A vector stringify
+     * (`(char *)x4stringify(...)`, printing in vectorized code) is one text per lane, each in a
+     * buffer of its own, as Halide 14 scalarizes it. */
     llvm::Value *stringify(const Call *op) {
         std::vector<llvm::Value *> values;
         for (const Expr &a : op->args) {

@@ -1,9 +1,10 @@
 // Reading profiler reports back from JSON, formatting them, comparing two.
 //
 // Loading checks every field the text report and the diff use, by the JSON report's key names
-// (runtime/src/report.c, write_json_pipeline): a missing field, a string where a number belongs, a
-// negative or fractional count all stop the load with the field's path (pipelines[1].slots[3].
-// time_ns). Keys it does not know are ignored, so reports with more fields still load.
+// (runtime/src/profiler/report.c, write_json_pipeline): a missing field, a string where a number
+// belongs, a negative or fractional count all stop the load with the field's path
+// (pipelines[1].slots[3].time_ns). Keys it does not know are ignored, so reports with more fields
+// still load.
 //
 // The text is not laid out here: the numbers go back into the runtime's own stats structs and
 // tally_profiler_format_text formats them with the code that prints the report at exit, so the

@@ -1,5 +1,5 @@
 // End-to-end fault injection: JIT-compiled, profiled pipelines whose runtime calls fail on
-// purpose (TALLY_FAULT / tally_testing_set_fault, runtime/src/fault.c).
+// purpose (TALLY_FAULT / tally_testing_set_fault, runtime/src/core/fault.c).
 //
 // - apps/memory (host-profile), second halide_malloc failing: the run returns
 //   TALLY_ERROR_OUT_OF_MEMORY, the message names halide_malloc and "(injected fault)", the

@@ -1,12 +1,12 @@
-// libFuzzer target: the profiler's text report and JSON writers (runtime/src/report.c) and the
-// timeline writer (runtime/src/export_trace.c, recording into rings of 64 events so that they
-// overflow too), fed by
-// profiled runs the input describes: up to 3 pipelines with arbitrary names and targets (quotes,
-// backslashes, control bytes, valid and invalid UTF-8), up to 8 slots of any kind with such
-// names, 0 to 4 runs each in exact or sampling mode, and in each run slot switches, samples after
-// clock jumps of any size (the testing clock), heap and device allocations and frees of any 64-bit
-// size (or up to 2^48 bytes, the sizes a 48-bit address space holds), launches, and bursts of up
-// to 4,096 launches or allocations (counts far above what the other steps reach).
+// libFuzzer target: the profiler's text report and JSON writers (runtime/src/profiler/report.c) and
+// the timeline writer (runtime/src/export/export_trace.c, recording into rings of 64 events so that
+// they overflow too), fed by profiled runs the input describes: up to 3 pipelines with arbitrary
+// names and targets (quotes, backslashes, control bytes, valid and invalid UTF-8), up to 8 slots of
+// any kind with such names, 0 to 4 runs each in exact or sampling mode, and in each run slot
+// switches, samples after clock jumps of any size (the testing clock), heap and device allocations
+// and frees of any 64-bit size (or up to 2^48 bytes, the sizes a 48-bit address space holds),
+// launches, and bursts of up to 4,096 launches or allocations (counts far above what the other
+// steps reach).
 //
 // The property: both reports have the length tally_profiler_report_to_buffer promised; the JSON
 // report and the trace are each one valid JSON document (StrictJson.h: RFC 8259, strings in valid
@@ -62,7 +62,7 @@ private:
     const uint8_t *end;
 };
 
-// The trace writer's formatting step (export.h), which the static runtime links: the fuzzer
+// The trace writer's formatting step (export/export.h), which the static runtime links: the fuzzer
 // checks the text without a file in between.
 extern "C" int32_t tally_export_trace_format(char **out, size_t *out_len);
 

@@ -7,7 +7,7 @@
 #   fuzz_parser    text front end, verifier, printer (ParserRoundTrip.h)
 #   fuzz_lowering  parse, verify, lower for 8 targets, verify, print, re-parse, equal
 #                  (LoweringRoundTrip.h)
-#   fuzz_report    the profiler's text report and JSON writers (runtime/src/report.c)
+#   fuzz_report    the profiler's text report and JSON writers (runtime/src/profiler/report.c)
 #   fuzz_npy       the .npy reader of tally-run (src/driver/NpyFile.cpp)
 #
 # Environment: TALLY_FUZZ_BUILD_DIR (default <repo>/build-fuzz), TALLY_JOBS (build parallelism),

@@ -1,4 +1,4 @@
-// The CUDA device interface (runtime/src/device_cuda.c) without a GPU.
+// The CUDA device interface (runtime/src/device/device_cuda.c) without a GPU.
 //
 // The interface loads the driver once per process, so each suite runs in its own process with
 // the environment ctest gives it (test/runtime/CMakeLists.txt); run by hand, a suite whose

@@ -1,5 +1,5 @@
-// The profile exports (runtime/src/export_*.c) on a scripted run under a hand-moved clock: the
-// folded stacks byte for byte (the stack rule of tally_runtime.h: a copy slot under its Func, a
+// The profile exports (runtime/src/export/export_*.c) on a scripted run under a hand-moved clock:
+// the folded stacks byte for byte (the stack rule of tally_runtime.h: a copy slot under its Func, a
 // copy of an input under the pipeline), the pprof file's gzip wrapper and string table, the
 // error paths, and the at-exit files TALLY_PROFILE_PPROF and TALLY_PROFILE_FOLDED name. That
 // `go tool pprof` reads the profile and finds the report's numbers in it is test/export's job.

@@ -1,4 +1,4 @@
-// Fault injection (runtime/src/fault.c): TALLY_FAULT=<op>[:<n>], or tally_testing_set_fault
+// Fault injection (runtime/src/core/fault.c): TALLY_FAULT=<op>[:<n>], or tally_testing_set_fault
 // in-process, makes the n-th operation of a kind fail. For each operation: the right negative
 // code, a message naming the entry point that failed and "(injected fault)", the buffer's state
 // left as it was (nothing allocated, copied or marked), exactly one failure (the next call works),

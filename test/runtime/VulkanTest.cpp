@@ -1,7 +1,7 @@
-// Tests of the Vulkan device interface (runtime/src/device_vulkan.c) through the runtime's C ABI
-// alone: buffers, copies and dirty bits, launches of hand-written SPIR-V kernels (shaders/*.comp,
-// compiled at build time) from a hand-built tally_kernel_table, error paths, asynchrony, profiler
-// counters, release and re-initialization, and the environment switches.
+// Tests of the Vulkan device interface (runtime/src/device/device_vulkan.c) through the runtime's C
+// ABI alone: buffers, copies and dirty bits, launches of hand-written SPIR-V kernels
+// (shaders/*.comp, compiled at build time) from a hand-built tally_kernel_table, error paths,
+// asynchrony, profiler counters, release and re-initialization, and the environment switches.
 //
 // Every test skips (with the reason) when there is no Vulkan device. The process installs print
 // and error handlers that log everything; at the end it releases Vulkan and, when

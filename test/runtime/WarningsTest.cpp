@@ -1,6 +1,6 @@
-// The report's warnings (runtime/src/warnings.c): each rule on stats structs built by hand, once
-// just over its threshold and once just under, with the numbers its message must carry; then one
-// scripted run under the testing clock whose report (text and JSON) carries its warnings.
+// The report's warnings (runtime/src/profiler/warnings.c): each rule on stats structs built by
+// hand, once just over its threshold and once just under, with the numbers its message must carry;
+// then one scripted run under the testing clock whose report (text and JSON) carries its warnings.
 #include "Json.h"
 #include "TestUtil.h"
 

@@ -1,6 +1,6 @@
 // A stand-in for libcuda.so.1, for the runtime's CUDA tests (CudaTest.cpp): the driver entry
-// points runtime/src/device_cuda.c uses, with "device memory" in host memory, so that the CUDA
-// interface's bookkeeping (allocation, copies both ways, module caching, argument marshalling,
+// points runtime/src/device/device_cuda.c uses, with "device memory" in host memory, so that the
+// CUDA interface's bookkeeping (allocation, copies both ways, module caching, argument marshalling,
 // context push/pop balance, launch counting, error paths) is tested on machines without a GPU.
 //
 //   FAKE_CUDA_DEVICES=<n>   device count (default 1); 0 makes cuInit fail with
