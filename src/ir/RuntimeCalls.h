@@ -50,11 +50,11 @@ struct RuntimeSymbol {
     X(halide_device_free,               "i:UB")                                   \
     X(halide_device_and_host_malloc,    "i:UBD")                                  \
     X(halide_device_and_host_free,      "i:UB")                                   \
-    X(halide_device_free_as_destructor, "v:UB")                                   \
-    X(halide_device_and_host_free_as_destructor, "v:UB")                          \
+    X(halide_device_free_as_destructor, "v:Up")                                   \
+    X(halide_device_and_host_free_as_destructor, "v:Up")                          \
     X(halide_device_sync,               "i:UB")                                   \
     X(halide_device_sync_global,        "i:UD")                                   \
-    X(halide_device_release,            "v:UD")                                   \
+    X(halide_device_release,            "i:UD")                                   \
     X(halide_buffer_to_string,          "p:ppB")                                  \
     X(halide_host_device_interface,     "D:")                                     \
     X(halide_cuda_device_interface,     "D:")                                     \
