@@ -541,7 +541,9 @@ Expr int_table(const std::vector<int> &v) {
 Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
                        const ProbeNames &names, const Stmt &body) {
     int flags = TALLY_PROFILER_FLAG_POOL_CONTEXTS |
-                (t.has_feature(Target::ProfileByTimer) ? TALLY_PROFILER_FLAG_TIMER : 0);
+                (t.has_feature(Target::ProfileByTimer) ? TALLY_PROFILER_FLAG_TIMER : 0) |
+                (t.profile_timestamps() ? TALLY_PROFILER_FLAG_TIMESTAMPS : 0) |
+                TALLY_PROFILER_FLAG_DEVICE_API(runtime_device_api(t.gpu_api()));
     Expr start =
         Call::make(Handle(), runtime::tally_profiler_start,
                    {StringImm::make(name), StringImm::make(t.to_string()),

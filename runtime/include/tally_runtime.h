@@ -743,19 +743,31 @@ typedef enum tally_profiler_flags_t {
      * tally_profiler_thread_end would), so a task makes no profiler call of its own unless it
      * switches slots inside (on tally_profiler_current_context()). inject-profiling starts every
      * run with it. */
-    TALLY_PROFILER_FLAG_POOL_CONTEXTS = 8
+    TALLY_PROFILER_FLAG_POOL_CONTEXTS = 8,
+    /** Not a mode: the pipeline was compiled for profile_timestamps (no device sync injected;
+     * device work is timed by device timestamps read where the pipeline blocks anyway), so the
+     * device back ends time its launches and copies and the report has device columns. */
+    TALLY_PROFILER_FLAG_TIMESTAMPS = 16
 } tally_profiler_flags_t;
 
 /** The mode flags together. */
 #define TALLY_PROFILER_MODE_FLAGS 7
+/** Bits 8-11 of tally_profiler_start's flags: the tally_device_api_t the pipeline's kernels run
+ * on (TALLY_DEVICE_API_NONE for a host pipeline), which names its device track in exports. */
+#define TALLY_PROFILER_DEVICE_API_SHIFT 8
+#define TALLY_PROFILER_DEVICE_API_MASK (0xf << TALLY_PROFILER_DEVICE_API_SHIFT)
+#define TALLY_PROFILER_FLAG_DEVICE_API(api) ((int32_t)(api) << TALLY_PROFILER_DEVICE_API_SHIFT)
+#define TALLY_PROFILER_DEVICE_API_OF(flags)                                                        \
+    (((flags)&TALLY_PROFILER_DEVICE_API_MASK) >> TALLY_PROFILER_DEVICE_API_SHIFT)
 /** Every flag tally_profiler_start knows. */
-#define TALLY_PROFILER_START_FLAGS 15
+#define TALLY_PROFILER_START_FLAGS (31 | TALLY_PROFILER_DEVICE_API_MASK)
 
 /** The mode of runs started without a mode flag when neither tally_profiler_set_default_mode nor
  * TALLY_PROFILE_MODE says otherwise. Chosen by measurement (bench/truth_bench.cpp; the figures and
- * the rule are in README.md): exact mode is the more truthful (on short runs by tens of points)
- * and, since a parallel task's context lingers for its thread's next task, costs no more than
- * sampling on the benchmark (a clock read per slot switch against a sampler thread's wakeups). */
+ * the rule are in docs/exact-and-sampling.md and bench/RESULTS.md): exact mode is the more truthful
+ * (on short runs by tens of points) and, since a parallel task's context lingers for its thread's
+ * next task, costs no more than sampling on the benchmark (a clock read per slot switch against a
+ * sampler thread's wakeups). */
 #define TALLY_PROFILER_DEFAULT_MODE TALLY_PROFILER_FLAG_EXACT
 
 /** Sets the mode of runs started without a mode flag (what `profile` targets and Halide's
@@ -1084,7 +1096,7 @@ void tally_device_get_wait_stats(tally_device_wait_stats *out);
 const char *tally_device_wait_reason_name(int32_t reason);
 
 /* ---------------------------------------------------------------------------------------------
- * Profile exports (runtime/src/export_*.c): the totals above, in formats other tools read
+ * Profile exports (runtime/src/export/): the totals above, in formats other tools read
  *
  * Each slot is shown under a call stack, root first: pipeline ; Func for a Func slot (overhead
  * included), pipeline ; Func ; "copy to device" or "copy to host" for a copy slot the compiler
@@ -1150,8 +1162,8 @@ int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_s
                                    const tally_slot_stats *const *slots, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------
- * Report warnings (runtime/src/warnings.c): patterns in a pipeline's totals worth a look, each
- * with the numbers behind it. The text report lists them under "warnings:" after the sections,
+ * Report warnings (runtime/src/profiler/warnings.c): patterns in a pipeline's totals worth a look,
+ * each with the numbers behind it. The text report lists them under "warnings:" after the sections,
  * the JSON report as "warnings": [{"kind", "slot", "value", "threshold", "message"}, ...].
  * ------------------------------------------------------------------------------------------- */
 

@@ -39,7 +39,8 @@ int32_t tally_testing_live_instances(void);
 /** Arms fault injection as the TALLY_FAULT environment variable would (which it replaces):
  * "<op>[:<n>]" makes the n-th operation of kind op from now on fail (n defaults to 1), op one of
  * malloc, device_malloc, copy_to_host, copy_to_device, launch, sync; NULL or "" disarms. Returns 0,
- * or TALLY_ERROR_BAD_ARGUMENT (reported; injection stays disarmed). See runtime/src/fault.c. */
+ * or TALLY_ERROR_BAD_ARGUMENT (reported; injection stays disarmed). See runtime/src/core/fault.c.
+ */
 int32_t tally_testing_set_fault(const char *spec);
 
 /** Number of faults injected since the process started (by TALLY_FAULT or the call above). */
@@ -67,10 +68,11 @@ int32_t tally_testing_vulkan_live_buffers(void);
 typedef void (*tally_testing_device_wait_hook_t)(void);
 void tally_testing_set_device_wait_hook(tally_testing_device_wait_hook_t hook);
 
-/** A device API's clock correlation (runtime/src/device_timeline.c): the pairings of device and
- * host clock kept so far (0: none yet) and the readings they were picked from; the newest pairing
- * (device clock in ns from the back end's origin, the host clock, its deviation); the fitted
- * rate (host ns per device ns; 1 until pairings far enough apart; 0 without a pairing). */
+/** A device API's clock correlation (runtime/src/profiler/device_timeline.c): the pairings of
+ * device and host clock kept so far (0: none yet) and the readings they were picked from; the
+ * newest pairing (device clock in ns from the back end's origin, the host clock, its deviation);
+ * the fitted rate (host ns per device ns; 1 until pairings far enough apart; 0 without a pairing).
+ */
 typedef struct tally_testing_device_clock {
     int32_t pairings, readings;
     double device_ns;

@@ -219,9 +219,7 @@ private:
                                                     "kernel_code." + k.name);
             code_g->setAlignment(llvm::Align(8));
             llvm::Constant *name = builder.CreateGlobalStringPtr(k.name, "kernel_name", 0, mod);
-            int api = k.device_api == DeviceAPI::CUDA     ? TALLY_DEVICE_API_CUDA
-                      : k.device_api == DeviceAPI::Vulkan ? TALLY_DEVICE_API_VULKAN
-                                                          : TALLY_DEVICE_API_NONE;
+            int api = runtime_device_api(k.device_api);
             entries.push_back(llvm::ConstantStruct::get(
                 src_t,
                 {name, code_g, llvm::ConstantInt::get(i64, k.code.size()),

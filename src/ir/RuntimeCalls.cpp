@@ -4,6 +4,8 @@
 
 #include "ir/RuntimeCalls.h"
 
+#include "tally_runtime.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -161,6 +163,17 @@ Expr device_interface_call(DeviceAPI api) {
 DeviceAPI device_interface_api(const Expr &e) {
     const Call *c = e.as<Call>();
     return c ? api_in_name(c->name, interface_suffix) : DeviceAPI::None;
+}
+
+int runtime_device_api(DeviceAPI api) {
+    switch (api) {
+    case DeviceAPI::CUDA:
+        return TALLY_DEVICE_API_CUDA;
+    case DeviceAPI::Vulkan:
+        return TALLY_DEVICE_API_VULKAN;
+    default:
+        return TALLY_DEVICE_API_NONE;
+    }
 }
 
 DeviceAPI resolve_device_api(DeviceAPI api, const Target &t) {

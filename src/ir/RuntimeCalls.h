@@ -198,6 +198,9 @@ DeviceAPI device_interface_api(const Expr &e);
 /** The API a GPU loop written for `api` runs on under target `t`: Default_GPU (or no API) means
  * the target's gpu_api(), which may be DeviceAPI::None; any other API stands as written. */
 DeviceAPI resolve_device_api(DeviceAPI api, const Target &t);
+/** The runtime's number for a device API (tally_device_api_t: kernel tables, the flags of
+ * tally_profiler_start): TALLY_DEVICE_API_NONE for an API without a Tally back end. */
+int runtime_device_api(DeviceAPI api);
 /** Does Tally have a device back end for `api`? (CUDA and Vulkan.) */
 bool has_gpu_backend(DeviceAPI api);
 

@@ -289,8 +289,9 @@ TEST_F(CudaFakeDriver, PassesTheElementHostPointsAtWithNegativeStrides) {
 TEST_F(CudaFakeDriver, CountsLaunchesAndSyncsInTheProfiler) {
     tally_profiler_reset();
     const char *slots[] = {"overhead", "fill"};
-    void *inst = tally_profiler_start(nullptr, "cuda_fake_pipeline", "host-cuda-profile", 2, slots,
-                                      nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "cuda_fake_pipeline", "host-cuda-profile", 2, slots, nullptr,
+                             TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     Table t({{"fill", 3}});
@@ -361,8 +362,9 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
         int stream_syncs = stats->stream_syncs, ctx_syncs = stats->ctx_syncs;
         int created = stats->events_created, recorded = stats->events_recorded;
         int event_syncs = stats->event_syncs;
-        void *inst = tally_profiler_start(nullptr, "cuda_ts", "host-cuda-profile_timestamps", 4,
-                                          slots, kinds, 0);
+        void *inst = tally_profiler_start(
+            nullptr, "cuda_ts", "host-cuda-profile_timestamps", 4, slots, kinds,
+            TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
         ASSERT_NE(inst, nullptr);
         tally_profiler_set_current(inst, 1);
         set_kernel_ns(5000000);
@@ -501,8 +503,9 @@ TEST_F(CudaFakeDriverScriptedClock, CopiesAreTimedAndBilledToTheirCopySlots) {
     Table t({{"fill", 3}});
     IntBuffer b(50, 3);
     int stream_syncs = stats->stream_syncs;
-    void *inst = tally_profiler_start(nullptr, "cuda_copies", "host-cuda-profile_timestamps", 4,
-                                      slots, kinds, 0);
+    void *inst = tally_profiler_start(
+        nullptr, "cuda_copies", "host-cuda-profile_timestamps", 4, slots, kinds,
+        TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 2);
     tally_buffer_set_host_dirty(&b.buf, true);
@@ -559,8 +562,9 @@ TEST_F(CudaFakeDriverScriptedClock, PairsTheTightestReadingAndFitsTheDrift) {
     IntBuffer b(64);
     ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
     auto run = [&](const char *name, uint64_t a_ns, uint64_t b_ns) {
-        void *inst =
-            tally_profiler_start(nullptr, name, "host-cuda-profile_timestamps", 4, slots, kinds, 0);
+        void *inst = tally_profiler_start(
+            nullptr, name, "host-cuda-profile_timestamps", 4, slots, kinds,
+            TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
         ASSERT_NE(inst, nullptr);
         tally_profiler_set_current(inst, 1);
         launch(t, &b.buf, a_ns);
@@ -632,7 +636,8 @@ TEST_F(CudaFakeDriver, TraceShowsLaunchesOnTheStreamTrackFromTheHostsView) {
     at_us(0);
     ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
     void *inst = tally_profiler_start(nullptr, "cuda_trace", "host-cuda-profile", 2, slots, nullptr,
-                                      TALLY_PROFILER_FLAG_EXACT);
+                                      TALLY_PROFILER_FLAG_EXACT |
+                                          TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
     ASSERT_NE(inst, nullptr);
     at_us(10);
     tally_profiler_set_current(inst, 1);

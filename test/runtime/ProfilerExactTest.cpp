@@ -661,12 +661,18 @@ TEST_F(ProfilerExact, NoPooledContextOutlivesItsLoop) {
 
 TEST_F(ProfilerExact, StartRejectsUnknownFlags) {
     tally_test::MessageCapture capture;
-    EXPECT_EQ(tally_profiler_start(nullptr, "bad_flags", "host-profile", 5, kNames, kKinds, 16),
+    EXPECT_EQ(tally_profiler_start(nullptr, "bad_flags", "host-profile", 5, kNames, kKinds, 32),
+              nullptr);
+    // Bits 8-11 name a device API: one with no back end is unknown too.
+    EXPECT_EQ(tally_profiler_start(nullptr, "bad_api", "host-profile", 5, kNames, kKinds,
+                                   TALLY_PROFILER_FLAG_DEVICE_API(9)),
               nullptr);
     std::vector<std::string> errors = capture.errors();
-    ASSERT_EQ(errors.size(), 1u);
-    EXPECT_NE(errors[0].find("pipeline bad_flags: unknown flags 0x10"), std::string::npos)
+    ASSERT_EQ(errors.size(), 2u);
+    EXPECT_NE(errors[0].find("pipeline bad_flags: unknown flags 0x20"), std::string::npos)
         << errors[0];
+    EXPECT_NE(errors[1].find("pipeline bad_api: unknown flags 0x900"), std::string::npos)
+        << errors[1];
 }
 
 }  // namespace

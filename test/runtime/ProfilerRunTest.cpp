@@ -248,7 +248,7 @@ TEST_F(ProfilerRun, BadStartArgumentsAreReported) {
     EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, with_null, nullptr, 0), nullptr);
     const int32_t bad_kind[] = {0, 7};
     EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, bad_kind, 0), nullptr);
-    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, nullptr, 0x10), nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, nullptr, 0x20), nullptr);
     EXPECT_EQ(capture.errors().size(), 6u);
     EXPECT_EQ(tally_profiler_num_pipelines(), 0);
 }

@@ -114,14 +114,15 @@ static const char *slot_category(const tally_trace_pipeline_names *p, int32_t sl
                                                             : "func";
 }
 
-static const char *device_track_name(const char *target) {
-    if (strstr(target, "vulkan")) {
+static const char *device_track_name(int32_t device_api) {
+    switch (device_api) {
+    case TALLY_DEVICE_API_VULKAN:
         return "Vulkan queue";
-    }
-    if (strstr(target, "cuda")) {
+    case TALLY_DEVICE_API_CUDA:
         return "CUDA stream";
+    default:
+        return "device queue";
     }
-    return "device queue";
 }
 
 static void begin_event(tally_bytes *b, int *first, char ph, int32_t pid, int32_t tid) {
@@ -449,7 +450,7 @@ static int32_t format_trace(const tally_trace_snapshot *s, uint64_t now, tally_b
         for (size_t d = 0; d < ndev; d++) {
             if (dev[d].pipe == pp) {
                 put_name(b, &first, "thread_name", pid[pp], TRACE_DEVICE_TID,
-                         device_track_name(p->target));
+                         device_track_name(p->device_api));
                 break;
             }
         }

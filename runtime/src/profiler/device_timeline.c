@@ -98,7 +98,7 @@ tally_timeline_owner tally_timeline_owner_now(void) {
 
 int tally_timeline_owner_wants_timestamps(const tally_timeline_owner *o) {
     const tally_pipeline *p = (const tally_pipeline *)o->pipeline;
-    return p && p->target && strstr(p->target, "profile_timestamps") != NULL;
+    return p && (p->device_flags & TALLY_PROFILER_FLAG_TIMESTAMPS) != 0;
 }
 
 static size_t hash_of(const void *pipeline, int32_t slot) {

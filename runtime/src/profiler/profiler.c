@@ -105,9 +105,10 @@ static void free_pipeline(tally_pipeline *p) {
 }
 
 static int pipeline_matches(const tally_pipeline *p, const char *name, int32_t num_slots,
-                            const char *const *slot_names, const int32_t *slot_kinds,
-                            int32_t mode) {
-    if (p->num_slots != num_slots || p->flags != mode || strcmp(p->name, name) != 0) {
+                            const char *const *slot_names, const int32_t *slot_kinds, int32_t mode,
+                            int32_t device_flags) {
+    if (p->num_slots != num_slots || p->flags != mode || p->device_flags != device_flags ||
+        strcmp(p->name, name) != 0) {
         return 0;
     }
     for (int32_t i = 0; i < num_slots; i++) {
@@ -149,18 +150,20 @@ static tally_pipeline *new_pipeline(const char *name, const char *target, int32_
 
 // Finds or creates the pipeline and counts one more run in flight on it. Runs of one pipeline in
 // different modes are kept apart (`flags` is the run's one mode flag): their numbers mean
-// different things.
+// different things; so are builds for different devices or timing (`device_flags`).
 static tally_pipeline *acquire_pipeline(const char *name, const char *target, int32_t num_slots,
                                         const char *const *slot_names, const int32_t *slot_kinds,
-                                        int32_t flags) {
+                                        int32_t flags, int32_t device_flags) {
     pthread_mutex_lock(&tally_registry_lock);
     tally_pipeline *p = registry_head;
-    while (p && !pipeline_matches(p, name, num_slots, slot_names, slot_kinds, flags)) {
+    while (p &&
+           !pipeline_matches(p, name, num_slots, slot_names, slot_kinds, flags, device_flags)) {
         p = p->next;
     }
     if (!p) {
         p = new_pipeline(name, target, num_slots, slot_names, slot_kinds);
         if (p) {
+            p->device_flags = device_flags;
             if (registry_tail) {
                 registry_tail->next = p;
             } else {
@@ -358,17 +361,20 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
             return NULL;
         }
     }
-    if (flags & ~(int32_t)TALLY_PROFILER_START_FLAGS) {
+    if ((flags & ~(int32_t)TALLY_PROFILER_START_FLAGS) ||
+        TALLY_PROFILER_DEVICE_API_OF(flags) > TALLY_DEVICE_API_VULKAN) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                            "tally_profiler_start: pipeline %s: unknown flags 0x%x", pipeline,
                            (unsigned)flags);
         return NULL;
     }
     const int32_t pool_contexts = (flags & TALLY_PROFILER_FLAG_POOL_CONTEXTS) != 0;
+    const int32_t device_flags =
+        flags & (TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_DEVICE_API_MASK);
     flags = resolve_mode(flags & TALLY_PROFILER_MODE_FLAGS);
     tally_clock_init();
     tally_pipeline *p =
-        acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags);
+        acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags, device_flags);
     tally_instance *inst = p ? new_instance(p, num_slots, flags) : NULL;
     if (!inst) {
         if (p) {

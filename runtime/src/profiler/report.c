@@ -472,7 +472,7 @@ static const char *const timeline_problem_names[TALLY_NUM_TIMELINE_PROBLEMS] = {
 static int read_timeline(const tally_pipeline *p, uint64_t **device_ns, uint64_t **kernels,
                          tally_timeline_summary *sum) {
     *device_ns = *kernels = NULL;
-    if (!p->target || !strstr(p->target, "profile_timestamps") || p->num_slots <= 0) {
+    if (!(p->device_flags & TALLY_PROFILER_FLAG_TIMESTAMPS) || p->num_slots <= 0) {
         return 0;
     }
     *device_ns = (uint64_t *)calloc((size_t)p->num_slots, sizeof(uint64_t));

@@ -188,6 +188,9 @@ typedef struct tally_pipeline {
     const char *clock;
     int32_t num_slots;
     int32_t flags;
+    // What the pipeline was compiled for (tally_profiler_start's flags, not its target string):
+    // TALLY_PROFILER_FLAG_TIMESTAMPS and the device API bits (TALLY_PROFILER_DEVICE_API_MASK).
+    int32_t device_flags;
     char **slot_names;
     int32_t *slot_kinds;
     tally_slot_total *slots;

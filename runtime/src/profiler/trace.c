@@ -59,6 +59,7 @@ typedef struct trace_pipeline {
     _Atomic(const void *) key;  // the registry's record while it is current; NULL after a reset
     char *name;
     char *target;
+    int32_t device_api;  // tally_device_api_t
     int32_t num_slots;
     char **slot_names;
     int32_t *slot_kinds;      // TALLY_SLOT_*
@@ -194,6 +195,7 @@ static int32_t add_pipeline_locked(const tally_pipeline *p) {
     trace_pipeline *t = &table[n];
     t->name = copy_string(p->name);
     t->target = copy_string(p->target);
+    t->device_api = TALLY_PROFILER_DEVICE_API_OF(p->device_flags);
     t->slot_names = (char **)calloc((size_t)p->num_slots, sizeof(char *));
     t->slot_kinds = (int32_t *)calloc((size_t)p->num_slots, sizeof(int32_t));
     int ok = t->name && t->target && t->slot_names && t->slot_kinds;
@@ -449,6 +451,7 @@ int32_t tally_trace_snapshot_take(tally_trace_snapshot *out) {
         // not run while a trace is written).
         out->pipelines[i].name = table[i].name;
         out->pipelines[i].target = table[i].target;
+        out->pipelines[i].device_api = table[i].device_api;
         out->pipelines[i].num_slots = table[i].num_slots;
         out->pipelines[i].slot_names = (const char *const *)table[i].slot_names;
         out->pipelines[i].slot_kinds = table[i].slot_kinds;

@@ -126,6 +126,7 @@ typedef struct tally_trace_event {
 typedef struct tally_trace_pipeline_names {
     const char *name;
     const char *target;
+    int32_t device_api;  // tally_device_api_t, from tally_profiler_start's flags
     int32_t num_slots;
     const char *const *slot_names;
     const int32_t *slot_kinds;
