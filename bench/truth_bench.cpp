@@ -477,7 +477,7 @@ std::vector<double> to_shares(std::vector<double> ms) {
  * their profiles still need runs) one profiled run in exact mode and one in sampling mode; so
  * the truths and the profiles they judge see the same machine, drift and load included.
  *
- * The truth (the issue's): a stage's time = the median of its alone runs less the median run of
+ * The stage-alone truth: a stage's time = the median of its alone runs less the median run of
  * the pipeline with no stage (the fixed costs every alone run pays once, which a profile bills
  * to `overhead`). Alone, a stage reads its producers' buffers cold: whatever the previous runs
  * left in the caches, not what its producers just wrote. The in-situ truth: a stage's time =

@@ -864,7 +864,7 @@ public:
 
 // No hidden syncs, per stage, on Halide-lowered-style IR: gpu_gpu_cpu with A freed right after
 // B's launch, under profile_timestamps (no injected syncs). A's last use is B's kernel, so a free
-// that waited would bill A's and B's device time to B (the misattribution issue 15 describes:
+// that waited would bill A's and B's device time to B (the misattribution a waiting free causes:
 // A 0 %, B ~88 %). Deterministic: the queue is held until the host waits for it, so A is still in
 // use by B's kernel when it is freed, whatever the device's speed and the machine's load, and the
 // profiler's clock moves only inside device waits (WaitsAreTheOnlyTime). The device-wait ledger

@@ -460,7 +460,7 @@ static void write_json_pipeline(tally_bytes *b, const tally_pipeline *p) {
     tally_bytes_printf(b, "\n    }");
 }
 
-// ---- device time from timestamps (issue 15)
+// ---- device time from timestamps
 // ------------------------------------------------------
 
 static const char *const timeline_api_names[TALLY_TIMELINE_NUM_APIS] = {"none", "cuda", "vulkan"};
@@ -624,7 +624,7 @@ static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) 
     free(kernels);
 }
 
-// ---- device waits (issue 15) ------------------------------------------------------------------
+// ---- device waits ------------------------------------------------------------------------------
 
 // Fills *w with the process-wide device-wait ledger; returns whether anything is in it (the
 // section is printed only then, so reports of host-only programs are unchanged).
