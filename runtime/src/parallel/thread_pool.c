@@ -780,16 +780,15 @@ static group_task *claim_other_unit_locked(task_group *self, task_group **group,
     return NULL;
 }
 
-int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
-                                    halide_parallel_task_t *tasks, void *task_parent) {
-    if (num_tasks <= 0) {
-        return 0;
-    }
+// Checks a task array as halide_do_parallel_tasks receives it; sets *total to the iterations of
+// all tasks. Returns 0 or the error it reported.
+static int32_t check_tasks(void *user_context, int32_t num_tasks,
+                           const halide_parallel_task_t *tasks, int32_t *total) {
     if (!tasks) {
         return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                                   "halide_do_parallel_tasks: task array is NULL");
     }
-    int32_t total = 0;
+    *total = 0;
     for (int32_t i = 0; i < num_tasks; i++) {
         const halide_parallel_task_t *t = &tasks[i];
         if (!t->fn || t->extent < 0 || t->num_semaphores < 0 ||
@@ -809,11 +808,165 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
                                           (int)i, t->name ? t->name : "unnamed", (int)j);
             }
         }
-        if (t->extent > INT32_MAX - total) {
+        if (t->extent > INT32_MAX - *total) {
             return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                                       "halide_do_parallel_tasks: too many iterations");
         }
-        total += t->extent;
+        *total += t->extent;
+    }
+    return 0;
+}
+
+// A group of the caller's tasks, none running yet, on the task records `gts` (one per task).
+static void init_group(task_group *g, void *user_context, halide_parallel_task_t *tasks,
+                       group_task *gts, int32_t num_tasks, int32_t total, void *task_parent) {
+    g->user_context = user_context;
+    g->tasks = gts;
+    g->num_tasks = num_tasks;
+    g->remaining = total;
+    atomic_init(&g->result, 0);
+    g->parent = (task_group *)task_parent;
+    g->caller_ctx = tally_get_current_context();
+    g->next_group = NULL;
+    g->listed = 0;
+    g->owner = NULL;
+    for (int32_t i = 0; i < num_tasks; i++) {
+        gts[i].task = &tasks[i];
+        gts[i].next = 0;
+        gts[i].running = 0;
+        gts[i].dedicated = 0;
+    }
+}
+
+// Blocking tasks each get a thread, unless one task is all there is. When every task with
+// iterations blocks, the caller, which would only wait, runs the last one itself: it runs at once
+// as on a thread of its own, and there is one thread fewer to wake and to share the cores with
+// (Halide's fork of two async producers and their consumer is this). Pool lock held.
+static void dispatch_blocking_tasks_locked(task_group *g) {
+    const int32_t num_tasks = g->num_tasks;
+    group_task *gts = g->tasks;
+    int32_t with_work = 0, blocking = 0;
+    group_task *own = NULL;
+    for (int32_t i = 0; i < num_tasks; i++) {
+        if (gts[i].task->extent > 0) {
+            with_work++;
+            blocking += gts[i].task->min_threads > 0;
+        }
+    }
+    for (int32_t i = num_tasks - 1; i >= 0 && with_work > 1 && blocking == with_work; i--) {
+        if (gts[i].task->extent > 0) {
+            own = &gts[i];
+            own->dedicated = 1;
+            break;
+        }
+    }
+    for (int32_t i = 0; i < num_tasks && num_tasks > 1; i++) {
+        const halide_parallel_task_t *t = gts[i].task;
+        if (t->min_threads > 0 && t->extent > 0 && &gts[i] != own) {
+            gts[i].dedicated = 1;
+            if (!dispatch_dedicated_locked(g, &gts[i])) {
+                gts[i].dedicated = 0;
+                if (own) {  // the caller runs the undispatched tasks as units, its own too
+                    own->dedicated = 0;
+                    own = NULL;
+                }
+            }
+        }
+    }
+    if (own) {
+        run_dedicated_locked(g, own);
+    }
+}
+
+// Lists the group for idle workers (as many as there are units beyond the one the caller takes)
+// and among the open groups whose units others may run. The pool's workers are started here,
+// when a group first has units for them: a group whose tasks all run on their own threads (a
+// fork of blocking tasks) or one unit at a time (a single task, a serial one) gets no help from
+// them, and a worker started for nothing would take a core from its first run (it looks for
+// work, then spins). Pool lock held.
+static void open_group_locked(task_group *g) {
+    int32_t helpers = group_units_locked(g) - 1;
+    if (helpers > 0) {
+        ensure_workers_locked();
+    }
+    if (pool.num_workers > 0 && helpers > 0) {
+        g->next_group = pool.groups;
+        pool.groups = g;
+        g->listed = 1;
+        wake_locked(WAKE_WORK, helpers);
+    }
+    g->next_open = pool.open_groups;
+    pool.open_groups = g;
+    g->open = 1;
+}
+
+// The caller works until none of its group's iterations is left: its own units first, else a
+// unit of another open group that can run, else it waits. Pool lock held (released around each
+// unit).
+static void work_until_done_locked(task_group *g, uint64_t *spin_until) {
+    while (g->remaining > 0) {
+        int32_t min = 0, extent = 0;
+        uint32_t seen = atomic_load(&pool_epoch);
+        group_task *gt = claim_unit_locked(g, &min, &extent);
+        if (gt) {
+            *spin_until = 0;
+            pthread_mutex_unlock(&pool.lock);
+            run_unit(g, gt, min, extent);
+            pthread_mutex_lock(&pool.lock);
+            finish_unit_locked(g, gt, extent);
+            continue;
+        }
+        if (g->remaining == 0) {
+            break;
+        }
+        // Nothing of its own can run now: a unit of another caller's group that can (a producer
+        // waiting for its consumer to free a slot runs the consumer's next rows, as Halide's
+        // pool does). Such units never block, so this always returns.
+        task_group *other = NULL;
+        gt = claim_other_unit_locked(g, &other, &min, &extent);
+        if (gt) {
+            *spin_until = 0;
+            pthread_mutex_unlock(&pool.lock);
+            run_unit(other, gt, min, extent);
+            pthread_mutex_lock(&pool.lock);
+            finish_unit_locked(other, gt, extent);
+            continue;
+        }
+        // Units left to claim wait for semaphores (or for a serial task's running unit, whose
+        // end signals g->owner); otherwise only finishing units, which signal g->owner.
+        int wakes = group_has_claimable_locked(g) ? WAKE_SEMAPHORE : 0;
+        wait_locked(seen, wakes, &g->owner, spin_until);
+    }
+}
+
+// Takes the finished group off the pool's lists and waits until no unit of it is running:
+// dedicated tasks book their last unit before their thread goes idle, and nothing of the group
+// is referenced once remaining is 0 and no unit is running. Pool lock held.
+static void close_group_locked(task_group *g, uint64_t *spin_until) {
+    unlist_group_locked(g);
+    for (task_group **link = &pool.open_groups; *link; link = &(*link)->next_open) {
+        if (*link == g) {
+            *link = g->next_open;
+            break;
+        }
+    }
+    g->open = 0;
+    for (int32_t i = 0; i < g->num_tasks; i++) {
+        while (g->tasks[i].running > 0) {
+            wait_locked(atomic_load(&pool_epoch), 0, &g->owner, spin_until);
+        }
+    }
+}
+
+int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
+                                    halide_parallel_task_t *tasks, void *task_parent) {
+    if (num_tasks <= 0) {
+        return 0;
+    }
+    int32_t total = 0;
+    int32_t r = check_tasks(user_context, num_tasks, tasks, &total);
+    if (r != 0) {
+        return r;
     }
     group_task stack_tasks[8];
     group_task *gts = stack_tasks;
@@ -826,131 +979,18 @@ int32_t tally_thread_pool_run_tasks(void *user_context, int32_t num_tasks,
         }
     }
     task_group g;
-    g.user_context = user_context;
-    g.tasks = gts;
-    g.num_tasks = num_tasks;
-    g.remaining = total;
-    atomic_init(&g.result, 0);
-    g.parent = (task_group *)task_parent;
-    g.caller_ctx = tally_get_current_context();
-    g.next_group = NULL;
-    g.listed = 0;
-    g.owner = NULL;
-    for (int32_t i = 0; i < num_tasks; i++) {
-        gts[i].task = &tasks[i];
-        gts[i].next = 0;
-        gts[i].running = 0;
-        gts[i].dedicated = 0;
-    }
-
-    // 1. Blocking tasks each get a thread, unless one task is all there is. When every task
-    // with iterations blocks, the caller, which would only wait, runs the last one itself: it
-    // runs at once as on a thread of its own, and there is one thread fewer to wake and to
-    // share the cores with (Halide's fork of two async producers and their consumer is this).
-    int32_t with_work = 0, blocking = 0;
-    group_task *own = NULL;
-    for (int32_t i = 0; i < num_tasks; i++) {
-        if (tasks[i].extent > 0) {
-            with_work++;
-            blocking += tasks[i].min_threads > 0;
-        }
-    }
-    for (int32_t i = num_tasks - 1; i >= 0 && with_work > 1 && blocking == with_work; i--) {
-        if (tasks[i].extent > 0) {
-            own = &gts[i];
-            own->dedicated = 1;
-            break;
-        }
-    }
-    pthread_mutex_lock(&pool.lock);
-    for (int32_t i = 0; i < num_tasks && num_tasks > 1; i++) {
-        if (tasks[i].min_threads > 0 && tasks[i].extent > 0 && &gts[i] != own) {
-            gts[i].dedicated = 1;
-            if (!dispatch_dedicated_locked(&g, &gts[i])) {
-                gts[i].dedicated = 0;
-                if (own) {  // the caller runs the undispatched tasks as units, its own too
-                    own->dedicated = 0;
-                    own = NULL;
-                }
-            }
-        }
-    }
-    if (own) {
-        run_dedicated_locked(&g, own);
-    }
-    // 2. The rest: the caller, helped by idle workers (as many as there are units beyond the one
-    // the caller takes).
-    // The pool's workers are started here, when a group first has units for them: a group
-    // whose tasks all run on their own threads (a fork of blocking tasks) or one unit at a time
-    // (a single task, a serial one) gets no help from them, and a worker started for nothing
-    // would take a core from its first run (it looks for work, then spins).
-    int32_t helpers = group_units_locked(&g) - 1;
-    if (helpers > 0) {
-        ensure_workers_locked();
-    }
-    if (pool.num_workers > 0 && helpers > 0) {
-        g.next_group = pool.groups;
-        pool.groups = &g;
-        g.listed = 1;
-        wake_locked(WAKE_WORK, helpers);
-    }
-    g.next_open = pool.open_groups;
-    pool.open_groups = &g;
-    g.open = 1;
+    init_group(&g, user_context, tasks, gts, num_tasks, total, task_parent);
     uint64_t spin_until = 0;
-    while (g.remaining > 0) {
-        int32_t min = 0, extent = 0;
-        uint32_t seen = atomic_load(&pool_epoch);
-        group_task *gt = claim_unit_locked(&g, &min, &extent);
-        if (gt) {
-            spin_until = 0;
-            pthread_mutex_unlock(&pool.lock);
-            run_unit(&g, gt, min, extent);
-            pthread_mutex_lock(&pool.lock);
-            finish_unit_locked(&g, gt, extent);
-            continue;
-        }
-        if (g.remaining == 0) {
-            break;
-        }
-        // Nothing of its own can run now: a unit of another caller's group that can (a producer
-        // waiting for its consumer to free a slot runs the consumer's next rows, as Halide's
-        // pool does). Such units never block, so this always returns.
-        task_group *other = NULL;
-        gt = claim_other_unit_locked(&g, &other, &min, &extent);
-        if (gt) {
-            spin_until = 0;
-            pthread_mutex_unlock(&pool.lock);
-            run_unit(other, gt, min, extent);
-            pthread_mutex_lock(&pool.lock);
-            finish_unit_locked(other, gt, extent);
-            continue;
-        }
-        // Units left to claim wait for semaphores (or for a serial task's running unit, whose
-        // end signals g.owner); otherwise only finishing units, which signal g.owner.
-        int wakes = group_has_claimable_locked(&g) ? WAKE_SEMAPHORE : 0;
-        wait_locked(seen, wakes, &g.owner, &spin_until);
-    }
-    unlist_group_locked(&g);
-    for (task_group **link = &pool.open_groups; *link; link = &(*link)->next_open) {
-        if (*link == &g) {
-            *link = g.next_open;
-            break;
-        }
-    }
-    g.open = 0;
-    // Dedicated tasks book their last unit before their thread goes idle; nothing of the group
-    // is referenced once remaining is 0 and no unit is running.
-    for (int32_t i = 0; i < num_tasks; i++) {
-        while (gts[i].running > 0) {
-            wait_locked(atomic_load(&pool_epoch), 0, &g.owner, &spin_until);
-        }
-    }
+    pthread_mutex_lock(&pool.lock);
+    dispatch_blocking_tasks_locked(&g);
+    open_group_locked(&g);
+    work_until_done_locked(&g, &spin_until);
+    close_group_locked(&g, &spin_until);
     pthread_mutex_unlock(&pool.lock);
     if (gts != stack_tasks) {
         free(gts);
     }
-    int32_t r = atomic_load(&g.result);
+    r = atomic_load(&g.result);
     return r != 0 ? r : group_failure(g.parent);
 }
 
