@@ -1,4 +1,4 @@
-// Tests of the Vulkan device interface (runtime/src/device/device_vulkan.c) through the runtime's C
+// Tests of the Vulkan device interface (runtime/src/device/vulkan/) through the runtime's C
 // ABI alone: buffers, copies and dirty bits, launches of hand-written SPIR-V kernels
 // (shaders/*.comp, compiled at build time) from a hand-built tally_kernel_table, error paths,
 // asynchrony, profiler counters, release and re-initialization, and the environment switches.

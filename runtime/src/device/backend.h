@@ -1,7 +1,7 @@
 // The device back-end contract: what a GPU API implements so that what every launch and every
 // free does is written once, for all of them. device_launch.c holds the launch path
 // (tally_device_run), device_free.c the free path (tally_device_free); each back end
-// (device_cuda.c, vulkan/) fills one tally_device_backend with its operations and calls them
+// (cuda/, vulkan/) fills one tally_device_backend with its operations and calls them
 // from its halide_<api>_run and its device_free. Layer device.contract (runtime/layers.txt). Not
 // installed, not seen by generated code. C11.
 //
@@ -100,10 +100,11 @@ typedef struct tally_device_backend {
     int (*can_time)(void);
 
     // Blocks until the work queued so far that uses `buf` (NULL: all work queued so far on the
-    // back end's queue) has completed; the device then holds nothing of it. Counts the wait in
-    // the device-wait ledger under `reason` (a TALLY_DEVICE_WAIT_*) when it blocked; the caller
-    // marks the thread waiting for the profiler. Called with the API initialized. Returns 0, or
-    // reports the failure with `code` and `routine` and returns `code`.
+    // back end's queue; a back end with one queue may wait for all of it either way) has
+    // completed. Counts the wait in the device-wait ledger under `reason` (a
+    // TALLY_DEVICE_WAIT_*) when it blocked; the caller marks the thread waiting for the profiler.
+    // Called with the API initialized. Returns 0, or reports the failure with `code` (`routine`:
+    // the caller, for messages) and returns `code`.
     int32_t (*wait)(void *user_context, const halide_buffer_t *buf, int32_t reason, int32_t code,
                     const char *routine);
 

@@ -520,6 +520,4 @@ int tally_vk_init_locked(char *why, size_t why_size) {
     return 0;
 }
 
-// Makes sure Vulkan is initialized. On failure reports the reason the first time and, when
-
 #endif  // TALLY_HAVE_VULKAN_HEADERS
