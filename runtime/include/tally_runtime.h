@@ -655,7 +655,13 @@ const halide_device_interface_t *halide_cuda_device_interface(void);
  * kernel argument (a halide_buffer_t * for buffers, a pointer to the value for scalars),
  * `arg_sizes` their sizes in bytes and `arg_is_buffer` 1 for buffers; each array ends with a 0
  * entry. Buffers must have device memory of this API (copy_to_device first). Counts one launch in
- * the profiler. Returns 0 or a negative tally_error_code_t naming what failed. */
+ * the profiler. An empty grid (a block or thread extent below 1) runs nothing and returns 0.
+ * Returns 0 or a negative tally_error_code_t, the same for a fault on every API:
+ * TALLY_ERROR_BAD_ARGUMENT for a NULL kernel table, name, argument array or argument;
+ * TALLY_ERROR_NO_DEVICE_INTERFACE when the API is unusable here; TALLY_ERROR_OUT_OF_MEMORY when
+ * the host is; TALLY_ERROR_DEVICE_RUN_FAILED for anything else (a table of another ABI version, a
+ * kernel the table lacks for this API, arguments that do not match it, the device refusing or
+ * failing the kernel). */
 int32_t halide_vulkan_run(void *user_context, void *state, const char *entry_name, int32_t blocks_x,
                           int32_t blocks_y, int32_t blocks_z, int32_t threads_x, int32_t threads_y,
                           int32_t threads_z, int32_t shared_mem_bytes, const int64_t *arg_sizes,

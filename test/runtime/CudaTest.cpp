@@ -1,4 +1,4 @@
-// The CUDA device interface (runtime/src/device/device_cuda.c) without a GPU.
+// The CUDA device interface (runtime/src/device/cuda/) without a GPU.
 //
 // The interface loads the driver once per process, so each suite runs in its own process with
 // the environment ctest gives it (test/runtime/CMakeLists.txt); run by hand, a suite whose
@@ -810,6 +810,21 @@ TEST_F(CudaFakeDriver, ReportsUnknownKernelsAndBuffersNotOnTheDevice) {
     EXPECT_EQ(
         halide_cuda_run(nullptr, nullptr, "fill", 1, 1, 1, 1, 1, 1, 0, sizes, args, is_buffer),
         TALLY_ERROR_BAD_ARGUMENT);
+    // A NULL argument is a bad argument; a table of another ABI version cannot run here (the
+    // same codes as on every device API).
+    int32_t value = 0, n = 8;
+    int64_t fill_sizes[] = {8, 4, 4, 0};
+    void *null_arg[] = {&b.buf, nullptr, &n, nullptr};
+    uint8_t fill_is_buffer[] = {1, 0, 0, 0};
+    EXPECT_EQ(halide_cuda_run(nullptr, &t.table, "fill", 1, 1, 1, 32, 1, 1, 0, fill_sizes, null_arg,
+                              fill_is_buffer),
+              TALLY_ERROR_BAD_ARGUMENT);
+    EXPECT_TRUE(contains(capture.errors(), "kernel 'fill', argument 1 is NULL"))
+        << joined(capture.errors());
+    Table other_abi({{"fill", 3}});
+    other_abi.table.abi_version = TALLY_RUNTIME_ABI_VERSION + 100;
+    EXPECT_EQ(run_fill(other_abi, "fill", &b.buf, value, n, 1), TALLY_ERROR_DEVICE_RUN_FAILED);
+    EXPECT_TRUE(contains(capture.errors(), "ABI version")) << joined(capture.errors());
     ASSERT_EQ(halide_device_free(nullptr, &b.buf), 0);
 }
 

@@ -1,4 +1,4 @@
-// Tests of the Vulkan device interface (runtime/src/device/device_vulkan.c) through the runtime's C
+// Tests of the Vulkan device interface (runtime/src/device/vulkan/) through the runtime's C
 // ABI alone: buffers, copies and dirty bits, launches of hand-written SPIR-V kernels
 // (shaders/*.comp, compiled at build time) from a hand-built tally_kernel_table, error paths,
 // asynchrony, profiler counters, release and re-initialization, and the environment switches.
@@ -534,7 +534,6 @@ TEST_F(VulkanTest, LaunchErrorsNameWhatFailed) {
     tally_kernel_table wrong_abi = *table;
     wrong_abi.abi_version = TALLY_RUNTIME_ABI_VERSION + 100;
     wrong_abi.device_state[TALLY_DEVICE_API_VULKAN] = nullptr;
-    const int32_t zero_threads[3] = {0, 1, 1};
     const int32_t huge_threads[3] = {100000, 1, 1};
     const Case cases[] = {
         {"unknown kernel",
@@ -563,7 +562,7 @@ TEST_F(VulkanTest, LaunchErrorsNameWhatFailed) {
          "add_scalar",
          0,
          threads,
-         "device interface host",
+         "(it is on host)",
          nullptr},
         {"shared memory",
          {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
@@ -578,13 +577,6 @@ TEST_F(VulkanTest, LaunchErrorsNameWhatFailed) {
          0,
          threads,
          "takes 3 arguments",
-         nullptr},
-        {"zero threads",
-         {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
-         "add_scalar",
-         0,
-         zero_threads,
-         "invalid",
          nullptr},
         {"too many threads",
          {buffer_arg(on_device), scalar_arg(k), scalar_arg(n)},
@@ -621,6 +613,37 @@ TEST_F(VulkanTest, LaunchErrorsNameWhatFailed) {
     ASSERT_EQ(add_scalar(table, on_device, 3), 0);
     download(on_device);
     EXPECT_EQ(on_device.data[15], 3);
+}
+
+// An empty loop nest (a block or thread extent below 1) launches nothing, as on every device API:
+// no error, no launch counted, the buffer untouched.
+TEST_F(VulkanTest, EmptyGridsLaunchNothing) {
+    const char *names[] = {"overhead", "f"};
+    const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC};
+    Buffer<int32_t> b(16, 7);
+    upload(b);
+    void *inst =
+        tally_profiler_start(nullptr, "vk_empty_grid", "host-vulkan-profile", 2, names, kinds, 0);
+    ASSERT_NE(inst, nullptr);
+    tally_profiler_set_current(inst, 1);
+    int32_t k = 1, n = 16;
+    const int32_t empty[][3] = {{0, 1, 1}, {1, 1, -1}};
+    const int32_t one[3] = {1, 1, 1};
+    size_t mark = error_mark();
+    for (const int32_t *e : empty) {
+        EXPECT_EQ(run(table, "add_scalar", e, one, {buffer_arg(b), scalar_arg(k), scalar_arg(n)}),
+                  0);
+        EXPECT_EQ(run(table, "add_scalar", one, e, {buffer_arg(b), scalar_arg(k), scalar_arg(n)}),
+                  0);
+    }
+    EXPECT_EQ(errors_since(mark).size(), 0u) << joined(errors_since(mark));
+    tally_profiler_end(nullptr, inst);
+    download(b);
+    EXPECT_EQ(b.data[0], 7);
+    tally_pipeline_stats s{};
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("vk_empty_grid", &s), 0);
+    EXPECT_EQ(s.kernel_launches, 0u);
+    tally_profiler_reset();
 }
 
 TEST_F(VulkanTest, CopiesOnBuffersWithoutVulkanMemoryFail) {

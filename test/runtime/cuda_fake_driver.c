@@ -1,5 +1,5 @@
 // A stand-in for libcuda.so.1, for the runtime's CUDA tests (CudaTest.cpp): the driver entry
-// points runtime/src/device/device_cuda.c uses, with "device memory" in host memory, so that the
+// points runtime/src/device/cuda/ uses, with "device memory" in host memory, so that the
 // CUDA interface's bookkeeping (allocation, copies both ways, module caching, argument marshalling,
 // context push/pop balance, launch counting, error paths) is tested on machines without a GPU.
 //

@@ -1,4 +1,4 @@
-// What the device back ends (device_host.c, device_cuda.c, device_vulkan.c) share beyond
+// What the device back ends (device_host.c, cuda/, vulkan/) share beyond
 // tally_runtime.h: the halide_device_interface_t each builds from its operations, through which
 // device_interface.c dispatches. Layer device.interface (runtime/layers.txt). Not installed, not
 // seen by generated code. C11.
