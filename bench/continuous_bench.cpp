@@ -65,7 +65,7 @@ void serve_until(uint64_t end_ns) {
     uint64_t tick = clock_ns(CLOCK_MONOTONIC);
     while (tick < end_ns) {
         void *inst = tally_profiler_start(nullptr, "service", "host-profile", kNumSlots, kSlotNames,
-                                          nullptr, 0);
+                                          nullptr, nullptr, 0);
         for (int32_t i = 0; i < 10; i++) {
             tally_profiler_set_current(inst, 1 + i % (kNumSlots - 1));
             tick += 10000000;

@@ -53,7 +53,7 @@ uint64_t process_cpu_ns() {
 
 void *start_run(const char *name, int32_t flags = 0) {
     return tally_profiler_start(nullptr, name, "host-profile", kNumSlots, kSlotNames, nullptr,
-                                flags);
+                                nullptr, flags);
 }
 
 void BM_SetCurrent(benchmark::State &state) {

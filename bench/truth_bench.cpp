@@ -704,8 +704,8 @@ void BM_SwitchCost(benchmark::State &state) {
         state.range(0) == 0 ? TALLY_PROFILER_FLAG_EXACT : TALLY_PROFILER_FLAG_SAMPLING;
     const char *const names[] = {"overhead", "a", "b"};
     tally_profiler_reset();
-    void *inst =
-        tally_profiler_start(nullptr, "switch_cost", "host-profile", 3, names, nullptr, mode);
+    void *inst = tally_profiler_start(nullptr, "switch_cost", "host-profile", 3, names, nullptr,
+                                      nullptr, mode);
     constexpr int kSwitches = 1 << 22, kTasks = 1 << 20;
     for (auto _ : state) {
         // Thread CPU time, not wall time: on a shared machine the loop is preempted, and the
@@ -762,8 +762,9 @@ void BM_SwitchCost(benchmark::State &state) {
         // context; the task itself, switching no slot, makes no call) and, on one thread, as tasks
         // that make the calls themselves (pool_task_calls_ns: a task's context lingers for the
         // thread's next task).
-        void *pooled = tally_profiler_start(nullptr, "switch_cost_pool", "host-profile", 3, names,
-                                            nullptr, mode | TALLY_PROFILER_FLAG_POOL_CONTEXTS);
+        void *pooled =
+            tally_profiler_start(nullptr, "switch_cost_pool", "host-profile", 3, names, nullptr,
+                                 nullptr, mode | TALLY_PROFILER_FLAG_POOL_CONTEXTS);
         tally_profiler_set_current(pooled, 1);
         for (int threads : {1, 2}) {
             tally_set_num_threads(threads);

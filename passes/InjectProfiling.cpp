@@ -194,6 +194,7 @@ bool calls_any(const Stmt &s, const std::set<std::string> &names) {
 struct SlotTable {
     std::vector<std::string> names{"overhead"};
     std::vector<int> kinds{TALLY_SLOT_FUNC};
+    std::vector<int> parents{-1};  // a copy slot's Func slot (-1: a Func, or a copy of no Func)
     std::unordered_map<std::string, int> func_slot;
     std::map<std::pair<std::string, bool>, int> copy_slot;  // (func, to_device)
     std::map<std::string, int> closure_slot;  // slot current where a closure is called
@@ -220,6 +221,7 @@ public:
             table->copy_slot[c] = int(table->names.size());
             table->names.push_back(c.first + (c.second ? " (copy to device)" : " (copy to host)"));
             table->kinds.push_back(c.second ? TALLY_SLOT_COPY_TO_DEVICE : TALLY_SLOT_COPY_TO_HOST);
+            table->parents.push_back(table->func(c.first));
         }
     }
 
@@ -241,6 +243,7 @@ private:
             table->func_slot[op->name] = int(table->names.size());
             table->names.push_back(op->name);
             table->kinds.push_back(TALLY_SLOT_FUNC);
+            table->parents.push_back(-1);
         }
         current.push_back(table->func_slot[op->name]);
         IRVisitor::visit(op);
@@ -548,7 +551,7 @@ Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable
         Call::make(Handle(), runtime::tally_profiler_start,
                    {StringImm::make(name), StringImm::make(t.to_string()),
                     make_const(Int(32), int(table.names.size())), string_table(table.names),
-                    int_table(table.kinds), make_const(Int(32), flags)},
+                    int_table(table.kinds), int_table(table.parents), make_const(Int(32), flags)},
                    Call::Extern);
     Expr inst = handle_var(names.inst);
     Expr not_null = NE::make(Reinterpret::make(UInt(64), inst), make_zero(UInt(64)));

@@ -65,6 +65,7 @@ py::dict slot_dict(const tally_slot_stats &s) {
     d["id"] = s.slot;
     d["name"] = s.name ? s.name : "";
     d["kind"] = s.kind >= 0 && s.kind < 3 ? kind_names[s.kind] : "unknown";
+    d["parent"] = s.parent;
     d["time_ns"] = s.time_ns;
     d["time_ms"] = double(s.time_ns) / 1e6;
     d["percent"] = s.percent;

@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a struct layout or an entry point signature in this header changes. */
-#define TALLY_RUNTIME_ABI_VERSION 2
+#define TALLY_RUNTIME_ABI_VERSION 3
 
 /* ---------------------------------------------------------------------------------------------
  * Error codes
@@ -809,14 +809,17 @@ void tally_profiler_one_time_end(int32_t token);
 /** Starts one profiled run (an *instance*) of `pipeline`. The pipeline's totals live in a global
  * registry keyed by name (and slot layout); this run's numbers are private to the instance until
  * tally_profiler_end merges them. slot_names[i] / slot_kinds[i] describe slot i (slot_kinds may be
- * NULL: all TALLY_SLOT_FUNC); the strings are copied. Registers the instance with the sampler
+ * NULL: all TALLY_SLOT_FUNC); the strings are copied. slot_parents[i] is the Func slot a copy slot
+ * belongs to (its copies are that Func's: exports nest them under it) and -1 for Func slots and
+ * for copies of no Func; slot_parents may be NULL (every entry -1). The runtime never reads a
+ * slot's owner from its name. Registers the instance with the sampler
  * (starting the sampler thread or the timer on first use) and makes it the calling thread's current
  * context. Returns the instance pointer, which is also the calling thread's profiling context (pass
  * it to tally_profiler_set_current), or NULL after reporting an error through halide_error (bad
  * arguments, out of memory, sampler thread or timer failure, too many live instances). */
 void *tally_profiler_start(void *user_context, const char *pipeline, const char *target,
                            int32_t num_slots, const char *const *slot_names,
-                           const int32_t *slot_kinds, int32_t flags);
+                           const int32_t *slot_kinds, const int32_t *slot_parents, int32_t flags);
 
 /** Ends a run: bills the time since the last switch (exact mode) or takes a final sample and
  * rescales the run's sampled slot times so they sum to its measured wall time (sampling modes),
@@ -963,6 +966,8 @@ typedef struct tally_slot_stats {
     int32_t slot;
     /** tally_slot_kind_t. */
     int32_t kind;
+    /** The Func slot a copy slot belongs to (tally_profiler_start's slot_parents), else -1. */
+    int32_t parent;
     /** Time billed to the slot, after per-run rescaling to wall time. */
     uint64_t time_ns;
     /** 100 * time_ns / pipeline total_ns (0 if the total is 0). */
@@ -1252,7 +1257,7 @@ TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_parallel_task_t) == 56,
                     "halide_parallel_task_t layout must match Halide's");
 TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(halide_buffer_t) == 56,
                     "halide_buffer_t must be 56 bytes on 64-bit targets");
-TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_slot_stats) == 128,
+TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_slot_stats) == 136,
                     "tally_slot_stats layout changed: bump TALLY_RUNTIME_ABI_VERSION");
 TALLY_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(tally_pipeline_stats) == 136,
                     "tally_pipeline_stats layout changed: bump TALLY_RUNTIME_ABI_VERSION");

@@ -101,11 +101,11 @@ static void install_hooks(void) {
 
 void *tally_profiler_start(void *user_context, const char *pipeline, const char *target,
                            int32_t num_slots, const char *const *slot_names,
-                           const int32_t *slot_kinds, int32_t flags) {
+                           const int32_t *slot_kinds, const int32_t *slot_parents, int32_t flags) {
     install_hooks();
     tally_export_continuous_start();
     return tally_profiler_start_run(user_context, pipeline, target, num_slots, slot_names,
-                                    slot_kinds, flags);
+                                    slot_kinds, slot_parents, flags);
 }
 
 int32_t halide_do_par_for(void *user_context, halide_task_t f, int32_t min, int32_t extent,

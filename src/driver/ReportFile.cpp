@@ -131,6 +131,9 @@ SlotReport read_slot(const json &j, const std::string &where, size_t index,
     s.name = f.string("name");
     s.stats.slot = int32_t(index);
     s.stats.kind = read_kind(f);
+    // The Func slot a copy slot belongs to; reports written before the runtime was told carry
+    // none (-1: the copy stands alone).
+    s.stats.parent = f.has("parent") ? int32_t(f.integer("parent")) : -1;
     s.stats.time_ns = f.count("time_ns");
     s.stats.samples = f.count("samples");
     s.stats.average_threads = f.real("average_threads");
@@ -191,6 +194,19 @@ PipelineReport read_pipeline(const json &j, const std::string &where, const std:
     for (size_t i = 0; i < slots.size(); i++) {
         p.slots.push_back(
             read_slot(slots[i], f.at("slots") + "[" + std::to_string(i) + "]", i, path));
+    }
+    // As tally_profiler_start checks them: a Func slot has no parent, a copy slot's is a Func.
+    for (size_t i = 0; i < p.slots.size(); i++) {
+        const tally_slot_stats &s = p.slots[i].stats;
+        bool ok = s.parent == -1 || (s.kind != TALLY_SLOT_FUNC && s.parent >= 0 &&
+                                     size_t(s.parent) < p.slots.size() &&
+                                     p.slots[size_t(s.parent)].stats.kind == TALLY_SLOT_FUNC);
+        if (!ok) {
+            Fields slot(slots[i], f.at("slots") + "[" + std::to_string(i) + "]", path);
+            slot.fail(slot.at("parent"), "expected -1 or the id of a func slot (a copy slot's "
+                                         "Func), got " +
+                                             std::to_string(s.parent));
+        }
     }
     p.stats.num_slots = int32_t(p.slots.size());
     return p;

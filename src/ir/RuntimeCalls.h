@@ -87,7 +87,7 @@ struct RuntimeSymbol {
     X(halide_trace_helper,              "i:Usppiiiiiiis")                         \
     X(halide_debug_to_file,             "i:UsiB")                                 \
     /* profiler */                                                                \
-    X(tally_profiler_start,             "p:Ussippi")                              \
+    X(tally_profiler_start,             "p:Ussipppi")                             \
     X(tally_profiler_end,               "i:Up")                                   \
     X(tally_profiler_set_current,       "v:pi")                                   \
     X(tally_profiler_thread_begin,      "p:p")                                    \

@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             in.range(0, 1) ? TALLY_PROFILER_FLAG_SAMPLING : TALLY_PROFILER_FLAG_EXACT;
         for (int r = 0; r < runs; r++) {
             void *run = tally_profiler_start(nullptr, name.c_str(), target.c_str(), slots,
-                                             name_ptrs.data(), kinds.data(), mode);
+                                             name_ptrs.data(), kinds.data(), nullptr, mode);
             if (!run) {
                 continue;
             }

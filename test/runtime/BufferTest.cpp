@@ -33,7 +33,9 @@ TEST(Buffer, LayoutMatchesHalide) {
     EXPECT_EQ(offsetof(halide_buffer_t, padding), 48u);
     EXPECT_EQ(sizeof(halide_dimension_t), 16u);
     EXPECT_EQ(sizeof(halide_type_t), 4u);
-    EXPECT_EQ(TALLY_RUNTIME_ABI_VERSION, 2);  // 2: tally_pipeline_stats records the clock
+    // 2: tally_pipeline_stats records the clock; 3: tally_profiler_start takes the slot parents
+    // and tally_slot_stats carries them.
+    EXPECT_EQ(TALLY_RUNTIME_ABI_VERSION, 3);
 }
 
 TEST(Buffer, ToStringPrintsWhatHalidePrints) {

@@ -291,7 +291,7 @@ TEST_F(CudaFakeDriver, CountsLaunchesAndSyncsInTheProfiler) {
     const char *slots[] = {"overhead", "fill"};
     void *inst =
         tally_profiler_start(nullptr, "cuda_fake_pipeline", "host-cuda-profile", 2, slots, nullptr,
-                             TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
+                             nullptr, TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     Table t({{"fill", 3}});
@@ -363,7 +363,7 @@ TEST_F(CudaFakeDriver, EventsBillEachKernelToTheFuncThatLaunchedIt) {
         int created = stats->events_created, recorded = stats->events_recorded;
         int event_syncs = stats->event_syncs;
         void *inst = tally_profiler_start(
-            nullptr, "cuda_ts", "host-cuda-profile_timestamps", 4, slots, kinds,
+            nullptr, "cuda_ts", "host-cuda-profile_timestamps", 4, slots, kinds, nullptr,
             TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
         ASSERT_NE(inst, nullptr);
         tally_profiler_set_current(inst, 1);
@@ -504,7 +504,7 @@ TEST_F(CudaFakeDriverScriptedClock, CopiesAreTimedAndBilledToTheirCopySlots) {
     IntBuffer b(50, 3);
     int stream_syncs = stats->stream_syncs;
     void *inst = tally_profiler_start(
-        nullptr, "cuda_copies", "host-cuda-profile_timestamps", 4, slots, kinds,
+        nullptr, "cuda_copies", "host-cuda-profile_timestamps", 4, slots, kinds, nullptr,
         TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 2);
@@ -563,7 +563,7 @@ TEST_F(CudaFakeDriverScriptedClock, PairsTheTightestReadingAndFitsTheDrift) {
     ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
     auto run = [&](const char *name, uint64_t a_ns, uint64_t b_ns) {
         void *inst = tally_profiler_start(
-            nullptr, name, "host-cuda-profile_timestamps", 4, slots, kinds,
+            nullptr, name, "host-cuda-profile_timestamps", 4, slots, kinds, nullptr,
             TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
         ASSERT_NE(inst, nullptr);
         tally_profiler_set_current(inst, 1);
@@ -635,9 +635,9 @@ TEST_F(CudaFakeDriver, TraceShowsLaunchesOnTheStreamTrackFromTheHostsView) {
     IntBuffer b(64);
     at_us(0);
     ASSERT_EQ(halide_device_malloc(nullptr, &b.buf, iface), 0);
-    void *inst = tally_profiler_start(nullptr, "cuda_trace", "host-cuda-profile", 2, slots, nullptr,
-                                      TALLY_PROFILER_FLAG_EXACT |
-                                          TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
+    void *inst = tally_profiler_start(
+        nullptr, "cuda_trace", "host-cuda-profile", 2, slots, nullptr, nullptr,
+        TALLY_PROFILER_FLAG_EXACT | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_CUDA));
     ASSERT_NE(inst, nullptr);
     at_us(10);
     tally_profiler_set_current(inst, 1);

@@ -163,7 +163,9 @@ void scripted_runs() {
         "a;b\nc"};
     const int32_t kinds[] = {TALLY_SLOT_FUNC,           TALLY_SLOT_FUNC,         TALLY_SLOT_FUNC,
                              TALLY_SLOT_COPY_TO_DEVICE, TALLY_SLOT_COPY_TO_HOST, TALLY_SLOT_FUNC};
-    void *inst = tally_profiler_start(nullptr, "blur", "host-profile", 6, names, kinds, 0);
+    // The input's copy belongs to no Func (its stack is its own name); blur_y's is blur_y's.
+    const int32_t parents[] = {-1, -1, -1, -1, 2, -1};
+    void *inst = tally_profiler_start(nullptr, "blur", "host-profile", 6, names, kinds, parents, 0);
     ASSERT_NE(inst, nullptr);
     advance_ms(1);
     tally_profiler_set_current(inst, 1);
@@ -182,7 +184,7 @@ void scripted_runs() {
 
     const char *const empty_names[] = {"overhead", "unused"};
     void *other = tally_profiler_start(nullptr, "empty", "host-profile", 2, empty_names, nullptr,
-                                       TALLY_PROFILER_FLAG_TIMER);
+                                       nullptr, TALLY_PROFILER_FLAG_TIMER);
     ASSERT_NE(other, nullptr);
     advance_ms(2);
     ASSERT_EQ(tally_profiler_end(nullptr, other), 0);

@@ -285,7 +285,8 @@ const char *const kSlots[] = {"overhead", "first", "second", "third"};
 // the allocation, work, and on every exit (errors included) free what is live, count the frees
 // and end the run. Returns the pipeline's result.
 int32_t simulated_pipeline(const char *name) {
-    void *inst = tally_profiler_start(nullptr, name, "host-profile", 4, kSlots, nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, name, "host-profile", 4, kSlots, nullptr, nullptr, 0);
     if (!inst) {
         return -1;
     }

@@ -37,7 +37,7 @@ int32_t inner_task(void *uc, int32_t idx, uint8_t *closure) {
 
 void one_run(int which, halide_buffer_t *buf) {
     void *inst = tally_profiler_start(nullptr, kPipelines[which], "host-profile", 4, kSlotNames,
-                                      kSlotKinds, 0);
+                                      kSlotKinds, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     tally_profiler_memory_allocate(inst, 1, TALLY_MEMORY_HEAP, kOuterBytes[which]);
@@ -130,9 +130,9 @@ TEST_F(ProfilerConcurrency, ConcurrentTimerRuns) {
     for (int t = 0; t < 4; t++) {
         threads.emplace_back([] {
             for (int r = 0; r < 50; r++) {
-                void *inst =
-                    tally_profiler_start(nullptr, "timer_many", "host-profile_by_timer", 4,
-                                         kSlotNames, kSlotKinds, TALLY_PROFILER_FLAG_TIMER);
+                void *inst = tally_profiler_start(nullptr, "timer_many", "host-profile_by_timer", 4,
+                                                  kSlotNames, kSlotKinds, nullptr,
+                                                  TALLY_PROFILER_FLAG_TIMER);
                 ASSERT_NE(inst, nullptr);
                 tally_profiler_set_current(inst, 1);
                 tally_profiler_memory_allocate(inst, 1, TALLY_MEMORY_HEAP, 8);

@@ -97,7 +97,7 @@ const int32_t kKinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
                           TALLY_SLOT_COPY_TO_DEVICE, TALLY_SLOT_COPY_TO_HOST};
 
 void *start(const char *name) {
-    void *inst = tally_profiler_start(nullptr, name, "host-profile", 5, kNames, kKinds, 0);
+    void *inst = tally_profiler_start(nullptr, name, "host-profile", 5, kNames, kKinds, nullptr, 0);
     EXPECT_NE(inst, nullptr);
     return inst;
 }
@@ -555,7 +555,7 @@ struct BareClosure {
 };
 
 void *start_pooled(const char *name) {
-    void *inst = tally_profiler_start(nullptr, name, "host-profile", 5, kNames, kKinds,
+    void *inst = tally_profiler_start(nullptr, name, "host-profile", 5, kNames, kKinds, nullptr,
                                       TALLY_PROFILER_FLAG_POOL_CONTEXTS);
     EXPECT_NE(inst, nullptr);
     return inst;
@@ -661,10 +661,11 @@ TEST_F(ProfilerExact, NoPooledContextOutlivesItsLoop) {
 
 TEST_F(ProfilerExact, StartRejectsUnknownFlags) {
     tally_test::MessageCapture capture;
-    EXPECT_EQ(tally_profiler_start(nullptr, "bad_flags", "host-profile", 5, kNames, kKinds, 32),
-              nullptr);
+    EXPECT_EQ(
+        tally_profiler_start(nullptr, "bad_flags", "host-profile", 5, kNames, kKinds, nullptr, 32),
+        nullptr);
     // Bits 8-11 name a device API: one with no back end is unknown too.
-    EXPECT_EQ(tally_profiler_start(nullptr, "bad_api", "host-profile", 5, kNames, kKinds,
+    EXPECT_EQ(tally_profiler_start(nullptr, "bad_api", "host-profile", 5, kNames, kKinds, nullptr,
                                    TALLY_PROFILER_FLAG_DEVICE_API(9)),
               nullptr);
     std::vector<std::string> errors = capture.errors();

@@ -38,7 +38,8 @@ class ProfilerMemory : public tally_test::ProfilerTest {};
 
 TEST_F(ProfilerMemory, ScriptedSequenceIsExact) {
     tally_set_num_threads(4);
-    void *inst = tally_profiler_start(nullptr, "memory", "host-profile", 4, kSlotNames, nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "memory", "host-profile", 4, kSlotNames, nullptr, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     Closure c{inst};
     tally_profiler_set_current(inst, F);
@@ -88,7 +89,8 @@ TEST_F(ProfilerMemory, ScriptedSequenceIsExact) {
     EXPECT_EQ(h.heap.total_bytes, 300u + 8192u);
 
     // A second, smaller run: peaks are per-run maxima, counts and bytes add up.
-    inst = tally_profiler_start(nullptr, "memory", "host-profile", 4, kSlotNames, nullptr, 0);
+    inst =
+        tally_profiler_start(nullptr, "memory", "host-profile", 4, kSlotNames, nullptr, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_memory_allocate(inst, F, TALLY_MEMORY_HEAP, 100);
     tally_profiler_memory_allocate(inst, F, TALLY_MEMORY_HEAP, 100);
@@ -108,7 +110,8 @@ TEST_F(ProfilerMemory, ScriptedSequenceIsExact) {
 
 TEST_F(ProfilerMemory, BadSlotIsReportedOnceAndIgnored) {
     tally_test::MessageCapture capture;
-    void *inst = tally_profiler_start(nullptr, "memory_bad", "host", 4, kSlotNames, nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "memory_bad", "host", 4, kSlotNames, nullptr, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_memory_allocate(inst, 9, TALLY_MEMORY_HEAP, 10);
     tally_profiler_memory_allocate(inst, 1, 5, 10);
@@ -126,7 +129,8 @@ TEST_F(ProfilerMemory, BadSlotIsReportedOnceAndIgnored) {
 // Sizes past 2^62 (no address space holds them; the report fuzzer drew them) are counted without
 // a signed overflow: under UBSan (the asan job) this test fails if one comes back.
 TEST_F(ProfilerMemory, HugeSizesDoNotOverflow) {
-    void *inst = tally_profiler_start(nullptr, "memory_huge", "host", 4, kSlotNames, nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "memory_huge", "host", 4, kSlotNames, nullptr, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     const uint64_t huge = (uint64_t(1) << 62) + 12345;
     for (int i = 0; i < 3; i++) {
@@ -148,8 +152,8 @@ TEST_F(ProfilerMemory, HugeSizesDoNotOverflow) {
 TEST_F(ProfilerMemory, HugeLeaksAcrossRunsDoNotOverflow) {
     const uint64_t huge = (uint64_t(1) << 62) + 12345;
     for (int run = 0; run < 3; run++) {
-        void *inst =
-            tally_profiler_start(nullptr, "memory_huge_runs", "host", 4, kSlotNames, nullptr, 0);
+        void *inst = tally_profiler_start(nullptr, "memory_huge_runs", "host", 4, kSlotNames,
+                                          nullptr, nullptr, 0);
         ASSERT_NE(inst, nullptr);
         tally_profiler_memory_allocate(inst, F, TALLY_MEMORY_HEAP, huge);
         tally_profiler_end(nullptr, inst);

@@ -18,6 +18,8 @@ const char *const kSlotNames[] = {"overhead", "blur_x", "blur_y", "input (copy t
                                   "blur_y (copy to host)"};
 const int32_t kSlotKinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
                               TALLY_SLOT_COPY_TO_DEVICE, TALLY_SLOT_COPY_TO_HOST};
+// The input's copy belongs to no Func; blur_y's copy to the host is blur_y's (slot 2).
+const int32_t kSlotParents[] = {-1, -1, -1, -1, 2};
 
 void advance_ms(uint64_t ms) {
     fake_time_ns() += ms * 1000000;
@@ -42,8 +44,8 @@ void scripted_run(const halide_device_interface_t *device) {
     buf.dimensions = 2;
     buf.dim = dims;
 
-    void *inst =
-        tally_profiler_start(nullptr, "blur", "host-vulkan-profile", 5, kSlotNames, kSlotKinds, 0);
+    void *inst = tally_profiler_start(nullptr, "blur", "host-vulkan-profile", 5, kSlotNames,
+                                      kSlotKinds, kSlotParents, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     tally_profiler_memory_allocate(inst, 1, TALLY_MEMORY_HEAP, 4096);
@@ -121,7 +123,7 @@ const char *const kGoldenText = R"golden(pipeline: blur
 )golden";
 
 const char *const kGoldenJson = R"golden({
-  "abi_version": 2,
+  "abi_version": 3,
   "pipelines": [
     {
       "name": "blur",
@@ -146,11 +148,11 @@ const char *const kGoldenJson = R"golden({
       "device_init_ns": 0,
       "kernel_compile_ns": 0,
       "slots": [
-        {"id": 0, "name": "overhead", "kind": "func", "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "ci95_pp": 21.0862, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
-        {"id": 1, "name": "blur_x", "kind": "func", "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "ci95_pp": 21.0862, "heap": {"current": 0, "peak": 4096, "allocs": 2, "bytes": 8192}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
-        {"id": 2, "name": "blur_y", "kind": "func", "time_ns": 12000000, "time_ms": 12.000000, "percent": 50.0000, "samples": 4, "average_threads": 0.5000, "copies": 0, "copy_bytes": 0, "ci95_pp": 28.2902, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 1024, "allocs": 2, "bytes": 2048}},
-        {"id": 3, "name": "input (copy to device)", "kind": "copy_to_device", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "ci95_pp": 15.6380, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
-        {"id": 4, "name": "blur_y (copy to host)", "kind": "copy_to_host", "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "ci95_pp": 15.6380, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}}
+        {"id": 0, "name": "overhead", "kind": "func", "parent": -1, "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "ci95_pp": 21.0862, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
+        {"id": 1, "name": "blur_x", "kind": "func", "parent": -1, "time_ns": 4000000, "time_ms": 4.000000, "percent": 16.6667, "samples": 2, "average_threads": 1.0000, "copies": 0, "copy_bytes": 0, "ci95_pp": 21.0862, "heap": {"current": 0, "peak": 4096, "allocs": 2, "bytes": 8192}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
+        {"id": 2, "name": "blur_y", "kind": "func", "parent": -1, "time_ns": 12000000, "time_ms": 12.000000, "percent": 50.0000, "samples": 4, "average_threads": 0.5000, "copies": 0, "copy_bytes": 0, "ci95_pp": 28.2902, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 1024, "allocs": 2, "bytes": 2048}},
+        {"id": 3, "name": "input (copy to device)", "kind": "copy_to_device", "parent": -1, "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "ci95_pp": 15.6380, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}},
+        {"id": 4, "name": "blur_y (copy to host)", "kind": "copy_to_host", "parent": 2, "time_ns": 2000000, "time_ms": 2.000000, "percent": 8.3333, "samples": 2, "average_threads": 1.0000, "copies": 2, "copy_bytes": 2048, "ci95_pp": 15.6380, "heap": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}, "device": {"current": 0, "peak": 0, "allocs": 0, "bytes": 0}}
       ],
       "warnings": [
         {"kind": "few_samples", "slot": -1, "value": 12.0000, "threshold": 100.0000, "message": "only 12 samples (warned under 100): a time share is uncertain by up to 14 percentage points; run longer or lower TALLY_PROFILE_INTERVAL_US"}
@@ -278,7 +280,7 @@ TEST_F(ProfilerReport, ReportGoesToThePrintHandlerElseStderr) {
 
 TEST_F(ProfilerReport, SeveralPipelinesAndAnEmptySection) {
     const char *const names[] = {"overhead", "only_func"};
-    void *inst = tally_profiler_start(nullptr, "second", "host", 2, names, nullptr, 0);
+    void *inst = tally_profiler_start(nullptr, "second", "host", 2, names, nullptr, nullptr, 0);
     advance_ms(1);
     tally_profiler_end(nullptr, inst);
     std::string text = tally_test::report_text(0);
@@ -372,7 +374,8 @@ TEST(ProfilerReportEmpty, EmptyRegistry) {
 TEST(ProfilerReportJson, EscapesNames) {
     tally_profiler_reset();
     const char *const names[] = {"overhead", "quote\"back\\slash\ttab"};
-    void *inst = tally_profiler_start(nullptr, "odd \"name\"", "host", 2, names, nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "odd \"name\"", "host", 2, names, nullptr, nullptr, 0);
     tally_profiler_end(nullptr, inst);
     tally_test::Json root;
     std::string error;

@@ -28,7 +28,7 @@ protected:
     void advance_ms(uint64_t ms) { fake_time_ns() += ms * 1000000; }
     void *start(const char *name, int32_t flags = 0) {
         return tally_profiler_start(nullptr, name, "host-profile", 5, kSlotNames, kSlotKinds,
-                                    flags);
+                                    nullptr, flags);
     }
 };
 
@@ -241,14 +241,19 @@ TEST_F(ProfilerRun, HotCallsAcceptNull) {
 
 TEST_F(ProfilerRun, BadStartArgumentsAreReported) {
     tally_test::MessageCapture capture;
-    EXPECT_EQ(tally_profiler_start(nullptr, nullptr, "host", 1, kSlotNames, nullptr, 0), nullptr);
-    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 0, kSlotNames, nullptr, 0), nullptr);
-    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, nullptr, "host", 1, kSlotNames, nullptr, nullptr, 0),
+              nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 0, kSlotNames, nullptr, nullptr, 0),
+              nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, nullptr, nullptr, nullptr, 0), nullptr);
     const char *const with_null[] = {"overhead", nullptr};
-    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, with_null, nullptr, 0), nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, with_null, nullptr, nullptr, 0),
+              nullptr);
     const int32_t bad_kind[] = {0, 7};
-    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, bad_kind, 0), nullptr);
-    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, nullptr, 0x20), nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, bad_kind, nullptr, 0),
+              nullptr);
+    EXPECT_EQ(tally_profiler_start(nullptr, "p", "host", 2, kSlotNames, nullptr, nullptr, 0x20),
+              nullptr);
     EXPECT_EQ(capture.errors().size(), 6u);
     EXPECT_EQ(tally_profiler_num_pipelines(), 0);
 }
@@ -258,8 +263,9 @@ TEST_F(ProfilerRun, SamplerThreadStartFailureIsAnErrorNotACrash) {
     tally_profiler_shutdown();
     tally_testing_fail_thread_starts(1);
     int uc = 0;
-    EXPECT_EQ(tally_profiler_start(&uc, "no_sampler", "host", 5, kSlotNames, kSlotKinds, 0),
-              nullptr);
+    EXPECT_EQ(
+        tally_profiler_start(&uc, "no_sampler", "host", 5, kSlotNames, kSlotKinds, nullptr, 0),
+        nullptr);
     auto errors = capture.errors();
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_NE(errors[0].find("cannot start the sampler thread"), std::string::npos);
@@ -287,7 +293,7 @@ TEST_F(ProfilerRun, ResetWhileARunIsInFlight) {
 TEST_F(ProfilerRun, SameNameDifferentSlotsAreSeparatePipelines) {
     void *a = start("shape");
     const char *const other[] = {"overhead", "z"};
-    void *b = tally_profiler_start(nullptr, "shape", "host", 2, other, nullptr, 0);
+    void *b = tally_profiler_start(nullptr, "shape", "host", 2, other, nullptr, nullptr, 0);
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
     tally_profiler_end(nullptr, b);
@@ -327,7 +333,7 @@ TEST(ProfilerSampler, IdlesWhenNoRunIsLive) {
     tally_testing_set_clock(nullptr);
     tally_profiler_set_interval_us(100);  // a busy sampler would show quickly
     const char *const names[] = {"overhead"};
-    void *inst = tally_profiler_start(nullptr, "idle_check", "host", 1, names, nullptr, 0);
+    void *inst = tally_profiler_start(nullptr, "idle_check", "host", 1, names, nullptr, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_end(nullptr, inst);
     timespec settle = {0, 5000000};

@@ -80,7 +80,8 @@ const int32_t kKinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_COPY_TO_H
 //   heap:   +4096 at 25 us (main), +100 at 15 us (worker), -100 at 18 us, -4096 at 40 us
 TEST_F(Trace, AScriptedRunGivesExactSlicesCountersAndNames) {
     at_ns(0);
-    void *inst = tally_profiler_start(nullptr, kPipeline, "host-profile", 3, kNames, kKinds, 0);
+    void *inst =
+        tally_profiler_start(nullptr, kPipeline, "host-profile", 3, kNames, kKinds, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     at_ns(10000);
     tally_profiler_set_current(inst, 1);
@@ -181,7 +182,8 @@ TEST_F(Trace, AScriptedRunGivesExactSlicesCountersAndNames) {
 // Recording off: runs leave no records at all.
 TEST_F(Trace, NothingIsRecordedWhileRecordingIsOff) {
     ASSERT_EQ(tally_profiler_trace_record(nullptr, 0, 0), 0);
-    void *inst = tally_profiler_start(nullptr, "off", "host-profile", 3, kNames, kKinds, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "off", "host-profile", 3, kNames, kKinds, nullptr, 0);
     at_ns(1000);
     tally_profiler_set_current(inst, 1);
     at_ns(2000);
@@ -197,7 +199,8 @@ TEST_F(Trace, AFullRingKeepsTheNewestRecordsAndCountsTheRestDropped) {
     ASSERT_EQ(tally_profiler_trace_record(nullptr, 1, 16), 0);
     std::thread t([] {  // a fresh thread: its ring is made with the new size
         at_ns(0);
-        void *inst = tally_profiler_start(nullptr, "ring", "host-profile", 3, kNames, kKinds, 0);
+        void *inst =
+            tally_profiler_start(nullptr, "ring", "host-profile", 3, kNames, kKinds, nullptr, 0);
         for (int i = 1; i <= 100; i++) {  // 100 switches; the start and the end record one each
             at_ns(uint64_t(i) * 1000);
             tally_profiler_set_current(inst, 1 + (i & 1));
@@ -240,7 +243,7 @@ TEST_F(Trace, WritingWhileThreadsRecordGivesValidFiles) {
             std::string name = "concurrent" + std::to_string(t);
             while (!stop.load()) {
                 void *inst = tally_profiler_start(nullptr, name.c_str(), "host-profile", 3, kNames,
-                                                  kKinds, 0);
+                                                  kKinds, nullptr, 0);
                 for (int i = 0; i < 100; i++) {
                     tally_profiler_set_current(inst, 1 + (i & 1));
                     tally_profiler_memory_allocate(inst, 1, TALLY_MEMORY_HEAP, 64);

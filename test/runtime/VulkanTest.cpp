@@ -622,8 +622,8 @@ TEST_F(VulkanTest, EmptyGridsLaunchNothing) {
     const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC};
     Buffer<int32_t> b(16, 7);
     upload(b);
-    void *inst =
-        tally_profiler_start(nullptr, "vk_empty_grid", "host-vulkan-profile", 2, names, kinds, 0);
+    void *inst = tally_profiler_start(nullptr, "vk_empty_grid", "host-vulkan-profile", 2, names,
+                                      kinds, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     int32_t k = 1, n = 16;
@@ -806,7 +806,7 @@ TEST_F(VulkanTest, ProfilerCountsLaunchesSyncsAndCopies) {
     Buffer<int32_t> b(1000, 1);
     void *inst =
         tally_profiler_start(nullptr, "vk_counters", "host-vulkan-profile", 4, names, kinds,
-                             TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
+                             nullptr, TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 2);
     tally_buffer_set_host_dirty(&b.buf, true);
@@ -877,8 +877,9 @@ TEST_F(VulkanTest, WaitingForAKernelCountsZeroThreads) {
     Buffer<int32_t> b(256, 1);
     upload(b);
     ASSERT_EQ(halide_device_sync_global(nullptr, iface), 0);
-    void *inst = tally_profiler_start(nullptr, "vk_wait", "host-vulkan-profile", 2, names, nullptr,
-                                      TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
+    void *inst =
+        tally_profiler_start(nullptr, "vk_wait", "host-vulkan-profile", 2, names, nullptr, nullptr,
+                             TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     bool gate_fired = false;
@@ -1004,8 +1005,9 @@ TEST_F(VulkanTest, IdleBuffersFreeAtOnceAndReleaseDrainsRetiredOnes) {
 TEST_F(VulkanTest, ReportListsTheRuntimesDeviceWaits) {
     tally_profiler_reset();
     const char *names[] = {"overhead", "f"};
-    void *inst = tally_profiler_start(nullptr, "vk_waits", "host-vulkan-profile", 2, names, nullptr,
-                                      TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
+    void *inst =
+        tally_profiler_start(nullptr, "vk_waits", "host-vulkan-profile", 2, names, nullptr, nullptr,
+                             TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
     ASSERT_NE(inst, nullptr);
     Buffer<int32_t> b(64, 0);
     upload(b);
@@ -1078,7 +1080,7 @@ uint64_t run_two_funcs(tally_kernel_table *table, const halide_device_interface_
     EXPECT_EQ(halide_device_sync_global(nullptr, iface), 0);
     // The flags, not the target string, put the run in timestamps mode: the target here is a
     // label that names neither (the runtime used to look for "profile_timestamps" in it).
-    void *inst = tally_profiler_start(nullptr, pipeline, "x86-64-linux", 4, names, kinds,
+    void *inst = tally_profiler_start(nullptr, pipeline, "x86-64-linux", 4, names, kinds, nullptr,
                                       TALLY_PROFILER_FLAG_TIMESTAMPS |
                                           TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
     EXPECT_NE(inst, nullptr);
@@ -1178,7 +1180,7 @@ TEST_F(VulkanTest, ExitReportBillsKernelsStillRunningAtRunEnd) {
         }
         const char *names[] = {"overhead", "f"};
         void *inst = tally_profiler_start(
-            nullptr, "vk_exit", "host-profile_timestamps-vulkan", 2, names, nullptr,
+            nullptr, "vk_exit", "host-profile_timestamps-vulkan", 2, names, nullptr, nullptr,
             TALLY_PROFILER_FLAG_TIMESTAMPS |
                 TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
         tally_profiler_set_current(inst, 1);
@@ -1316,7 +1318,7 @@ TEST_F(VulkanTest, CalibrationKeepsTheTightestReadingAndRefitsTheDrift) {
     }
     const char *names[] = {"overhead"};
     void *inst = tally_profiler_start(
-        nullptr, "vk_calibration", "host-profile_timestamps-vulkan", 1, names, nullptr,
+        nullptr, "vk_calibration", "host-profile_timestamps-vulkan", 1, names, nullptr, nullptr,
         TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_FLAG_DEVICE_API(TALLY_DEVICE_API_VULKAN));
     ASSERT_NE(inst, nullptr);
     tally_profiler_end(nullptr, inst);

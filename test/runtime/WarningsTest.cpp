@@ -23,6 +23,8 @@ struct Numbers {
         const int32_t kinds[] = {TALLY_SLOT_FUNC,         TALLY_SLOT_FUNC,
                                  TALLY_SLOT_FUNC,         TALLY_SLOT_COPY_TO_DEVICE,
                                  TALLY_SLOT_COPY_TO_HOST, TALLY_SLOT_COPY_TO_HOST};
+        // The copies' Funcs, as the pipeline tells the runtime (names say nothing to it).
+        const int32_t parents[] = {-1, -1, -1, 1, 1, 2};
         p.name = "pipe";
         p.target = "host-vulkan-profile";
         p.num_slots = 6;
@@ -35,6 +37,7 @@ struct Numbers {
             slots[size_t(s)].name = names[s];
             slots[size_t(s)].slot = s;
             slots[size_t(s)].kind = kinds[s];
+            slots[size_t(s)].parent = parents[s];
         }
         slots[1].time_ns = 60000000;
         slots[2].time_ns = 40000000;
@@ -209,7 +212,8 @@ TEST_F(WarningsInTheReport, TextAndJson) {
     tally_profiler_set_interval_us(1000000);
     tally_testing_set_clock(tally_test::fake_clock);
     const char *const names[] = {"overhead", "big", "small"};
-    void *inst = tally_profiler_start(nullptr, "mem", "host-profile", 3, names, nullptr, 0);
+    void *inst =
+        tally_profiler_start(nullptr, "mem", "host-profile", 3, names, nullptr, nullptr, 0);
     ASSERT_NE(inst, nullptr);
     tally_profiler_set_current(inst, 1);
     tally_profiler_memory_allocate(inst, 1, TALLY_MEMORY_HEAP, 64u << 20);

@@ -71,8 +71,8 @@ int main(int argc, char **argv) {
     static const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
                                     TALLY_SLOT_COPY_TO_DEVICE, TALLY_SLOT_COPY_TO_HOST};
     int32_t flags = strcmp(mode, "timer") == 0 ? TALLY_PROFILER_FLAG_TIMER : 0;
-    void *inst =
-        tally_profiler_start(NULL, "failing_pipeline", "host-profile", 5, names, kinds, flags);
+    void *inst = tally_profiler_start(NULL, "failing_pipeline", "host-profile", 5, names, kinds,
+                                      NULL, flags);
     if (!inst) {
         return 2;
     }

@@ -9,8 +9,8 @@
 //
 // The stack of a slot, root first, is the same in every export:
 //   - a Func slot (overhead included):          pipeline ; Func
-//   - a copy slot that belongs to a Func slot (tally_copy_slot_owner in profiler/slots.h: the
-//     compiler names them "<Func> (copy to device)"):
+//   - a copy slot that belongs to a Func slot (its stats' parent, which the compiled pipeline
+//     passed to tally_profiler_start):
 //                                                pipeline ; Func ; copy to device|copy to host
 //   - any other copy slot:                       pipeline ; <copy slot name>
 #ifndef TALLY_RUNTIME_SRC_EXPORT_EXPORT_H
@@ -21,11 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** One slot of a snapshot, with the Func slot it belongs to (copies only; -1 otherwise). The
- * stats come first: tally_copy_slot_owner reads an array of these with their stride. */
+/** One slot of a snapshot (its stats' parent is the Func slot a copy slot belongs to, else -1). */
 typedef struct tally_export_slot {
     tally_slot_stats stats;
-    int32_t parent;
 } tally_export_slot;
 
 /** One pipeline of a snapshot: its totals and its slots in slot order. */

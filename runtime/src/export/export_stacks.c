@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "export/export.h"
-#include "profiler/slots.h"
 #include "tally_runtime.h"
 
 #include <stdio.h>
@@ -43,10 +42,6 @@ int32_t tally_export_snapshot_take(tally_export_snapshot *out) {
                 break;
             }
         }
-        for (int32_t s = 0; s < p->stats.num_slots; s++) {
-            p->slots[s].parent = tally_copy_slot_owner(
-                &p->slots[0].stats, sizeof(tally_export_slot), p->stats.num_slots, s);
-        }
     }
     return 0;
 }
@@ -63,11 +58,11 @@ int32_t tally_export_slot_stack(const tally_export_pipeline *p, int32_t slot,
                                 const char *frames[3]) {
     const tally_export_slot *s = &p->slots[slot];
     frames[0] = p->stats.name;
-    if (s->parent < 0) {
+    if (s->stats.kind == TALLY_SLOT_FUNC || s->stats.parent < 0) {
         frames[1] = s->stats.name;
         return 2;
     }
-    frames[1] = p->slots[s->parent].stats.name;
+    frames[1] = p->slots[s->stats.parent].stats.name;
     frames[2] = s->stats.kind == TALLY_SLOT_COPY_TO_DEVICE ? "copy to device" : "copy to host";
     return 3;
 }

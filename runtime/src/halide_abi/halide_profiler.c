@@ -85,7 +85,7 @@ int32_t tally_halide_profiler_start(void *user_context, const char *pipeline_nam
         names[i] = (const char *)(uintptr_t)func_names[i];
     }
     tally_instance *inst = (tally_instance *)tally_profiler_start_run(
-        user_context, pipeline_name, "halide-profile", num_funcs, names, NULL, 0);
+        user_context, pipeline_name, "halide-profile", num_funcs, names, NULL, NULL, 0);
     if (names != stack_names) {
         free(names);
     }

@@ -98,6 +98,7 @@ static void free_pipeline(tally_pipeline *p) {
     }
     free(p->slot_names);
     free(p->slot_kinds);
+    free(p->slot_parents);
     free(p->slots);
     free(p->name);
     free(p->target);
@@ -105,15 +106,17 @@ static void free_pipeline(tally_pipeline *p) {
 }
 
 static int pipeline_matches(const tally_pipeline *p, const char *name, int32_t num_slots,
-                            const char *const *slot_names, const int32_t *slot_kinds, int32_t mode,
-                            int32_t device_flags) {
+                            const char *const *slot_names, const int32_t *slot_kinds,
+                            const int32_t *slot_parents, int32_t mode, int32_t device_flags) {
     if (p->num_slots != num_slots || p->flags != mode || p->device_flags != device_flags ||
         strcmp(p->name, name) != 0) {
         return 0;
     }
     for (int32_t i = 0; i < num_slots; i++) {
         int32_t kind = slot_kinds ? slot_kinds[i] : TALLY_SLOT_FUNC;
-        if (p->slot_kinds[i] != kind || strcmp(p->slot_names[i], slot_names[i]) != 0) {
+        int32_t parent = slot_parents ? slot_parents[i] : -1;
+        if (p->slot_kinds[i] != kind || p->slot_parents[i] != parent ||
+            strcmp(p->slot_names[i], slot_names[i]) != 0) {
             return 0;
         }
     }
@@ -121,7 +124,8 @@ static int pipeline_matches(const tally_pipeline *p, const char *name, int32_t n
 }
 
 static tally_pipeline *new_pipeline(const char *name, const char *target, int32_t num_slots,
-                                    const char *const *slot_names, const int32_t *slot_kinds) {
+                                    const char *const *slot_names, const int32_t *slot_kinds,
+                                    const int32_t *slot_parents) {
     tally_pipeline *p = (tally_pipeline *)calloc(1, sizeof(tally_pipeline));
     if (!p) {
         return NULL;
@@ -131,14 +135,17 @@ static tally_pipeline *new_pipeline(const char *name, const char *target, int32_
     p->target = dup_string(target ? target : "");
     p->slot_names = (char **)calloc((size_t)num_slots, sizeof(char *));
     p->slot_kinds = (int32_t *)calloc((size_t)num_slots, sizeof(int32_t));
+    p->slot_parents = (int32_t *)calloc((size_t)num_slots, sizeof(int32_t));
     p->slots = (tally_slot_total *)calloc((size_t)(num_slots + TALLY_NUM_ONE_TIME),
                                           sizeof(tally_slot_total));
-    if (!p->name || !p->target || !p->slot_names || !p->slot_kinds || !p->slots) {
+    if (!p->name || !p->target || !p->slot_names || !p->slot_kinds || !p->slot_parents ||
+        !p->slots) {
         free_pipeline(p);
         return NULL;
     }
     for (int32_t i = 0; i < num_slots; i++) {
         p->slot_kinds[i] = slot_kinds ? slot_kinds[i] : TALLY_SLOT_FUNC;
+        p->slot_parents[i] = slot_parents ? slot_parents[i] : -1;
         p->slot_names[i] = dup_string(slot_names[i]);
         if (!p->slot_names[i]) {
             free_pipeline(p);
@@ -153,15 +160,16 @@ static tally_pipeline *new_pipeline(const char *name, const char *target, int32_
 // different things; so are builds for different devices or timing (`device_flags`).
 static tally_pipeline *acquire_pipeline(const char *name, const char *target, int32_t num_slots,
                                         const char *const *slot_names, const int32_t *slot_kinds,
-                                        int32_t flags, int32_t device_flags) {
+                                        const int32_t *slot_parents, int32_t flags,
+                                        int32_t device_flags) {
     pthread_mutex_lock(&tally_registry_lock);
     tally_pipeline *p = registry_head;
-    while (p &&
-           !pipeline_matches(p, name, num_slots, slot_names, slot_kinds, flags, device_flags)) {
+    while (p && !pipeline_matches(p, name, num_slots, slot_names, slot_kinds, slot_parents, flags,
+                                  device_flags)) {
         p = p->next;
     }
     if (!p) {
-        p = new_pipeline(name, target, num_slots, slot_names, slot_kinds);
+        p = new_pipeline(name, target, num_slots, slot_names, slot_kinds, slot_parents);
         if (p) {
             p->device_flags = device_flags;
             if (registry_tail) {
@@ -343,7 +351,8 @@ static void end_active_workers(tally_instance *inst, uint64_t now);
 
 void *tally_profiler_start_run(void *user_context, const char *pipeline, const char *target,
                                int32_t num_slots, const char *const *slot_names,
-                               const int32_t *slot_kinds, int32_t flags) {
+                               const int32_t *slot_kinds, const int32_t *slot_parents,
+                               int32_t flags) {
     if (!pipeline || num_slots < 1 || !slot_names) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                            "tally_profiler_start: bad arguments (pipeline %s, %d slots, slot "
@@ -360,6 +369,20 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
                                (int)i, slot_names[i] ? "an unknown kind" : "a NULL name");
             return NULL;
         }
+        // A copy slot's parent is a Func slot or none; a Func slot has none.
+        int32_t parent = slot_parents ? slot_parents[i] : -1;
+        int parent_ok = parent == -1 ||
+                        (kind != TALLY_SLOT_FUNC && parent >= 0 && parent < num_slots &&
+                         (slot_kinds ? slot_kinds[parent] : TALLY_SLOT_FUNC) == TALLY_SLOT_FUNC);
+        if (!parent_ok) {
+            tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                               "tally_profiler_start: pipeline %s: slot %d has parent %d, which "
+                               "is not %s",
+                               pipeline, (int)i, (int)parent,
+                               kind == TALLY_SLOT_FUNC ? "-1 (a Func slot has no parent)"
+                                                       : "-1 or a Func slot");
+            return NULL;
+        }
     }
     if ((flags & ~(int32_t)TALLY_PROFILER_START_FLAGS) ||
         TALLY_PROFILER_DEVICE_API_OF(flags) > TALLY_DEVICE_API_VULKAN) {
@@ -373,8 +396,8 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
         flags & (TALLY_PROFILER_FLAG_TIMESTAMPS | TALLY_PROFILER_DEVICE_API_MASK);
     flags = resolve_mode(flags & TALLY_PROFILER_MODE_FLAGS);
     tally_clock_init();
-    tally_pipeline *p =
-        acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds, flags, device_flags);
+    tally_pipeline *p = acquire_pipeline(pipeline, target, num_slots, slot_names, slot_kinds,
+                                         slot_parents, flags, device_flags);
     tally_instance *inst = p ? new_instance(p, num_slots, flags) : NULL;
     if (!inst) {
         if (p) {
@@ -1007,6 +1030,7 @@ void tally_fill_slot_stats_locked(const tally_pipeline *p, int32_t slot, tally_s
     out->name = p->slot_names[slot];
     out->slot = slot;
     out->kind = p->slot_kinds[slot];
+    out->parent = p->slot_parents[slot];
     out->time_ns = t->time_ns;
     out->percent = p->total_ns ? 100.0 * (double)t->time_ns / (double)p->total_ns : 0.0;
     out->samples = t->samples;
@@ -1171,16 +1195,21 @@ int32_t tally_pipeline_from_stats(const tally_pipeline_stats *ps, const tally_sl
     }
     const char **names = (const char **)calloc((size_t)ps->num_slots, sizeof(char *));
     int32_t *kinds = (int32_t *)calloc((size_t)ps->num_slots, sizeof(int32_t));
-    int ok = names && kinds;
+    int32_t *parents = (int32_t *)calloc((size_t)ps->num_slots, sizeof(int32_t));
+    int ok = names && kinds && parents;
     for (int32_t s = 0; ok && s < ps->num_slots; s++) {
         names[s] = slots[s].name;
         kinds[s] = slots[s].kind;
-        ok = names[s] && kinds[s] >= TALLY_SLOT_FUNC && kinds[s] <= TALLY_SLOT_COPY_TO_HOST;
+        parents[s] = slots[s].parent;
+        ok = names[s] && kinds[s] >= TALLY_SLOT_FUNC && kinds[s] <= TALLY_SLOT_COPY_TO_HOST &&
+             parents[s] >= -1 && parents[s] < ps->num_slots;
     }
-    int32_t allocated = names && kinds;
-    tally_pipeline *p = ok ? new_pipeline(ps->name, ps->target, ps->num_slots, names, kinds) : NULL;
+    int32_t allocated = names && kinds && parents;
+    tally_pipeline *p =
+        ok ? new_pipeline(ps->name, ps->target, ps->num_slots, names, kinds, parents) : NULL;
     free((void *)names);
     free(kinds);
+    free(parents);
     if (!p) {
         return ok || !allocated ? TALLY_ERROR_OUT_OF_MEMORY : TALLY_ERROR_BAD_ARGUMENT;
     }

@@ -22,7 +22,8 @@ const char *tally_pipeline_clock(const tally_pipeline *p);
 // tally_profiler_start without the process hooks (lifetime.c installs them first).
 void *tally_profiler_start_run(void *user_context, const char *pipeline, const char *target,
                                int32_t num_slots, const char *const *slot_names,
-                               const int32_t *slot_kinds, int32_t flags);
+                               const int32_t *slot_kinds, const int32_t *slot_parents,
+                               int32_t flags);
 
 // The registry. Report code walks it with the lock held.
 extern pthread_mutex_t tally_registry_lock;

@@ -44,7 +44,8 @@
 // JSON: {"abi_version": N, "pipelines": [{...header fields..., "slots": [{...}, ...],
 // "warnings": [{kind, slot, value, threshold, message}, ...]}]} with the same numbers (integers in
 // ns and bytes, plus ms and percent as decimals); see write_json. The mode is "mode" ("exact",
-// "sampling" or "timer") and "clock"; sampled slots carry "ci95_pp"; the one-time rows are
+// "sampling" or "timer") and "clock"; each slot's "parent" is the Func slot a copy slot belongs
+// to (-1: none); sampled slots carry "ci95_pp"; the one-time rows are
 // "device_init_ns" and "kernel_compile_ns".
 //
 // Destinations: tally_profiler_report prints the text through tally_print_diagnostic (the print
@@ -440,12 +441,12 @@ static void write_json_pipeline(tally_bytes *b, const tally_pipeline *p) {
         tally_bytes_printf(b, "        {\"id\": %d, \"name\": ", (int)s);
         tally_bytes_json_string(b, ss.name);
         tally_bytes_printf(b,
-                           ", \"kind\": \"%s\", \"time_ns\": %" PRIu64
+                           ", \"kind\": \"%s\", \"parent\": %d, \"time_ns\": %" PRIu64
                            ", \"time_ms\": %.6f, \"percent\": %.4f, \"samples\": %" PRIu64
                            ", \"average_threads\": %.4f, \"copies\": %" PRIu64
                            ", \"copy_bytes\": %" PRIu64 ", ",
-                           kind_name(ss.kind), ss.time_ns, ms(ss.time_ns), ss.percent, ss.samples,
-                           ss.average_threads, ss.copies, ss.copy_bytes);
+                           kind_name(ss.kind), (int)ss.parent, ss.time_ns, ms(ss.time_ns),
+                           ss.percent, ss.samples, ss.average_threads, ss.copies, ss.copy_bytes);
         if (is_sampled(p)) {
             tally_bytes_printf(b, "\"ci95_pp\": %.4f, ", ci95_pp(ss.percent, observations(p)));
         }

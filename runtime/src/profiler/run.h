@@ -193,6 +193,7 @@ typedef struct tally_pipeline {
     int32_t device_flags;
     char **slot_names;
     int32_t *slot_kinds;
+    int32_t *slot_parents;  // the Func slot of a copy slot, else -1
     tally_slot_total *slots;
     uint64_t runs;
     uint64_t total_ns;

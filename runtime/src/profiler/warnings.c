@@ -3,7 +3,6 @@
 // from JSON (tally_profiler_format_text) warn alike. Each rule states its number and threshold
 // in the message, per run where counts grow with runs.
 
-#include "profiler/slots.h"
 #include "tally_runtime.h"
 
 #include <inttypes.h>
@@ -44,7 +43,7 @@ static void check_bounce(sink *k, const tally_pipeline_stats *p, const tally_slo
         }
         uint64_t to_device = 0, to_host = 0;
         for (int32_t c = 0; c < p->num_slots; c++) {
-            if (tally_copy_slot_owner(slots, sizeof(tally_slot_stats), p->num_slots, c) == f) {
+            if (slots[c].kind != TALLY_SLOT_FUNC && slots[c].parent == f) {
                 *(slots[c].kind == TALLY_SLOT_COPY_TO_DEVICE ? &to_device : &to_host) +=
                     slots[c].copies;
             }
