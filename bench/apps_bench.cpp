@@ -438,6 +438,11 @@ struct BlurGpuData {
             input[i] = rng.next() >> 2;  // below 2^30: sums of three do not wrap
         }
     }
+    /** One run; the input counts as just written, so every run copies it to the device. */
+    int run(const tally::JITModule &jit) {
+        input.set_host_dirty();
+        return jit.call({input, output, width, height});
+    }
 };
 
 struct GgcData {
@@ -448,6 +453,11 @@ struct GgcData {
         for (size_t i = 0; i < input.size(); i++) {
             input[i] = rng.uniform(-1.0f, 1.0f);
         }
+    }
+    /** One run; the input counts as just written, so every run copies it to the device. */
+    int run(const tally::JITModule &jit) {
+        input.set_host_dirty();
+        return jit.call({input, C, width, height, reps});
     }
 };
 
@@ -468,10 +478,7 @@ VulkanApp &vulkan_app(const std::string &app) {
     if (app == "blur_gpu") {
         g_blur_gpu = std::make_unique<BlurGpuData>();
         BlurGpuData *d = g_blur_gpu.get();
-        v.run = [d](const tally::JITModule &jit) {
-            d->input.set_host_dirty();
-            return jit.call({d->input, d->output, d->width, d->height});
-        };
+        v.run = [d](const tally::JITModule &jit) { return d->run(jit); };
         v.check = [d] {
             std::vector<uint32_t> want(d->output.size());
             tally_apps::blur_gpu_reference(d->input.data(), want.data(), d->width, d->height);
@@ -480,10 +487,7 @@ VulkanApp &vulkan_app(const std::string &app) {
     } else {
         g_ggc = std::make_unique<GgcData>();
         GgcData *d = g_ggc.get();
-        v.run = [d](const tally::JITModule &jit) {
-            d->input.set_host_dirty();
-            return jit.call({d->input, d->C, d->width, d->height, d->reps});
-        };
+        v.run = [d](const tally::JITModule &jit) { return d->run(jit); };
         v.check = [d] {
             std::vector<float> want(d->C.size());
             tally_apps::gpu_gpu_cpu_reference(d->input.data(), want.data(), d->width, d->height,
@@ -715,17 +719,11 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
         slot->none = compile_text(text, "host-vulkan", "");
         if (blur) {
             auto d = std::make_shared<BlurGpuData>();
-            slot->run = [d](const tally::JITModule &jit) {
-                d->input.set_host_dirty();
-                return jit.call({d->input, d->output, d->width, d->height});
-            };
+            slot->run = [d](const tally::JITModule &jit) { return d->run(jit); };
         } else {
             auto d = std::make_shared<GgcData>();
             d->reps = 8 * kGgcReps;  // runs of about 100 ms here: long against the machine's noise
-            slot->run = [d](const tally::JITModule &jit) {
-                d->input.set_host_dirty();
-                return jit.call({d->input, d->C, d->width, d->height, d->reps});
-            };
+            slot->run = [d](const tally::JITModule &jit) { return d->run(jit); };
         }
     }
     TimestampsSetup &v = *slot;
