@@ -95,7 +95,6 @@
 #include <sstream>
 #include <string>
 #include <time.h>
-#include <type_traits>
 #include <vector>
 
 #include "SharedHeap.h"
@@ -103,6 +102,7 @@
 #include "blur/reference.h"
 #include "blur_gpu/reference.h"
 #include "gpu_gpu_cpu/reference.h"
+#include "tally/Buffer.h"
 #include "tally/Compiler.h"
 #include "tally/IRMutator.h"
 #include "tally/Lower.h"
@@ -143,61 +143,10 @@ double iqr_pct(std::vector<double> v) {
     return 100.0 * (v[(3 * n) / 4] - v[n / 4]) / median(v);
 }
 
-template <typename T>
-halide_type_t type_of() {
-    halide_type_t t;
-    t.code = std::is_floating_point<T>::value ? halide_type_float
-             : std::is_signed<T>::value       ? halide_type_int
-                                              : halide_type_uint;
-    t.bits = uint8_t(sizeof(T) * 8);
-    t.lanes = 1;
-    return t;
-}
-
-/** A dense image in a halide_buffer_t (extents[0] fastest, mins 0): the apps' buffer convention.
- * Frees its device copy, if any, when destroyed. */
-template <typename T>
-class Image {
-public:
-    explicit Image(const std::vector<int> &extents) {
-        size_t n = 1;
-        int32_t stride = 1;
-        for (int e : extents) {
-            halide_dimension_t d;
-            d.min = 0;
-            d.extent = e;
-            d.stride = stride;
-            d.flags = 0;
-            dims.push_back(d);
-            stride *= e;
-            n *= size_t(e);
-        }
-        data.resize(n);
-        std::memset(&buf, 0, sizeof(buf));
-        buf.host = reinterpret_cast<uint8_t *>(data.data());
-        buf.type = type_of<T>();
-        buf.dimensions = int32_t(dims.size());
-        buf.dim = dims.data();
-    }
-    ~Image() {
-        if (buf.device) {
-            halide_device_free(nullptr, &buf);
-        }
-    }
-    Image(const Image &) = delete;
-    Image &operator=(const Image &) = delete;
-
-    halide_buffer_t *raw() { return &buf; }
-    T *ptr() { return data.data(); }
-    size_t size() const { return data.size(); }
-    void mark_host_dirty() { buf.flags |= halide_buffer_flag_host_dirty; }
-
-    std::vector<T> data;
-
-private:
-    std::vector<halide_dimension_t> dims;
-    halide_buffer_t buf;
-};
+/** The benchmarks' buffers are the library's (tally/Buffer.h): dense, extents[0] fastest, mins 0;
+ * each frees its device copy when it goes away. Pipelines are called through the argument
+ * binder (JITModule::call), as every caller calls them. */
+using tally::Buffer;
 
 /** 64-bit LCG, high bits out: the same inputs on every run of the benchmark. */
 class Rng {
@@ -297,21 +246,20 @@ auto setup(benchmark::State &state, F make) -> decltype(&make()) {
 /** blur's input and outputs at kBlurSize, and its pipelines, made on first use. */
 struct BlurState {
     int32_t width = kBlurSize, height = kBlurSize;
-    Image<uint16_t> input{{kBlurSize + 2, kBlurSize + 2}};
-    Image<uint16_t> out_host{{kBlurSize, kBlurSize}}, out_profile{{kBlurSize, kBlurSize}};
-    Image<uint16_t> out_reference{{kBlurSize, kBlurSize}};
+    Buffer<uint16_t> input{{kBlurSize + 2, kBlurSize + 2}};
+    Buffer<uint16_t> out_host{{kBlurSize, kBlurSize}}, out_profile{{kBlurSize, kBlurSize}};
+    Buffer<uint16_t> out_reference{{kBlurSize, kBlurSize}};
     std::unique_ptr<tally::JITModule> host, profile;
     BlurState() {
         Rng rng(42);
         for (size_t i = 0; i < input.size(); i++) {
-            input.data[i] = uint16_t(rng.next());
+            input[i] = uint16_t(rng.next());
         }
         host = compile_app("blur", "host");
         profile = compile_app("blur", "host-profile");
     }
-    int run(const tally::JITModule &jit, Image<uint16_t> &out) {
-        void *args[] = {input.raw(), out.raw(), &width, &height};
-        return jit.run(args);
+    int run(const tally::JITModule &jit, Buffer<uint16_t> &out) {
+        return jit.call({input, out, width, height});
     }
 };
 
@@ -364,14 +312,14 @@ void BM_ProfilingOverhead(benchmark::State &state) {
         state.counters["sampler_cpu_ms"] = median(sampler_ms);
         state.counters["host_iqr_pct"] = iqr_pct(t[0].wall);
     }
-    if (b.out_host.data != b.out_profile.data) {
+    if (b.out_host.to_vector() != b.out_profile.to_vector()) {
         state.SkipWithError("host and host-profile outputs differ");
     }
 }
 BENCHMARK(BM_ProfilingOverhead)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #ifdef TALLY_BENCH_HALIDE
-std::unique_ptr<Image<uint16_t>> g_out_halide;
+std::unique_ptr<Buffer<uint16_t>> g_out_halide;
 std::unique_ptr<apps_bench_halide::Blur> g_halide;
 #endif
 
@@ -379,8 +327,9 @@ std::unique_ptr<apps_bench_halide::Blur> g_halide;
 apps_bench_halide::Blur &halide_blur() {
     if (!g_halide) {
         BlurState &b = blur_state();
-        g_out_halide = std::make_unique<Image<uint16_t>>(std::vector<int>{kBlurSize, kBlurSize});
-        g_halide = std::make_unique<apps_bench_halide::Blur>(b.input.ptr(), g_out_halide->ptr(),
+        g_out_halide =
+            std::make_unique<Buffer<uint16_t>>(std::vector<int32_t>{kBlurSize, kBlurSize});
+        g_halide = std::make_unique<apps_bench_halide::Blur>(b.input.data(), g_out_halide->data(),
                                                              b.width, b.height);
     }
     return *g_halide;
@@ -396,7 +345,7 @@ void BM_BlurVsReference(benchmark::State &state) {
     std::vector<std::function<int()>> variants = {
         [&] { return b.run(*b.host, b.out_host); },
         [&] {
-            tally_apps::blur_reference(b.input.ptr(), b.out_reference.ptr(), b.width, b.height);
+            tally_apps::blur_reference(b.input.data(), b.out_reference.data(), b.width, b.height);
             return 0;
         }};
 #ifdef TALLY_BENCH_HALIDE
@@ -427,11 +376,11 @@ void BM_BlurVsReference(benchmark::State &state) {
         state.counters["vs_halide"] = tally_ms / halide_ms;
 #endif
     }
-    if (b.out_host.data != b.out_reference.data) {
+    if (b.out_host.to_vector() != b.out_reference.to_vector()) {
         state.SkipWithError("Tally's blur differs from the reference");
     }
 #ifdef TALLY_BENCH_HALIDE
-    if (g_out_halide->data != b.out_reference.data) {
+    if (g_out_halide->to_vector() != b.out_reference.to_vector()) {
         state.SkipWithError("Halide's blur differs from the reference");
     }
     state.SetLabel("Halide " TALLY_BENCH_HALIDE_VERSION " JIT");
@@ -480,25 +429,35 @@ struct VulkanApp {
 };
 
 struct BlurGpuData {
-    Image<uint32_t> input{{kBlurGpuWidth + 2, kBlurGpuHeight + 2}};
-    Image<uint32_t> output{{kBlurGpuWidth, kBlurGpuHeight}};
+    Buffer<uint32_t> input{{kBlurGpuWidth + 2, kBlurGpuHeight + 2}};
+    Buffer<uint32_t> output{{kBlurGpuWidth, kBlurGpuHeight}};
     int32_t width = kBlurGpuWidth, height = kBlurGpuHeight;
     BlurGpuData() {
         Rng rng(7);
         for (size_t i = 0; i < input.size(); i++) {
-            input.data[i] = rng.next() >> 2;  // below 2^30: sums of three do not wrap
+            input[i] = rng.next() >> 2;  // below 2^30: sums of three do not wrap
         }
+    }
+    /** One run; the input counts as just written, so every run copies it to the device. */
+    int run(const tally::JITModule &jit) {
+        input.set_host_dirty();
+        return jit.call({input, output, width, height});
     }
 };
 
 struct GgcData {
-    Image<float> input{{kGgcSize, kGgcSize}}, C{{kGgcSize, kGgcSize}};
+    Buffer<float> input{{kGgcSize, kGgcSize}}, C{{kGgcSize, kGgcSize}};
     int32_t width = kGgcSize, height = kGgcSize, reps = kGgcReps;
     GgcData() {
         Rng rng(11);
         for (size_t i = 0; i < input.size(); i++) {
-            input.data[i] = rng.uniform(-1.0f, 1.0f);
+            input[i] = rng.uniform(-1.0f, 1.0f);
         }
+    }
+    /** One run; the input counts as just written, so every run copies it to the device. */
+    int run(const tally::JITModule &jit) {
+        input.set_host_dirty();
+        return jit.call({input, C, width, height, reps});
     }
 };
 
@@ -519,31 +478,23 @@ VulkanApp &vulkan_app(const std::string &app) {
     if (app == "blur_gpu") {
         g_blur_gpu = std::make_unique<BlurGpuData>();
         BlurGpuData *d = g_blur_gpu.get();
-        v.run = [d](const tally::JITModule &jit) {
-            d->input.mark_host_dirty();
-            void *args[] = {d->input.raw(), d->output.raw(), &d->width, &d->height};
-            return jit.run(args);
-        };
+        v.run = [d](const tally::JITModule &jit) { return d->run(jit); };
         v.check = [d] {
             std::vector<uint32_t> want(d->output.size());
-            tally_apps::blur_gpu_reference(d->input.ptr(), want.data(), d->width, d->height);
-            return want == d->output.data;
+            tally_apps::blur_gpu_reference(d->input.data(), want.data(), d->width, d->height);
+            return want == d->output.to_vector();
         };
     } else {
         g_ggc = std::make_unique<GgcData>();
         GgcData *d = g_ggc.get();
-        v.run = [d](const tally::JITModule &jit) {
-            d->input.mark_host_dirty();
-            void *args[] = {d->input.raw(), d->C.raw(), &d->width, &d->height, &d->reps};
-            return jit.run(args);
-        };
+        v.run = [d](const tally::JITModule &jit) { return d->run(jit); };
         v.check = [d] {
             std::vector<float> want(d->C.size());
-            tally_apps::gpu_gpu_cpu_reference(d->input.ptr(), want.data(), d->width, d->height,
+            tally_apps::gpu_gpu_cpu_reference(d->input.data(), want.data(), d->width, d->height,
                                               d->reps);
             for (size_t i = 0; i < want.size(); i++) {
                 double tol = 1e-4 * std::max(1.0, double(std::abs(want[i])));
-                if (!(std::abs(double(d->C.data[i]) - double(want[i])) <= tol)) {
+                if (!(std::abs(double(d->C[i]) - double(want[i])) <= tol)) {
                     return false;
                 }
             }
@@ -768,19 +719,11 @@ void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
         slot->none = compile_text(text, "host-vulkan", "");
         if (blur) {
             auto d = std::make_shared<BlurGpuData>();
-            slot->run = [d](const tally::JITModule &jit) {
-                d->input.mark_host_dirty();
-                void *args[] = {d->input.raw(), d->output.raw(), &d->width, &d->height};
-                return jit.run(args);
-            };
+            slot->run = [d](const tally::JITModule &jit) { return d->run(jit); };
         } else {
             auto d = std::make_shared<GgcData>();
             d->reps = 8 * kGgcReps;  // runs of about 100 ms here: long against the machine's noise
-            slot->run = [d](const tally::JITModule &jit) {
-                d->input.mark_host_dirty();
-                void *args[] = {d->input.raw(), d->C.raw(), &d->width, &d->height, &d->reps};
-                return jit.run(args);
-            };
+            slot->run = [d](const tally::JITModule &jit) { return d->run(jit); };
         }
     }
     TimestampsSetup &v = *slot;

@@ -76,6 +76,7 @@
 #include <vector>
 
 #include "Stats.h"
+#include "tally/Buffer.h"
 #include "tally/Compiler.h"
 #include "tally/IRMutator.h"
 #include "tally/Lower.h"
@@ -199,23 +200,6 @@ std::unique_ptr<tally::JITModule> compile(tally::Module m, const std::string &ta
     return tally::compile_jit(tally::lower(m, tally::Target::parse(target)));
 }
 
-/** A 2-D image, dense, extents[0] fastest. */
-template <typename T>
-struct Image {
-    Image(int w, int h, halide_type_t type) : data(size_t(w) * size_t(h)) {
-        dims[0] = {0, w, 1, 0};
-        dims[1] = {0, h, w, 0};
-        std::memset(&buf, 0, sizeof(buf));
-        buf.host = reinterpret_cast<uint8_t *>(data.data());
-        buf.type = type;
-        buf.dimensions = 2;
-        buf.dim = dims;
-    }
-    std::vector<T> data;
-    halide_dimension_t dims[2];
-    halide_buffer_t buf;
-};
-
 /** One pipeline at one size: its profiled build, its stage-alone builds, its buffers. */
 class Pipeline {
 public:
@@ -267,10 +251,10 @@ public:
     }
     const std::vector<std::string> &stages() const override { return stages_; }
     void resize(int h) override {
-        in = std::make_unique<Image<float>>(kWidth, h, halide_type_t{halide_type_float, 32, 1});
-        out = std::make_unique<Image<float>>(kWidth, h, halide_type_t{halide_type_float, 32, 1});
+        in = std::make_unique<tally::Buffer<float>>(std::vector<int32_t>{kWidth, h});
+        out = std::make_unique<tally::Buffer<float>>(std::vector<int32_t>{kWidth, h});
         uint64_t s = 12345;
-        for (float &v : in->data) {
+        for (float &v : *in) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             v = -2.0f + 4.0f * float(s >> 40) / 16777216.0f;
         }
@@ -278,15 +262,14 @@ public:
     }
     int height() const override { return h_; }
     int run(const tally::JITModule &jit) override {
-        void *args[] = {&in->buf, &out->buf};
         // By name: in a stage-alone build the other stages' closures are called by no one, so
         // they would look like entry points too.
-        return jit.run("float_chain", args);
+        return jit.call("float_chain", {*in, *out});
     }
 
 private:
     std::vector<std::string> stages_{"s1$0", "s2$0", "s3$0"};
-    std::unique_ptr<Image<float>> in, out;
+    std::unique_ptr<tally::Buffer<float>> in, out;
     int h_ = 0;
 };
 
@@ -296,11 +279,10 @@ public:
     Blur() { build(tally::parse_module_file(std::string(TALLY_APPS_DIR) + "/blur/blur.stmt")); }
     const std::vector<std::string> &stages() const override { return stages_; }
     void resize(int h) override {
-        in = std::make_unique<Image<uint16_t>>(kWidth + 2, h + 2,
-                                               halide_type_t{halide_type_uint, 16, 1});
-        out = std::make_unique<Image<uint16_t>>(kWidth, h, halide_type_t{halide_type_uint, 16, 1});
+        in = std::make_unique<tally::Buffer<uint16_t>>(std::vector<int32_t>{kWidth + 2, h + 2});
+        out = std::make_unique<tally::Buffer<uint16_t>>(std::vector<int32_t>{kWidth, h});
         uint64_t s = 777;
-        for (uint16_t &v : in->data) {
+        for (uint16_t &v : *in) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             v = uint16_t(s >> 48);
         }
@@ -308,14 +290,12 @@ public:
     }
     int height() const override { return h_; }
     int run(const tally::JITModule &jit) override {
-        int32_t w = kWidth, h = h_;
-        void *args[] = {&in->buf, &out->buf, &w, &h};
-        return jit.run("blur", args);
+        return jit.call("blur", {*in, *out, int32_t(kWidth), int32_t(h_)});
     }
 
 private:
     std::vector<std::string> stages_{"blur_x", "blur_y"};
-    std::unique_ptr<Image<uint16_t>> in, out;
+    std::unique_ptr<tally::Buffer<uint16_t>> in, out;
     int h_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tally/Arguments.h"
 #include "tally/Module.h"
 
 namespace tally {
@@ -37,9 +38,22 @@ public:
      * first such if there are several). */
     const LoweredFunc &entry() const;
 
-    /** Calls a function of the module: `args[i]` is a `halide_buffer_t *` for a buffer
-     * argument, or a pointer to the value for a scalar argument. Returns the pipeline's result
-     * (0, or a negative runtime error code). */
+    /** Runs the entry function on `args`, one per argument, checked and packed by its binder
+     * (tally/Arguments.h): `jit->call({input, output, width, height})`. Returns the pipeline's
+     * result (0, or a negative runtime error code); throws ArgumentError when a value does not
+     * fit its argument. */
+    int call(const std::vector<ArgumentValue> &args) const;
+    /** The same for the pipeline function `function` of the module. */
+    int call(const std::string &function, const std::vector<ArgumentValue> &args) const;
+    /** The binder of the entry function, made when the module was compiled. */
+    const ArgumentBinder &binder() const;
+    /** The binder of the pipeline function `function`; a CompileError if there is none. */
+    const ArgumentBinder &binder(const std::string &function) const;
+
+    /** Calls a function of the module on arguments packed already, unchecked: `args[i]` is a
+     * `halide_buffer_t *` for a buffer argument, or a pointer to the value for a scalar
+     * argument (what BoundArguments::argv() holds). Returns the pipeline's result (0, or a
+     * negative runtime error code). */
     int run(const std::string &function, void **args) const;
     /** Calls the entry function (through its address, resolved when compiled: no lookup). */
     int run(void **args) const;

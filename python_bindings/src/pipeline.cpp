@@ -1,22 +1,15 @@
 // Compiled pipelines: Module.compile / tally.compile, and Pipeline.__call__, which runs the JIT-
 // compiled entry function on numpy arrays and Python scalars.
 //
-// Buffers are passed without copying. Each buffer argument is read through the buffer protocol
-// (strides and format), and a halide_buffer_t is built on the stack pointing at the array's data:
-// numpy's last axis is Halide's dimension 0 (C order is row-major, Halide's dimension 0 is the
-// fastest), strides are converted from bytes to elements, mins are 0 unless the array comes
-// wrapped in a tally.Buffer with mins. The element type must
-// equal the argument's declared type, the rank its declared rank. Arguments the pipeline writes
-// (stores to, or marks device-dirty) must be writable. Any strides that are multiples of the
-// element size are accepted for arguments whose strides the pipeline reads (Halide-lowered code
-// does); a pipeline that never reads an argument's strides (the hand-written apps) indexes it as a
-// dense array, so there the array must be C-contiguous. Buffers the pipeline reads are marked
-// host-dirty (the array is the truth, so a pipeline that uses one on a device copies it there
-// first); an output it only writes is not, as in Halide: its copy to a device only allocates, and
-// a pipeline that writes just part of such an output on a device leaves the rest undefined.
-//
-// Scalars are converted to the declared type with range checks (OverflowError) and type checks
-// (TypeError: no float for an integer argument).
+// A numpy adapter over the argument binder (tally/Arguments.h), which checks and packs every
+// value and states the rules: element types, ranks, read-only and dense buffers, host-dirty
+// marks, scalar ranges and rounding. What is left here is Python's side of a call: binding by
+// position then by name as a Python function does; turning an object with the buffer protocol
+// into a tally::Buffer over its memory, without copying (numpy's last axis is Halide's
+// dimension 0, byte strides become element strides, mins are 0 unless a tally.Buffer gives
+// them; an array that will not give a writable view makes a read-only Buffer); turning a Python
+// number into a ScalarValue; and raising the binder's errors as TypeError, ValueError or
+// OverflowError.
 //
 // The call itself runs with the GIL released. Device memory the call left attached to an argument
 // (copies of inputs on a GPU) is copied back if the device copy is newer, then freed, before the
@@ -26,14 +19,11 @@
 #include <pybind11/stl.h>
 
 #include <climits>
-#include <cmath>
-#include <cstring>
-#include <set>
-#include <unordered_map>
+#include <memory>
 
-#include "ir/RuntimeCalls.h"
+#include "tally/Arguments.h"
+#include "tally/Buffer.h"
 #include "tally/Compiler.h"
-#include "tally/IRVisitor.h"
 #include "tally/Lower.h"
 #include "tally_python.h"
 #include "tally_runtime.h"
@@ -41,101 +31,36 @@
 namespace tally_python {
 
 using tally::Argument;
+using tally::ArgumentBinder;
+using tally::ArgumentError;
 using tally::Module;
 
 namespace {
 
-// ---- how the pipeline uses its buffers --------------------------------------------------------
-
-/** Finds, for a module's buffers: which it writes (stores to, in host code or kernels; marks
- * device-dirty; copies back to the host), which it reads (loads from, in host code or kernels;
- * hands to a call that may read it, such as an extern stage), and whose strides it reads
- * (`X.stride.N`, or a runtime call that reads the shape of X.buffer). A pipeline that never reads
- * a buffer's strides indexes it as a dense array. */
-class FindBufferUses : public tally::IRVisitor {
-public:
-    using tally::IRVisitor::visit;
-    std::set<std::string> written, read, reads_strides;
-
-private:
-    void visit(const tally::Store *op) override {
-        written.insert(op->name);
-        tally::IRVisitor::visit(op);
-    }
-    void visit(const tally::Load *op) override {
-        read.insert(op->name);
-        tally::IRVisitor::visit(op);
-    }
-    void visit(const tally::Variable *op) override {
-        size_t at = op->name.rfind(".stride.");
-        if (at != std::string::npos && at > 0) {
-            reads_strides.insert(op->name.substr(0, at));
-        }
-    }
-    void visit(const tally::Call *op) override {
-        if (!op->args.empty()) {
-            namespace rt = tally::runtime;
-            std::string b = tally::buffer_name_of(op->args[0]);
-            if (!b.empty()) {
-                if (op->name == rt::_halide_buffer_set_device_dirty ||
-                    op->name == rt::halide_copy_to_host) {
-                    written.insert(b);
-                } else if (op->name == rt::_halide_buffer_get_stride ||
-                           op->name == rt::_halide_buffer_get_shape) {
-                    reads_strides.insert(b);
-                }
-            }
-        }
-        if (!reads_no_buffer(op->name)) {
-            for (const tally::Expr &a : op->args) {
-                std::string b = tally::buffer_name_of(a);
-                if (!b.empty()) {
-                    read.insert(b);
-                }
-            }
-        }
-        tally::IRVisitor::visit(op);
-    }
-
-    /** Calls that take X.buffer without reading X's elements on the host: buffer queries and
-     * flags, device management (a copy to the device reads the host only when it is dirty, which
-     * is what the caller decides), and the argument structs of kernel launches (kernel bodies'
-     * loads say what a kernel reads). */
-    static bool reads_no_buffer(const std::string &n) {
-        namespace rt = tally::runtime;
-        static const std::set<std::string> calls = {rt::halide_copy_to_device,
-                                                    rt::halide_copy_to_host,
-                                                    rt::halide_device_malloc,
-                                                    rt::halide_device_free,
-                                                    rt::halide_device_sync,
-                                                    rt::halide_device_and_host_malloc,
-                                                    rt::halide_device_and_host_free,
-                                                    "make_struct",
-                                                    "register_destructor"};
-        return n.compare(0, 15, "_halide_buffer_") == 0 || calls.count(n) > 0;
-    }
-};
-
-FindBufferUses buffer_uses(const Module &m) {
-    FindBufferUses f;
-    for (const tally::LoweredFunc &fn : m.functions) {
-        if (fn.body.defined()) {
-            fn.body.accept(&f);
-        }
-    }
-    for (const tally::Kernel &k : m.kernels) {
-        if (k.body.defined()) {
-            k.body.accept(&f);
-        }
-    }
-    return f;
-}
-
-// ---- argument conversion ----------------------------------------------------------------------
+// ---- Python values as the binder's --------------------------------------------------------------
 
 [[noreturn]] void raise(PyObject *type, const std::string &msg) {
     PyErr_SetString(type, msg.c_str());
     throw py::error_already_set();
+}
+
+/** Raises the binder's error as the Python exception of its kind, with numpy's words for the
+ * fix where there is one. */
+[[noreturn]] void raise_argument_error(const ArgumentError &e) {
+    using Kind = ArgumentError::Kind;
+    switch (e.kind) {
+    case Kind::Rank:
+        raise(PyExc_ValueError, e.what());
+    case Kind::ReadOnly:
+        raise(PyExc_ValueError, std::string(e.what()) + " (numpy: flags.writeable is False)");
+    case Kind::Layout:
+        raise(PyExc_ValueError, std::string(e.what()) + " (numpy: pass a C-contiguous array, "
+                                                        "numpy.ascontiguousarray(a))");
+    case Kind::Range:
+        raise(PyExc_OverflowError, e.what());
+    default:
+        raise(PyExc_TypeError, e.what());
+    }
 }
 
 std::string py_type_name(py::handle h) {
@@ -149,23 +74,6 @@ bool is_numpy_bool(py::handle h) {
     return (name == "bool_" || name == "bool") && py::hasattr(type, "__module__") &&
            std::string(py::str(type.attr("__module__"))) == "numpy";
 }
-
-/** A buffer argument for the duration of one call. Releasing the view needs the GIL. */
-struct BoundBuffer {
-    Py_buffer view{};
-    bool has_view = false;
-    std::vector<halide_dimension_t> dims;
-    halide_buffer_t buf{};
-
-    BoundBuffer() = default;
-    BoundBuffer(const BoundBuffer &) = delete;
-    BoundBuffer &operator=(const BoundBuffer &) = delete;
-    ~BoundBuffer() {
-        if (has_view) {
-            PyBuffer_Release(&view);
-        }
-    }
-};
 
 /** The element type a struct-module format string describes, or an invalid type. Only native or
  * little-endian single elements (what numpy arrays of numbers export). */
@@ -215,24 +123,6 @@ std::string array_type_text(py::handle obj, const tally::Type &t, const char *fo
     return std::string("format '") + (format ? format : "B") + "'";
 }
 
-std::string shape_text(const Py_buffer &v) {
-    std::string s = "(";
-    for (int i = 0; i < v.ndim; i++) {
-        s += (i ? ", " : "") + std::to_string(v.shape[i]);
-    }
-    return s + (v.ndim == 1 ? ",)" : ")");
-}
-
-struct ArgSpec {
-    Argument arg;
-    /** Buffer the pipeline writes: it must be writable. */
-    bool written = false;
-    /** The pipeline reads the buffer's elements: its host copy is marked dirty. */
-    bool read = false;
-    /** The pipeline reads the buffer's strides; if not, it must be dense (C-contiguous). */
-    bool reads_strides = false;
-};
-
 /** tally.Buffer: an array with the mins of its dimensions, for pipelines whose buffers do not
  * start at 0 (a stencil reading its input at x - 1, an output tile at an offset). */
 struct BufferWithMins {
@@ -240,36 +130,43 @@ struct BufferWithMins {
     std::vector<int32_t> mins;  // Halide order: mins[0] is dimension 0 (numpy's last axis)
 };
 
-void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle given, BoundBuffer &b) {
-    const Argument &a = spec.arg;
-    std::string where = fn + "(): argument '" + a.name + "'";
+/** A buffer argument for the duration of one call: the array's view and a tally::Buffer over
+ * it. Releasing the view needs the GIL. */
+struct ArrayBuffer {
+    Py_buffer view{};
+    std::unique_ptr<tally::Buffer<>> buffer;
+
+    ArrayBuffer() = default;
+    ArrayBuffer(const ArrayBuffer &) = delete;
+    ArrayBuffer &operator=(const ArrayBuffer &) = delete;
+    ~ArrayBuffer() {
+        buffer.reset();
+        if (view.obj) {
+            PyBuffer_Release(&view);
+        }
+    }
+};
+
+/** The buffer argument `i` of `binder` over the array `given` (or the array of a tally.Buffer),
+ * without copying. */
+std::unique_ptr<ArrayBuffer> to_buffer(const ArgumentBinder &binder, size_t i, py::handle given) {
+    std::string where = binder.function() + "(): argument '" + binder.arguments()[i].arg.name + "'";
     const BufferWithMins *with_mins =
         py::isinstance<BufferWithMins>(given) ? &given.cast<const BufferWithMins &>() : nullptr;
     py::handle obj = with_mins ? py::handle(with_mins->array) : given;
     if (!PyObject_CheckBuffer(obj.ptr())) {
-        raise(PyExc_TypeError,
-              where + " expects an array (" +
-                  std::string(a.type.is_valid() ? type_name(a.type) : "any type") +
-                  (a.dimensions >= 0 ? ", " + std::to_string(a.dimensions) + "-D" : std::string()) +
-                  "), got " + py_type_name(obj));
+        binder.type_error(i, py_type_name(obj));
     }
-    if (spec.written) {
-        if (PyObject_GetBuffer(obj.ptr(), &b.view, PyBUF_RECORDS) != 0) {
-            PyErr_Clear();
-            Py_buffer ro;
-            if (PyObject_GetBuffer(obj.ptr(), &ro, PyBUF_RECORDS_RO) == 0) {
-                PyBuffer_Release(&ro);
-                raise(PyExc_ValueError, where + " is written by the pipeline, but the array is "
-                                                "read-only (numpy: flags.writeable is False)");
-            }
+    auto b = std::make_unique<ArrayBuffer>();
+    bool read_only = false;
+    if (PyObject_GetBuffer(obj.ptr(), &b->view, PyBUF_RECORDS) != 0) {
+        PyErr_Clear();
+        if (PyObject_GetBuffer(obj.ptr(), &b->view, PyBUF_RECORDS_RO) != 0) {
             throw py::error_already_set();
         }
-    } else if (PyObject_GetBuffer(obj.ptr(), &b.view, PyBUF_RECORDS_RO) != 0) {
-        throw py::error_already_set();
+        read_only = true;
     }
-    b.has_view = true;
-    const Py_buffer &v = b.view;
-
+    const Py_buffer &v = b->view;
     tally::Type t = element_type(v.format, v.itemsize);
     if (!t.is_valid()) {
         raise(PyExc_TypeError, where + ": unsupported element type " +
@@ -277,16 +174,7 @@ void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle given, B
                                    " (supported: bool, int8-64, uint8-64, float16/32/64 in native "
                                    "byte order)");
     }
-    if (a.type.is_valid() && (a.type.code() != t.code() || a.type.bits() != t.bits())) {
-        raise(PyExc_TypeError, where + " expects an array of " + type_name(a.type) + ", got " +
-                                   array_type_text(obj, t, v.format));
-    }
-    if (a.dimensions >= 0 && v.ndim != a.dimensions) {
-        raise(PyExc_ValueError, where + " expects an array with " + std::to_string(a.dimensions) +
-                                    " dimension" + (a.dimensions == 1 ? "" : "s") + ", got " +
-                                    std::to_string(v.ndim) + " (shape " + shape_text(v) + ")");
-    }
-    b.dims.resize(size_t(v.ndim));
+    std::vector<halide_dimension_t> dims(size_t(v.ndim));
     for (int d = 0; d < v.ndim; d++) {
         int axis = v.ndim - 1 - d;  // numpy's last axis is Halide's dimension 0
         Py_ssize_t extent = v.shape[axis];
@@ -302,7 +190,7 @@ void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle given, B
             raise(PyExc_ValueError, where + ": axis " + std::to_string(axis) +
                                         " is too large for a 32-bit extent or stride");
         }
-        b.dims[size_t(d)] = halide_dimension_t{0, int32_t(extent), int32_t(stride), 0};
+        dims[size_t(d)] = halide_dimension_t{0, int32_t(extent), int32_t(stride), 0};
     }
     if (with_mins) {
         if (with_mins->mins.size() != size_t(v.ndim)) {
@@ -311,150 +199,79 @@ void bind_buffer(const std::string &fn, const ArgSpec &spec, py::handle given, B
                       " mins for an array with " + std::to_string(v.ndim) + " dimensions");
         }
         for (int d = 0; d < v.ndim; d++) {
-            b.dims[size_t(d)].min = with_mins->mins[size_t(d)];
+            dims[size_t(d)].min = with_mins->mins[size_t(d)];
         }
     }
-    if (!spec.reads_strides && !PyBuffer_IsContiguous(&v, 'C')) {
-        raise(PyExc_ValueError,
-              where + " must be C-contiguous: the pipeline never reads its strides, so it "
-                      "indexes it as a dense row-major array (pass numpy.ascontiguousarray(a))");
+    try {
+        b->buffer = read_only ? std::make_unique<tally::Buffer<>>(
+                                    t, static_cast<const void *>(v.buf), std::move(dims))
+                              : std::make_unique<tally::Buffer<>>(t, v.buf, std::move(dims));
+    } catch (const tally::CompileError &e) {
+        raise(PyExc_ValueError, where + ": " + e.what());
     }
-    b.buf.device = 0;
-    b.buf.device_interface = nullptr;
-    b.buf.host = static_cast<uint8_t *>(v.buf);
-    // The array is the truth for what the pipeline reads; an output it only writes starts with
-    // a clean host copy, so its copy to a device allocates without moving data (Halide's
-    // convention, which the C++ tests and the apps' expected reports follow).
-    b.buf.flags = (spec.read || !spec.written) ? halide_buffer_flag_host_dirty : 0;
-    b.buf.type = halide_type_t{uint8_t(t.code()), uint8_t(t.bits()), 1};
-    b.buf.dimensions = v.ndim;
-    b.buf.dim = b.dims.empty() ? nullptr : b.dims.data();
-    b.buf.padding = nullptr;
+    return b;
 }
 
-/** Converts a Python value to a scalar of the argument's type, stored in `slot` (little-endian
- * bytes of the value, as a pointer to it is what the pipeline reads). */
-void bind_scalar(const std::string &fn, const Argument &a, py::handle obj, uint64_t &slot) {
-    std::string where = fn + "(): argument '" + a.name + "'";
-    const tally::Type &t = a.type;
-    slot = 0;
-    if (!t.is_valid()) {
-        raise(PyExc_TypeError, where + " has no declared type; give it one in the IR (name: type)");
+/** The scalar argument `i` of `binder` for the Python value `obj`. */
+tally::ScalarValue to_scalar(const ArgumentBinder &binder, size_t i, py::handle obj) {
+    if (obj.is_none()) {
+        if (!binder.arguments()[i].arg.type.is_handle()) {
+            binder.type_error(i, "None");
+        }
+        return tally::ScalarValue::handle(nullptr);
     }
-    if (t.is_handle()) {
-        if (obj.is_none()) {
-            return;
-        }
-        if (!PyLong_Check(obj.ptr())) {
-            raise(PyExc_TypeError,
-                  where + " expects an address (int) or None, got " + py_type_name(obj));
-        }
-        slot = PyLong_AsUnsignedLongLong(obj.ptr());
-        if (PyErr_Occurred()) {
-            throw py::error_already_set();
-        }
-        return;
+    if (PyBool_Check(obj.ptr()) || is_numpy_bool(obj)) {
+        return tally::ScalarValue(bool(PyObject_IsTrue(obj.ptr())));
     }
-    std::string tname = type_name(t);
-    if (t.code() == tally::Type::Int || t.code() == tally::Type::UInt) {
-        if (is_numpy_bool(obj)) {
-            // numpy.bool_ is not an index (deprecated): take its truth value.
-            slot = PyObject_IsTrue(obj.ptr()) ? 1 : 0;
-            return;
-        }
-        if (PyFloat_Check(obj.ptr()) || !PyIndex_Check(obj.ptr())) {
-            raise(PyExc_TypeError, where + " expects " + tname + ", got " + py_type_name(obj));
-        }
+    if (PyFloat_Check(obj.ptr())) {
+        return tally::ScalarValue(PyFloat_AsDouble(obj.ptr()));
+    }
+    if (PyIndex_Check(obj.ptr())) {  // int, numpy integers
         py::int_ v = py::reinterpret_steal<py::int_>(PyNumber_Index(obj.ptr()));
         if (!v) {
             throw py::error_already_set();
         }
-        py::int_ lo = t.is_uint() ? py::int_(0) : py::int_(t.min_int());
-        py::int_ hi = py::int_(t.max_uint());
-        if (v < lo || v > hi) {
-            raise(PyExc_OverflowError,
-                  where + " = " + std::string(py::str(v)) + " is out of range for " + tname);
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+        if (overflow == 0) {
+            return tally::ScalarValue(int64_t(x));
         }
-        if (t.is_uint()) {
-            slot = PyLong_AsUnsignedLongLong(v.ptr());
-        } else {
-            slot = uint64_t(PyLong_AsLongLong(v.ptr()));
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
+            if (!PyErr_Occurred()) {
+                return tally::ScalarValue(uint64_t(u));
+            }
+            PyErr_Clear();
         }
-        if (PyErr_Occurred()) {
-            throw py::error_already_set();
-        }
-        if (t.bits() < 64) {
-            slot &= (uint64_t(1) << t.bits()) - 1;  // two's complement, low bytes first
-        }
-        return;
-    }
-    if (t.code() == tally::Type::Float || t.code() == tally::Type::BFloat) {
-        if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr())) {
-            raise(PyExc_TypeError, where + " expects " + tname + ", got " + py_type_name(obj));
-        }
-        double d = PyFloat_AsDouble(obj.ptr());
+        // Beyond any 64-bit integer: a float argument may still take it.
+        double d = binder.arguments()[i].arg.type.is_float() ? PyLong_AsDouble(v.ptr()) : -1.0;
         if (d == -1.0 && PyErr_Occurred()) {
             PyErr_Clear();
-            raise(PyExc_TypeError, where + " expects " + tname + ", got " + py_type_name(obj));
+        } else if (binder.arguments()[i].arg.type.is_float()) {
+            return tally::ScalarValue(d);
         }
-        unsigned char bytes[8] = {0};
-        int r = 0;
-        if (t.code() == tally::Type::BFloat) {
-            // Round to nearest even from float32 (NaN stays NaN).
-            float f = float(d);
-            uint32_t x;
-            std::memcpy(&x, &f, 4);
-            if (std::isnan(f)) {
-                x = 0x7fc00000u;
-            } else {
-                x += 0x7fffu + ((x >> 16) & 1u);
-            }
-            uint16_t h = uint16_t(x >> 16);
-            if (std::isfinite(d) && (h & 0x7f80u) == 0x7f80u) {
-                raise(PyExc_OverflowError,
-                      where + " = " + std::to_string(d) + " is out of range for bfloat16");
-            }
-            std::memcpy(bytes, &h, 2);
-        } else if (t.bits() == 16) {
-            r = PyFloat_Pack2(d, reinterpret_cast<char *>(bytes), 1);
-        } else if (t.bits() == 32) {
-            r = PyFloat_Pack4(d, reinterpret_cast<char *>(bytes), 1);
-        } else if (t.bits() == 64) {
-            r = PyFloat_Pack8(d, reinterpret_cast<char *>(bytes), 1);
-        } else {
-            raise(PyExc_TypeError, where + ": unsupported scalar type " + tname);
-        }
-        if (r != 0) {
-            PyErr_Clear();
-            raise(PyExc_OverflowError,
-                  where + " = " + std::string(py::str(obj)) + " is out of range for " + tname);
-        }
-        std::memcpy(&slot, bytes, 8);
-        return;
+        binder.range_error(i, py::str(v));
     }
-    raise(PyExc_TypeError, where + ": unsupported scalar type " + tname);
+    if (!PyUnicode_Check(obj.ptr()) && !PyBytes_Check(obj.ptr()) && PyNumber_Check(obj.ptr())) {
+        double d = PyFloat_AsDouble(obj.ptr());  // numpy.float32 and other numbers with __float__
+        if (!(d == -1.0 && PyErr_Occurred())) {
+            return tally::ScalarValue(d);
+        }
+        PyErr_Clear();
+    }
+    binder.type_error(i, py_type_name(obj));
 }
 
 // ---- the pipeline -----------------------------------------------------------------------------
 
 class Pipeline {
 public:
-    explicit Pipeline(std::unique_ptr<tally::JITModule> compiled) : jit(std::move(compiled)) {
-        const tally::LoweredFunc &entry = jit->entry();
-        name = entry.name;
-        FindBufferUses uses = buffer_uses(jit->module());
-        for (const Argument &a : entry.args) {
-            index[a.name] = args.size();
-            bool buffer = a.is_buffer();
-            args.push_back(ArgSpec{a, buffer && uses.written.count(a.name) > 0,
-                                   buffer && uses.read.count(a.name) > 0,
-                                   buffer && uses.reads_strides.count(a.name) > 0});
-        }
-        argv = reinterpret_cast<int (*)(void **)>(
-            jit->symbol(tally::entry_symbols(jit->module(), entry).argv));
-    }
+    explicit Pipeline(std::unique_ptr<tally::JITModule> compiled)
+        : jit(std::move(compiled)), name(jit->entry().name) {}
 
     void call(py::args pos, py::kwargs kw) const {
+        const ArgumentBinder &binder = jit->binder();
+        const std::vector<tally::ArgumentSpec> &args = binder.arguments();
         // 1. Bind the arguments by position, then by name, as a Python function would.
         std::vector<py::handle> given(args.size());
         if (pos.size() > args.size()) {
@@ -467,15 +284,15 @@ public:
         }
         for (auto item : kw) {
             std::string key = py::str(item.first);
-            auto it = index.find(key);
-            if (it == index.end()) {
+            int at = binder.find(key);
+            if (at < 0) {
                 raise(PyExc_TypeError,
                       name + "() got an unexpected keyword argument '" + key + "'");
             }
-            if (given[it->second]) {
+            if (given[size_t(at)]) {
                 raise(PyExc_TypeError, name + "() got multiple values for argument '" + key + "'");
             }
-            given[it->second] = item.second;
+            given[size_t(at)] = item.second;
         }
         std::string missing;
         for (size_t i = 0; i < args.size(); i++) {
@@ -488,19 +305,22 @@ public:
                                        signature(name, entry_args()) + ")");
         }
 
-        // 2. Convert them.
-        std::vector<std::unique_ptr<BoundBuffer>> buffers;
-        std::vector<uint64_t> scalars(args.size(), 0);
-        std::vector<void *> argv_values(args.size() + 1, nullptr);
-        for (size_t i = 0; i < args.size(); i++) {
-            if (args[i].arg.is_buffer()) {
-                buffers.push_back(std::make_unique<BoundBuffer>());
-                bind_buffer(name, args[i], given[i], *buffers.back());
-                argv_values[i] = &buffers.back()->buf;
-            } else {
-                bind_scalar(name, args[i].arg, given[i], scalars[i]);
-                argv_values[i] = &scalars[i];
+        // 2. Convert them, and have the binder check and pack them.
+        std::vector<std::unique_ptr<ArrayBuffer>> buffers;
+        std::vector<tally::ArgumentValue> values;
+        std::unique_ptr<tally::BoundArguments> bound;
+        try {
+            for (size_t i = 0; i < args.size(); i++) {
+                if (args[i].arg.is_buffer()) {
+                    buffers.push_back(to_buffer(binder, i, given[i]));
+                    values.emplace_back(*buffers.back()->buffer);
+                } else {
+                    values.emplace_back(to_scalar(binder, i, given[i]));
+                }
             }
+            bound = std::make_unique<tally::BoundArguments>(binder.bind(values));
+        } catch (const ArgumentError &e) {
+            raise_argument_error(e);
         }
 
         // 3. Run without the GIL, capturing the runtime's error messages; then bring back and
@@ -510,16 +330,10 @@ public:
         {
             py::gil_scoped_release nogil;
             ErrorCapture capture;
-            rc = argv ? argv(argv_values.data()) : jit->run(argv_values.data());
+            rc = jit->run(bound->argv());
             for (const auto &b : buffers) {
-                if (!b->buf.device_interface) {
-                    continue;
-                }
-                int r = 0;
-                if (rc == 0 && tally_buffer_get_device_dirty(&b->buf)) {
-                    r = halide_copy_to_host(nullptr, &b->buf);
-                }
-                int f = halide_device_free(nullptr, &b->buf);
+                int r = rc == 0 ? b->buffer->copy_to_host() : 0;
+                int f = b->buffer->device_free();
                 if (rc == 0) {
                     rc = r ? r : f;
                 }
@@ -539,7 +353,7 @@ public:
 
     std::vector<Argument> entry_args() const {
         std::vector<Argument> out;
-        for (const ArgSpec &s : args) {
+        for (const tally::ArgumentSpec &s : jit->binder().arguments()) {
             out.push_back(s.arg);
         }
         return out;
@@ -547,9 +361,6 @@ public:
 
     std::shared_ptr<tally::JITModule> jit;
     std::string name;
-    std::vector<ArgSpec> args;
-    std::unordered_map<std::string, size_t> index;
-    int (*argv)(void **) = nullptr;
 };
 
 Pipeline compile_lowered(const Module &lowered, int opt_level) {
@@ -636,7 +447,7 @@ Attributes:
             "outputs",
             [](const Pipeline &p) {
                 std::vector<std::string> out;
-                for (const ArgSpec &s : p.args) {
+                for (const tally::ArgumentSpec &s : p.jit->binder().arguments()) {
                     if (s.written) {
                         out.push_back(s.arg.name);
                     }

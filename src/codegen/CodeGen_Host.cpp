@@ -1315,7 +1315,7 @@ private:
         // version, num_arguments, arguments, target, name
         llvm::StructType *meta_t = llvm::StructType::get(ctx, {i32, i32, ptr, ptr, ptr});
         llvm::Constant *null = llvm::ConstantPointerNull::get(builder.getPtrTy());
-        std::vector<ArgumentDescription> described = describe_arguments(f);
+        std::vector<ArgumentDescription> described = describe_arguments(m, f);
         std::vector<llvm::Constant *> args;
         for (size_t i = 0; i < f.args.size(); i++) {
             const ArgumentDescription &d = described[i];

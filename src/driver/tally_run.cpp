@@ -7,7 +7,8 @@
 // Buffers default to 64 per dimension with mins 0 (--size sets extents and, after `@`, mins;
 // `--size name=` makes a 0-D buffer; an --input file sets its buffer's extents, and a --size
 // given with it must repeat them and may set the mins) and are filled with seeded random data.
-// With a profiling target, the runtime prints its report when the process exits.
+// Scalars default to 1 (handles to null). With a profiling target, the runtime prints its report
+// when the process exits.
 // --extern-lib (repeatable) names a shared object holding C functions the pipeline calls, such
 // as the functions of Halide's extern stages (define_extern); the JIT resolves calls in them.
 // --buffer-constant (repeatable) gives a Buffer Halide embedded in the pipeline (printed
@@ -15,26 +16,32 @@
 // after `@` (0 without).
 //
 // Every option value is checked: a number that does not parse whole or is out of range for what
-// it sets (a scalar's type, an extent, a count), or a name that is not an argument of the
-// pipeline, is an error naming the option, with exit status 2.
+// it sets (an extent, a count), or a name that is not an argument of the pipeline, is an error
+// naming the option, with exit status 2. The values then go through the argument binder
+// (tally/Arguments.h), as every caller's do: a scalar out of its type's range, or a buffer of
+// another rank than the pipeline's, is its error naming the argument, with exit status 2 too.
+//
+// main() runs the jobs in order, one function each: parse_options, compile, make_buffers (from
+// --input files, or random data), bind (scalars parsed for their types, then the binder),
+// run_pipeline, write_outputs.
 
 #include <cerrno>
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <sys/stat.h>
 
 #include "driver/NpyFile.h"
+#include "tally/Arguments.h"
+#include "tally/Buffer.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
 #include "tally/Lower.h"
@@ -95,93 +102,6 @@ uint64_t parse_unsigned(const std::string &text, const std::string &option, uint
     return v;
 }
 
-/** `text` as a whole floating-point number (finite, or inf/nan spelled as strtod reads them). */
-double parse_real(const std::string &text, const std::string &option) {
-    const char *begin = text.c_str();
-    char *end = nullptr;
-    errno = 0;
-    double v = std::strtod(begin, &end);
-    if (text.empty() || end != begin + text.size() || text.find_first_of(" \t") == 0) {
-        option_error(option, "'" + text + "' is not a number");
-    }
-    if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL)) {
-        option_error(option, "'" + text + "' is out of range for float64");
-    }
-    return v;
-}
-
-/** `d` as an IEEE half (round to nearest even; overflow gives infinity). */
-uint16_t to_half_bits(double d) {
-    float f = float(d);
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    uint32_t sign = (b >> 16) & 0x8000, mant = b & 0x7fffff;
-    int32_t exp = int32_t((b >> 23) & 0xff) - 127 + 15;
-    if (((b >> 23) & 0xff) == 0xff) {
-        return uint16_t(sign | 0x7c00 | (mant ? 0x200 : 0));
-    }
-    if (exp >= 31) {
-        return uint16_t(sign | 0x7c00);
-    }
-    uint32_t half, rest, mid;
-    if (exp <= 0) {
-        if (exp < -10) {
-            return uint16_t(sign);
-        }
-        int shift = 14 - exp;  // subnormal: the implicit bit joins the mantissa
-        mant |= 0x800000;
-        half = mant >> shift;
-        rest = mant & ((1u << shift) - 1);
-        mid = 1u << (shift - 1);
-    } else {
-        half = (uint32_t(exp) << 10) | (mant >> 13);
-        rest = mant & 0x1fff;
-        mid = 0x1000;
-    }
-    if (rest > mid || (rest == mid && (half & 1))) {
-        half++;  // a carry into the exponent is the right rounding
-    }
-    return uint16_t(sign | half);
-}
-
-/** A scalar argument's value, as the bytes of its type (little-endian, in 8 bytes). */
-std::vector<uint8_t> scalar_bytes(const std::string &text, const std::string &option, Type t) {
-    std::vector<uint8_t> out(8, 0);
-    if (t.is_float()) {
-        double d = parse_real(text, option);
-        if (t.bits() == 16 && t.code() == Type::Float) {
-            if (std::isfinite(d) && std::fabs(d) > 65504.0) {
-                option_error(option, "'" + text + "' is out of range for float16");
-            }
-            uint16_t h = to_half_bits(d);
-            std::memcpy(out.data(), &h, 2);
-        } else if (t.bits() == 32) {
-            if (std::isfinite(d) && std::fabs(d) > FLT_MAX) {
-                option_error(option, "'" + text + "' is out of range for float32");
-            }
-            float x = float(d);
-            std::memcpy(out.data(), &x, 4);
-        } else {
-            std::memcpy(out.data(), &d, 8);
-        }
-    } else if (t.is_bool()) {
-        uint8_t b = text == "true"    ? 1
-                    : text == "false" ? 0
-                                      : uint8_t(parse_integer(text, option, 0, 1));
-        out[0] = b;
-    } else if (t.is_uint()) {
-        uint64_t x = parse_unsigned(text, option, t.max_uint());
-        std::memcpy(out.data(), &x, 8);
-    } else if (t.is_int()) {
-        int64_t hi = t.bits() == 64 ? INT64_MAX : (int64_t(1) << (t.bits() - 1)) - 1;
-        int64_t x = parse_integer(text, option, -hi - 1, hi);
-        std::memcpy(out.data(), &x, 8);
-    } else {
-        option_error(option, "scalar arguments of type " + t.to_string() + " cannot be set");
-    }
-    return out;
-}
-
 /** The path given to --extern-lib, which must name a readable file (what it holds is checked
  * when the JIT loads it: a file that is not a shared object is a compile error naming it). */
 std::string extern_library(const std::string &path) {
@@ -237,34 +157,8 @@ BufferShape parse_shape(const std::string &text, const std::string &option) {
         option_error(option, "'" + text + "' gives " + std::to_string(out.extents.size()) +
                                  " extents but " + std::to_string(out.mins.size()) + " mins");
     }
-    for (size_t d = 0; d < out.mins.size(); d++) {
-        // Halide's buffers address min .. min + extent - 1 in int32.
-        if (int64_t(out.mins[d]) + out.extents[d] - 1 > INT32_MAX) {
-            option_error(option, "'" + text + "': dimension " + std::to_string(d) + " ends past " +
-                                     std::to_string(INT32_MAX) + " (min " +
-                                     std::to_string(out.mins[d]) + " + extent " +
-                                     std::to_string(out.extents[d]) + " - 1)");
-        }
-    }
-    return out;
+    return out;  // tally::Buffer checks that each dimension's coordinates fit int32
 }
-
-struct HostBuffer {
-    std::vector<uint8_t> data;
-    std::vector<halide_dimension_t> dims;
-    halide_buffer_t buf{};
-
-    HostBuffer() = default;
-    HostBuffer(const HostBuffer &) = delete;
-    HostBuffer &operator=(const HostBuffer &) = delete;
-    /** The caller owns a buffer's device allocation, as with Halide: a pipeline that copied an
-     * input to the device (or computed an output there) leaves it for the caller to free. */
-    ~HostBuffer() {
-        if (buf.device) {
-            halide_device_free(nullptr, &buf);
-        }
-    }
-};
 
 std::pair<std::string, std::string> split_eq(const std::string &s, const char *flag) {
     size_t eq = s.find('=');
@@ -311,16 +205,25 @@ void check_argument_names(const LoweredFunc &f, const std::map<std::string, Buff
     }
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    std::string input, target = "host";
+/** What the command line asks for. */
+struct Options {
+    std::string pipeline, target = "host";
     std::vector<std::string> constants;  // --buffer-constant values
     std::map<std::string, BufferShape> sizes;
     std::map<std::string, std::string> inputs, outputs, scalars;
     int runs = 1;
     unsigned seed = 1;
-    CompileOptions options;
+    CompileOptions compile;
+};
+
+const char *const usage =
+    "usage: tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] "
+    "[--input name=FILE.npy] [--output name=FILE.npy] [--scalar name=VALUE] [--runs N] "
+    "[--seed S] [--extern-lib LIB.so...] [--buffer-constant NAME=FILE.npy[@X,Y]...]\n";
+
+/** Reads the command line; a bad option ends the program with status 2, --help with 0. */
+Options parse_options(int argc, char **argv) {
+    Options o;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -330,170 +233,247 @@ int main(int argc, char **argv) {
             }
             return argv[++i];
         };
+        // A per-argument option: name=VALUE, once per name.
+        auto named = [&](const char *option, std::map<std::string, std::string> &into) {
+            auto kv = split_eq(value(), option);
+            once(into.count(kv.first) != 0, option, kv.first);
+            into[kv.first] = kv.second;
+        };
         if (a == "-target" || a == "--target") {
-            target = value();
+            o.target = value();
         } else if (a == "--size") {
             auto kv = split_eq(value(), "--size");
-            once(sizes.count(kv.first) != 0, "--size", kv.first);
-            sizes[kv.first] = parse_shape(kv.second, "--size " + kv.first);
+            once(o.sizes.count(kv.first) != 0, "--size", kv.first);
+            o.sizes[kv.first] = parse_shape(kv.second, "--size " + kv.first);
         } else if (a == "--input") {
-            auto kv = split_eq(value(), "--input");
-            once(inputs.count(kv.first) != 0, "--input", kv.first);
-            inputs[kv.first] = kv.second;
+            named("--input", o.inputs);
         } else if (a == "--output") {
-            auto kv = split_eq(value(), "--output");
-            once(outputs.count(kv.first) != 0, "--output", kv.first);
-            outputs[kv.first] = kv.second;
+            named("--output", o.outputs);
         } else if (a == "--scalar") {
-            auto kv = split_eq(value(), "--scalar");
-            once(scalars.count(kv.first) != 0, "--scalar", kv.first);
-            scalars[kv.first] = kv.second;
+            named("--scalar", o.scalars);
         } else if (a == "--runs") {
-            runs = int(parse_integer(value(), "--runs", 1, INT32_MAX));
+            o.runs = int(parse_integer(value(), "--runs", 1, INT32_MAX));
         } else if (a == "--seed") {
-            seed = unsigned(parse_unsigned(value(), "--seed", UINT32_MAX));
+            o.seed = unsigned(parse_unsigned(value(), "--seed", UINT32_MAX));
         } else if (a == "--buffer-constant") {
-            constants.push_back(value());
+            o.constants.push_back(value());
         } else if (a == "--extern-lib") {
-            options.extern_libraries.push_back(extern_library(value()));
+            o.compile.extern_libraries.push_back(extern_library(value()));
         } else if (a == "-h" || a == "--help") {
-            std::cout << "usage: tally-run PIPELINE.stmt -target T [--size name=WxH[@X,Y]...] "
-                         "[--input name=FILE.npy] [--output name=FILE.npy] "
-                         "[--scalar name=VALUE] [--runs N] [--seed S] "
-                         "[--extern-lib LIB.so...] [--buffer-constant NAME=FILE.npy[@X,Y]...]\n";
-            return 0;
+            std::cout << usage;
+            std::exit(0);
         } else if (!a.empty() && a[0] == '-') {
             std::cerr << "tally-run: error: unknown option '" << a << "'\n";
-            return 2;
+            std::exit(2);
         } else {
-            input = a;
+            o.pipeline = a;
         }
     }
-    if (input.empty()) {
+    if (o.pipeline.empty()) {
         std::cerr << "tally-run: error: no pipeline given\n";
-        return 2;
+        std::exit(2);
     }
+    return o;
+}
+
+/** Parses, lowers and JIT-compiles the pipeline, with its buffer constants' contents. */
+std::unique_ptr<JITModule> compile(const Options &o) {
+    Module parsed = parse_module_file(o.pipeline);
+    if (!npy::define_buffer_constants(parsed, o.constants, "tally-run")) {
+        std::exit(2);  // a bad option value
+    }
+    std::unique_ptr<JITModule> jit = compile_jit(lower(parsed, Target::parse(o.target)), o.compile);
+    const LoweredFunc &f = jit->entry();
+    check_argument_names(f, o.sizes, o.inputs, o.outputs, o.scalars);
+    return jit;
+}
+
+/** Fills a new buffer with seeded random data: floats in [0, 1), integers small enough that
+ * sums of a few stay in range. */
+void fill_random(Buffer<> &b, std::mt19937 &rng) {
+    const Type &t = b.type();
+    uint8_t *p = static_cast<uint8_t *>(b.host());
+    for (size_t k = 0, n = b.number_of_elements(); k < n; k++, p += t.bytes()) {
+        if (t.is_float() && t.bits() == 32) {
+            float x = std::uniform_real_distribution<float>(0, 1)(rng);
+            std::memcpy(p, &x, 4);
+        } else if (t.is_float() && t.bits() == 64) {
+            double x = std::uniform_real_distribution<double>(0, 1)(rng);
+            std::memcpy(p, &x, 8);
+        } else {
+            uint64_t x = rng() & (t.bits() >= 16 ? 0xfff : 0x7f);
+            std::memcpy(p, &x, t.bytes());
+        }
+    }
+}
+
+/** A dense buffer of `shape`; a shape tally::Buffer refuses is an error naming `option`. */
+std::unique_ptr<Buffer<>> new_buffer(const Type &t, const BufferShape &shape,
+                                     const std::string &option) {
     try {
-        Module parsed = parse_module_file(input);
-        if (!npy::define_buffer_constants(parsed, constants, "tally-run")) {
-            return 2;  // a bad option value
+        return std::make_unique<Buffer<>>(t, shape.extents, shape.mins);
+    } catch (const CompileError &e) {
+        option_error(option, e.what());
+    }
+}
+
+/** Each buffer argument's buffer (nullptr for scalars): the --input file's array, or random data
+ * of the --size shape (64 per dimension without one). */
+std::vector<std::unique_ptr<Buffer<>>> make_buffers(const LoweredFunc &f, const Options &o) {
+    std::mt19937 rng(o.seed);
+    std::vector<std::unique_ptr<Buffer<>>> out(f.args.size());
+    for (size_t i = 0; i < f.args.size(); i++) {
+        const Argument &a = f.args[i];
+        if (!a.is_buffer()) {
+            continue;
         }
-        Module m = lower(parsed, Target::parse(target));
-        std::unique_ptr<JITModule> jit = compile_jit(m, options);
-        const LoweredFunc &f = jit->entry();
-        check_argument_names(f, sizes, inputs, outputs, scalars);
-        std::mt19937 rng(seed);
-        std::vector<HostBuffer> bufs(f.args.size());
-        std::vector<std::vector<uint8_t>> scalar_storage(f.args.size());
-        std::vector<void *> args(f.args.size());
-        for (size_t i = 0; i < f.args.size(); i++) {
-            const Argument &a = f.args[i];
-            if (!a.is_buffer()) {
-                Type t = a.type.is_valid() ? a.type : Int(32);
-                if (t.is_handle() && !scalars.count(a.name)) {
-                    // A pointer (`__user_context`, a Param<void *>) is null, as Halide's
-                    // RunGen passes it; there is no text to give one.
-                    scalar_storage[i].assign(8, 0);
-                } else {
-                    scalar_storage[i] = scalar_bytes(scalars.count(a.name) ? scalars[a.name] : "1",
-                                                     "--scalar " + a.name, t);
+        user_assert(a.type.is_valid()) << "buffer argument '" << a.name << "' has no element type";
+        auto size = o.sizes.find(a.name);
+        auto input = o.inputs.find(a.name);
+        BufferShape shape;  // Halide order: dimension 0 innermost
+        if (input != o.inputs.end()) {
+            std::vector<uint8_t> data;
+            std::vector<int> np = npy::read(input->second, a.type, &data);
+            shape.extents.assign(np.rbegin(), np.rend());
+            if (size != o.sizes.end()) {
+                if (size->second.extents != shape.extents) {
+                    option_error("--size " + a.name,
+                                 "the extents differ from those of " + input->second);
                 }
-                args[i] = scalar_storage[i].data();
-                continue;
+                shape.mins = size->second.mins;
             }
-            user_assert(a.type.is_valid())
-                << "buffer argument '" << a.name << "' has no element type";
-            HostBuffer &b = bufs[i];
-            BufferShape shape;  // Halide order: dim 0 innermost
-            if (inputs.count(a.name)) {
-                std::vector<int> np = npy::read(inputs[a.name], a.type, &b.data);
-                shape.extents.assign(np.rbegin(), np.rend());
-                shape.mins.assign(np.size(), 0);
-                if (sizes.count(a.name)) {
-                    if (sizes[a.name].extents != shape.extents) {
-                        option_error("--size " + a.name,
-                                     "the extents differ from those of " + inputs[a.name]);
-                    }
-                    shape.mins = sizes[a.name].mins;
-                }
-            } else {
-                // A buffer whose rank the text does not tell (Halide's 0-D outputs) takes the rank
-                // --size gives it.
-                int dims = a.dimensions >= 0          ? a.dimensions
-                           : sizes.count(a.name) != 0 ? int(sizes[a.name].extents.size())
-                                                      : 1;
-                if (sizes.count(a.name)) {
-                    shape = sizes[a.name];
-                } else {
-                    shape.extents.assign(dims, 64);
-                    shape.mins.assign(dims, 0);
-                }
-                if (int(shape.extents.size()) != dims) {
-                    option_error("--size " + a.name, "gives " +
-                                                         std::to_string(shape.extents.size()) +
-                                                         " dimensions, the pipeline's buffer has " +
-                                                         std::to_string(dims));
-                }
-                // Strides are int32 in halide_buffer_t: every dimension's stride (the product of
-                // the extents below it) must fit, and the whole buffer must be allocatable.
-                uint64_t count = 1;
-                for (int32_t e : shape.extents) {
-                    if (count > uint64_t(INT32_MAX)) {
-                        option_error("--size " + a.name, "the strides would exceed int32");
-                    }
-                    count *= uint64_t(e);
-                }
-                if (count > (uint64_t(1) << 34) / uint64_t(a.type.bytes())) {
-                    option_error("--size " + a.name, "the buffer would exceed 16 GiB");
-                }
-                b.data.resize(count * a.type.bytes());
-                for (size_t k = 0; k < count; k++) {
-                    uint8_t *p = b.data.data() + k * a.type.bytes();
-                    if (a.type.is_float() && a.type.bits() == 32) {
-                        float x = std::uniform_real_distribution<float>(0, 1)(rng);
-                        std::memcpy(p, &x, 4);
-                    } else if (a.type.is_float() && a.type.bits() == 64) {
-                        double x = std::uniform_real_distribution<double>(0, 1)(rng);
-                        std::memcpy(p, &x, 8);
-                    } else {
-                        uint64_t x = rng() & (a.type.bits() >= 16 ? 0xfff : 0x7f);
-                        std::memcpy(p, &x, a.type.bytes());
-                    }
-                }
-            }
-            int32_t stride = 1;
-            for (size_t d = 0; d < shape.extents.size(); d++) {
-                b.dims.push_back({shape.mins[d], shape.extents[d], stride, 0});
-                stride *= shape.extents[d];
-            }
-            b.buf.host = b.data.data();
-            b.buf.type = {uint8_t(a.type.code()), uint8_t(a.type.bits()), 1};
-            b.buf.dimensions = int(b.dims.size());
-            b.buf.dim = b.dims.data();
-            b.buf.flags = halide_buffer_flag_host_dirty;
-            args[i] = &b.buf;
+            out[i] = new_buffer(a.type, shape, "--input " + a.name);
+            std::memcpy(out[i]->host(), data.data(), data.size());
+            continue;
         }
-        for (int r = 0; r < runs; r++) {
-            int rc = jit->run(args.data());
-            if (rc != 0) {
-                std::cerr << "tally-run: pipeline '" << f.name << "' failed with error " << rc
-                          << " (" << tally_error_code_name(rc) << ") in run " << r + 1 << "\n";
-                return 1;
+        // A buffer whose rank the text does not tell (Halide's 0-D outputs) takes the rank
+        // --size gives it, else 1. A --size of another rank than the pipeline's is the binder's
+        // to refuse.
+        if (size != o.sizes.end()) {
+            shape = size->second;
+        } else {
+            shape.extents.assign(size_t(a.dimensions >= 0 ? a.dimensions : 1), 64);
+        }
+        uint64_t bytes = uint64_t(a.type.bytes());
+        for (int32_t e : shape.extents) {
+            if (__builtin_mul_overflow(bytes, uint64_t(e), &bytes)) {
+                bytes = UINT64_MAX;
             }
         }
-        for (size_t i = 0; i < f.args.size(); i++) {
-            if (f.args[i].is_buffer() && outputs.count(f.args[i].name)) {
-                int rc = halide_copy_to_host(nullptr, &bufs[i].buf);
-                user_assert(rc == 0) << "copy of '" << f.args[i].name << "' to the host failed";
-                const HostBuffer &out = bufs[i];
-                std::vector<int> shape;  // numpy order: the last axis is dimension 0
-                for (auto d = out.dims.rbegin(); d != out.dims.rend(); ++d) {
-                    shape.push_back(d->extent);
-                }
-                npy::write(outputs[f.args[i].name], f.args[i].type, shape, out.data.data(),
-                           out.data.size());
-            }
+        if (bytes > (uint64_t(1) << 34)) {
+            option_error("--size " + a.name, "the buffer would exceed 16 GiB");
         }
+        out[i] = new_buffer(a.type, shape, "--size " + a.name);
+        fill_random(*out[i], rng);
+    }
+    return out;
+}
+
+/** The value of scalar argument `i` for the text given to --scalar, parsed as its type reads
+ * (an integer, a float, true/false for bool); the binder checks the range. */
+ScalarValue scalar_value(const ArgumentBinder &binder, size_t i, const std::string &text) {
+    const Argument &a = binder.arguments()[i].arg;
+    const std::string option = "--scalar " + a.name;
+    if (a.type.is_float()) {
+        const char *begin = text.c_str();
+        char *end = nullptr;
+        errno = 0;
+        double v = std::strtod(begin, &end);
+        if (text.empty() || end != begin + text.size() || text.find_first_of(" \t") == 0) {
+            option_error(option, "'" + text + "' is not a number");
+        }
+        if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL)) {
+            binder.range_error(i, text);
+        }
+        return ScalarValue(v);
+    }
+    if (a.type.is_bool() && (text == "true" || text == "false")) {
+        return ScalarValue(text == "true");
+    }
+    // Decimal digits with an optional '-', nothing else (strtoll alone takes leading white space
+    // and a '+').
+    size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+    if (digits == text.size() ||
+        text.find_first_not_of("0123456789", digits) != std::string::npos) {
+        option_error(option, "'" + text + "' is not an integer");
+    }
+    errno = 0;
+    ScalarValue v = digits ? ScalarValue(int64_t(std::strtoll(text.c_str(), nullptr, 10)))
+                           : ScalarValue(uint64_t(std::strtoull(text.c_str(), nullptr, 10)));
+    if (errno == ERANGE) {
+        binder.range_error(i, text);  // beyond any 64-bit integer
+    }
+    return v;
+}
+
+/** The arguments of one run: the buffers, and the scalars --scalar gives (1 by default; a
+ * handle is null, as Halide's RunGen passes it), through the binder. */
+BoundArguments bind(const ArgumentBinder &binder, const Options &o,
+                    const std::vector<std::unique_ptr<Buffer<>>> &buffers) {
+    std::vector<ArgumentValue> values;
+    for (size_t i = 0; i < buffers.size(); i++) {
+        const Argument &a = binder.arguments()[i].arg;
+        auto given = o.scalars.find(a.name);
+        if (buffers[i]) {
+            values.emplace_back(*buffers[i]);
+        } else if (given == o.scalars.end() && a.type.is_handle()) {
+            values.emplace_back(ScalarValue::handle(nullptr));
+        } else {
+            values.emplace_back(
+                scalar_value(binder, i, given != o.scalars.end() ? given->second : "1"));
+        }
+    }
+    return binder.bind(values);
+}
+
+/** Runs the pipeline `runs` times; false after the first failure, which it reports. */
+bool run_pipeline(const JITModule &jit, BoundArguments &args, int runs) {
+    for (int r = 0; r < runs; r++) {
+        int rc = jit.run(args.argv());
+        if (rc != 0) {
+            std::cerr << "tally-run: pipeline '" << jit.entry().name << "' failed with error " << rc
+                      << " (" << tally_error_code_name(rc) << ") in run " << r + 1 << "\n";
+            return false;
+        }
+    }
+    return true;
+}
+
+/** Writes each --output buffer to its file, after bringing it back from the device. */
+void write_outputs(const LoweredFunc &f, const Options &o,
+                   const std::vector<std::unique_ptr<Buffer<>>> &buffers) {
+    for (size_t i = 0; i < f.args.size(); i++) {
+        auto path = o.outputs.find(f.args[i].name);
+        if (!buffers[i] || path == o.outputs.end()) {
+            continue;
+        }
+        Buffer<> &b = *buffers[i];
+        user_assert(b.copy_to_host() == 0)
+            << "copy of '" << f.args[i].name << "' to the host failed";
+        std::vector<int> shape;  // numpy order: the last axis is dimension 0
+        for (int d = b.dimensions() - 1; d >= 0; d--) {
+            shape.push_back(b.extent(d));
+        }
+        npy::write(path->second, b.type(), shape, b.host(),
+                   b.number_of_elements() * size_t(b.type().bytes()));
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options o = parse_options(argc, argv);
+    try {
+        std::unique_ptr<JITModule> jit = compile(o);
+        std::vector<std::unique_ptr<Buffer<>>> buffers = make_buffers(jit->entry(), o);
+        BoundArguments args = bind(jit->binder(), o, buffers);
+        if (!run_pipeline(*jit, args, o.runs)) {
+            return 1;
+        }
+        write_outputs(jit->entry(), o, buffers);
+    } catch (const ArgumentError &e) {
+        std::cerr << "tally-run: error: " << e.what() << "\n";
+        return 2;
     } catch (const CompileError &e) {
         std::cerr << e.what() << "\n";
         return 1;

@@ -24,6 +24,8 @@ const char *const runtime_prefix = "halide_";
 const char *const launch_suffix = "_run";
 const char *const interface_suffix = "_device_interface";
 const char *const error_prefix = "halide_error_";  // Halide's checks: halide_error_bad_type, ...
+const char *const buffer_intrinsic_prefix = "_halide_buffer_";  // TALLY_BUFFER_INTRINSICS and kin
+const char *const stride_infix = ".stride.";  // `X.stride.N`, Halide's name for a stride
 
 // The APIs that name a GPU, in DeviceAPI order.
 const DeviceAPI gpu_apis[] = {DeviceAPI::CUDA,         DeviceAPI::OpenCL,  DeviceAPI::OpenGLCompute,
@@ -264,14 +266,120 @@ std::vector<const LoweredFunc *> pipeline_functions(const Module &m) {
 
 namespace {
 
-/** Halide's checks of a pipeline's buffer arguments and the buffers its body writes. */
+/** Finds how code uses its buffers (BufferUse), and which closures it runs and kernels it
+ * launches, so that buffer_uses can follow them. */
+class FindBufferUses : public IRVisitor {
+public:
+    std::map<std::string, BufferUse> uses;
+    std::vector<std::string> closures, kernels;
+
+private:
+    using IRVisitor::visit;
+
+    void visit(const Store *op) override {
+        uses[op->name].written = true;
+        IRVisitor::visit(op);
+    }
+    void visit(const Load *op) override {
+        uses[op->name].read = true;
+        IRVisitor::visit(op);
+    }
+    void visit(const Variable *op) override {
+        size_t at = op->name.rfind(stride_infix);
+        if (at != std::string::npos && at > 0) {
+            uses[op->name.substr(0, at)].reads_strides = true;
+        }
+    }
+    void visit(const Call *op) override {
+        std::string first = op->args.empty() ? "" : buffer_name_of(op->args[0]);
+        if (!first.empty()) {
+            if (op->name == runtime::_halide_buffer_set_device_dirty ||
+                op->name == runtime::_halide_buffer_set_host_dirty) {
+                uses[first].written = true;
+            } else if (op->name == runtime::_halide_buffer_get_stride ||
+                       op->name == runtime::_halide_buffer_get_shape) {
+                uses[first].reads_strides = true;
+            }
+        }
+        if (!reads_no_buffer(op)) {
+            for (const Expr &a : op->args) {
+                std::string b = buffer_name_of(a);
+                if (!b.empty()) {
+                    uses[b].read = true;
+                }
+            }
+        }
+        for (const std::string &c : task_closures(op)) {
+            closures.push_back(c);
+        }
+        const StringImm *kernel = op->args.size() > 1 ? op->args[1].as<StringImm>() : nullptr;
+        if (kernel && launch_api(op) != DeviceAPI::None) {
+            kernels.push_back(kernel->value);
+        }
+        IRVisitor::visit(op);
+    }
+
+    /** Calls that take X.buffer without reading X's elements: buffer queries and dirty marks
+     * (`_halide_buffer_*`), device management and copies, and the argument structs of kernel
+     * launches (make_struct). */
+    static bool reads_no_buffer(const Call *op) {
+        static const std::set<std::string> calls = {
+            runtime::halide_copy_to_device,
+            runtime::halide_copy_to_host,
+            runtime::halide_device_malloc,
+            runtime::halide_device_free,
+            runtime::halide_device_sync,
+            runtime::halide_device_and_host_malloc,
+            runtime::halide_device_and_host_free,
+            runtime::halide_device_free_as_destructor,
+            runtime::halide_device_and_host_free_as_destructor,
+            Call::intrinsic_name(Call::make_struct),
+            Call::intrinsic_name(Call::register_destructor)};
+        const std::string &n = op->name;
+        return n.compare(0, std::strlen(buffer_intrinsic_prefix), buffer_intrinsic_prefix) == 0 ||
+               calls.count(n) > 0;
+    }
+};
+
+}  // namespace
+
+std::map<std::string, BufferUse> buffer_uses(const Module &m, const LoweredFunc &f) {
+    FindBufferUses find;
+    // The function, then each closure and kernel it reaches, once.
+    std::set<std::string> functions_seen = {f.name}, kernels_seen;
+    if (f.body.defined()) {
+        f.body.accept(&find);
+    }
+    while (!find.closures.empty() || !find.kernels.empty()) {
+        std::vector<std::string> closures = std::move(find.closures),
+                                 kernels = std::move(find.kernels);
+        find.closures.clear();
+        find.kernels.clear();
+        for (const std::string &c : closures) {
+            const LoweredFunc *g = m.find_function(c);
+            if (g && g->body.defined() && functions_seen.insert(c).second) {
+                g->body.accept(&find);
+            }
+        }
+        for (const std::string &k : kernels) {
+            const Kernel *kernel = m.find_kernel(k);
+            if (kernel && kernel->body.defined() && kernels_seen.insert(k).second) {
+                kernel->body.accept(&find);
+            }
+        }
+    }
+    return std::move(find.uses);
+}
+
+namespace {
+
+/** Halide's checks of a pipeline's buffer arguments. */
 class FindArgumentRoles : public IRVisitor {
 public:
     std::map<std::string, bool> output;  // buffer -> named "Output buffer" (else "Input buffer")
     std::map<std::string, int> checked_rank;
     std::map<std::string, Type> checked_type;
     std::map<std::string, Expr> scalar_min, scalar_max;
-    std::set<std::string> written;
 
 private:
     using IRVisitor::visit;
@@ -279,9 +387,6 @@ private:
     void visit(const Call *op) override {
         IRVisitor::visit(op);
         const StringImm *what = op->args.empty() ? nullptr : op->args[0].as<StringImm>();
-        if (op->name == runtime::_halide_buffer_set_device_dirty && !op->args.empty()) {
-            written.insert(buffer_name_of(op->args[0]));
-        }
         if (!what || op->name.compare(0, std::strlen(error_prefix), error_prefix) != 0) {
             return;
         }
@@ -322,19 +427,16 @@ private:
             }
         }
     }
-    void visit(const Store *op) override {
-        IRVisitor::visit(op);
-        written.insert(op->name);
-    }
 };
 
 }  // namespace
 
-std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f) {
+std::vector<ArgumentDescription> describe_arguments(const Module &m, const LoweredFunc &f) {
     FindArgumentRoles roles;
     if (f.body.defined()) {
         f.body.accept(&roles);
     }
+    std::map<std::string, BufferUse> uses = buffer_uses(m, f);
     std::vector<ArgumentDescription> out;
     for (const Argument &a : f.args) {
         if (!a.is_buffer()) {
@@ -347,7 +449,9 @@ std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f) {
             continue;
         }
         auto role = roles.output.find(a.name);
-        bool is_output = role != roles.output.end() ? role->second : roles.written.count(a.name);
+        auto use = uses.find(a.name);
+        bool is_output =
+            role != roles.output.end() ? role->second : use != uses.end() && use->second.written;
         auto rank = roles.checked_rank.find(a.name);
         int dims = rank != roles.checked_rank.end() ? rank->second : std::max(a.dimensions, 0);
         auto type = roles.checked_type.find(a.name);

@@ -5,10 +5,11 @@
  * checked calls, device interfaces, Default_GPU).
  *
  * Why here: the parser types runtime calls by their signatures, the passes write and recognize
- * them, code generation declares them, and the Python bindings read how a pipeline uses its
- * buffers. Each of those once carried its own copy of these rules, and the copies drifted (the
- * pipeline/closure decision disagreed on Internal linkage). Living in src/ir/, below every
- * other layer, they can be shared without any layer reaching up.
+ * them, code generation declares them, and the argument binder (src/jit/) reads how a pipeline
+ * uses its buffers. Each of those once carried its own copy of these rules, and the copies
+ * drifted (the pipeline/closure decision disagreed on Internal linkage; the Python bindings and
+ * Halide's metadata had two rules for which buffers a pipeline writes). Living in src/ir/, below
+ * every other layer, they can be shared without any layer reaching up.
  *
  * Runtime names appear as string literals only in this file's lists: code that writes or
  * matches a call uses the constants in `tally::runtime`.
@@ -23,6 +24,7 @@
 #ifndef TALLY_IR_RUNTIMECALLS_H
 #define TALLY_IR_RUNTIMECALLS_H
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -223,6 +225,34 @@ bool is_pipeline_function(const LoweredFunc &f, const std::set<std::string> &clo
 /** The module's pipeline functions, in module order. */
 std::vector<const LoweredFunc *> pipeline_functions(const Module &m);
 
+// ---------------------------------------------------------------------------------------------
+// How a pipeline uses its buffers: the one rule the argument binder (tally/Arguments.h) and
+// Halide's metadata (describe_arguments) read
+
+/** How a pipeline's code uses one buffer. */
+struct BufferUse {
+    /** Its elements are read: loaded (in host code, closures or kernels), or the buffer is handed
+     * to a call that may read them, such as an extern stage. Buffer queries, dirty marks,
+     * device management and copies do not read (a copy to the device reads the host only when
+     * it is dirty, which is the caller's to say), nor do the argument structs of kernel
+     * launches (their kernels' loads say what they read). */
+    bool read = false;
+    /** Its elements are written: stored to (in host code, closures or kernels) or marked dirty
+     * (`_halide_buffer_set_host_dirty` after a host write, `_halide_buffer_set_device_dirty`
+     * after a device write). A copy to the host is no write: it brings back what a device wrote,
+     * which the device-dirty mark already says, and Halide also copies inputs to the host. */
+    bool written = false;
+    /** Its strides are read (`X.stride.N`, `_halide_buffer_get_stride`,
+     * `_halide_buffer_get_shape`). Code that never reads them indexes the buffer as a dense
+     * array, dimension 0 innermost. */
+    bool reads_strides = false;
+};
+
+/** How pipeline function `f` of `m` uses each buffer its code names, by buffer name: its body,
+ * the closures it runs (task_closures, followed through closures that run closures) and the
+ * kernels its launches name. Buffers the code never names are absent. */
+std::map<std::string, BufferUse> buffer_uses(const Module &m, const LoweredFunc &f);
+
 /** What Halide's `<name>_metadata()` says of one argument of a pipeline function. */
 struct ArgumentDescription {
     int kind;        // halide_argument_kind_t: 0 scalar, 1 input buffer, 2 output buffer
@@ -233,16 +263,17 @@ struct ArgumentDescription {
      * passes it (int64, uint64 or float64); undefined when there is none. */
     Expr min, max;
 };
-/** The description of each of `f`'s arguments, in order. The text names the arguments only;
- * Halide's lowering checks every buffer argument, naming it by its role ("Input buffer in",
- * "Output buffer out" in `halide_error_bad_type` and the other `halide_error_*` calls) and
- * checking its rank (`halide_error_bad_dimensions("Input buffer in", in.dimensions, 2)`) and its
- * element type (`halide_error_bad_type(..., in.type, (uint32)67585)`): those are read first.
- * Without them (a target with no_asserts) a buffer the body stores to or marks device-dirty is an
- * output, and its rank and type are the elaborator's (the highest dimension the body queries, else
- * 0). A scalar's type is the elaborator's; `__user_context` is a handle. Default values and
- * estimates are not in the text. */
-std::vector<ArgumentDescription> describe_arguments(const LoweredFunc &f);
+/** The description of each of the arguments of `f`, a pipeline function of `m`, in order. The
+ * text names the arguments only; Halide's lowering checks every buffer argument, naming it by its
+ * role ("Input buffer in", "Output buffer out" in `halide_error_bad_type` and the other
+ * `halide_error_*` calls) and checking its rank
+ * (`halide_error_bad_dimensions("Input buffer in", in.dimensions, 2)`) and its element type
+ * (`halide_error_bad_type(..., in.type, (uint32)67585)`): those are read first. Without them (a
+ * target with no_asserts) a buffer the pipeline writes (buffer_uses) is an output, and its rank
+ * and type are the elaborator's (the highest dimension the body queries, else 0). A scalar's
+ * type is the elaborator's; `__user_context` is a handle. Default values and estimates are not
+ * in the text. */
+std::vector<ArgumentDescription> describe_arguments(const Module &m, const LoweredFunc &f);
 
 }  // namespace tally
 

@@ -117,6 +117,8 @@ struct JITModule::Impl {
     std::map<std::string, Argv> argv;
     /** The entry's, from `argv`. */
     Argv entry_argv = nullptr;
+    /** Each pipeline function's argument binder, made when compiled. */
+    std::map<std::string, ArgumentBinder> binders;
 };
 
 JITModule::JITModule(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
@@ -136,6 +138,27 @@ void *JITModule::symbol(const std::string &name) const {
         return nullptr;
     }
     return sym->toPtr<void *>();
+}
+
+const ArgumentBinder &JITModule::binder() const {
+    return impl->binders.at(impl->entry->name);
+}
+
+const ArgumentBinder &JITModule::binder(const std::string &function) const {
+    auto it = impl->binders.find(function);
+    user_assert(it != impl->binders.end())
+        << "the module has no pipeline function '" << function << "'";
+    return it->second;
+}
+
+int JITModule::call(const std::vector<ArgumentValue> &args) const {
+    BoundArguments bound = binder().bind(args);
+    return run(bound.argv());
+}
+
+int JITModule::call(const std::string &function, const std::vector<ArgumentValue> &args) const {
+    BoundArguments bound = binder(function).bind(args);
+    return run(function, bound.argv());
 }
 
 int JITModule::run(void **args) const {
@@ -234,6 +257,7 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
             user_error << "JIT compilation of '" << f->name << "' failed: " << why;
         }
         impl->argv[f->name] = sym->toPtr<JITModule::Impl::Argv>();
+        impl->binders.emplace(f->name, ArgumentBinder(impl->module, *f));
     }
     impl->entry_argv = impl->argv.at(impl->entry->name);
     return std::make_unique<JITModule>(std::move(impl));

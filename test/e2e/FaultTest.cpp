@@ -100,20 +100,19 @@ protected:
 
 /** apps/memory's buffers: width x height int32 input (values < 1000) and output. */
 struct MemoryApp {
-    Image<int32_t> input, output;
+    Buffer<int32_t> input, output;
     int32_t width, height;
-    std::vector<void *> args;
     MemoryApp(int w, int h) : input({w, h}), output({w, h}), width(w), height(h) {
         Rng rng(7);
         for (size_t i = 0; i < input.size(); i++) {
             input[i] = int32_t(rng.below(1000));
         }
-        args = {input.raw(), output.raw(), &width, &height};
     }
+    int run(const tally::JITModule &jit) { return jit.call({input, output, width, height}); }
     bool correct() {
         std::vector<int32_t> want(input.size());
-        tally_apps::memory_reference(input.ptr(), want.data(), width, height);
-        return output.data == want;
+        tally_apps::memory_reference(input.data(), want.data(), width, height);
+        return output.to_vector() == want;
     }
 };
 
@@ -137,7 +136,7 @@ TEST_F(FaultE2E, MemoryAppSecondMallocFailsWithOutOfMemory) {
     // halide_malloc #1 is horiz; #2 is the first row_prefix any row's task allocates.
     ASSERT_EQ(tally_testing_set_fault("malloc:2"), 0);
     int64_t before = tally_testing_faults_injected();
-    EXPECT_EQ(jit->run(app.args.data()), TALLY_ERROR_OUT_OF_MEMORY) << capture.all();
+    EXPECT_EQ(app.run(*jit), TALLY_ERROR_OUT_OF_MEMORY) << capture.all();
     EXPECT_EQ(tally_testing_faults_injected(), before + 1);
     std::vector<std::string> injected = capture.injected();
     ASSERT_EQ(injected.size(), 1u) << capture.all();
@@ -150,7 +149,7 @@ TEST_F(FaultE2E, MemoryAppSecondMallocFailsWithOutOfMemory) {
     EXPECT_EQ(tally_testing_live_instances(), 0);
 
     // The fault fired once: the next run works.
-    EXPECT_EQ(jit->run(app.args.data()), 0) << capture.all();
+    EXPECT_EQ(app.run(*jit), 0) << capture.all();
     EXPECT_TRUE(app.correct());
     ASSERT_EQ(tally_profiler_get_pipeline_stats("memory", &ps), 0);
     EXPECT_EQ(ps.runs, 2u);
@@ -166,7 +165,7 @@ TEST_F(FaultE2E, FailedRunLeavesNoMemoryCurrentInTheProfiler) {
     MemoryApp app(37, 23);
     ErrorCapture capture;
     ASSERT_EQ(tally_testing_set_fault("malloc:2"), 0);
-    ASSERT_EQ(jit->run(app.args.data()), TALLY_ERROR_OUT_OF_MEMORY) << capture.all();
+    ASSERT_EQ(app.run(*jit), TALLY_ERROR_OUT_OF_MEMORY) << capture.all();
     expect_no_memory_left("memory");
     // Only allocations that happened are counted: horiz once, not the failed row_prefix.
     tally_slot_stats horiz;
@@ -184,7 +183,7 @@ struct ChildMode {
         }
         auto jit = compile_app("memory", "host-profile");
         MemoryApp app(37, 23);
-        int rc = jit->run(app.args.data());
+        int rc = app.run(*jit);
         std::printf("child result %d\n", rc);
         std::fflush(stdout);
         jit.reset();
@@ -250,21 +249,17 @@ const halide_device_interface_t *vulkan_or_skip(std::string *why) {
 
 /** gpu_gpu_cpu(input, C, width, height, reps) on 64x32 floats. */
 struct GpuApp {
-    Image<float> input, C;
+    Buffer<float> input, C;
     int32_t width = 64, height = 32, reps = 4;
-    std::vector<void *> args;
     GpuApp() : input({64, 32}), C({64, 32}) {
         Rng rng(3);
         for (size_t i = 0; i < input.size(); i++) {
             input[i] = rng.uniform(-1.0f, 1.0f);
         }
-        args = {input.raw(), C.raw(), &width, &height, &reps};
     }
-    ~GpuApp() {
-        // The pipeline copies `input` to the device and leaves it there (as Halide does).
-        (void)halide_device_free(nullptr, input.raw());
-        (void)halide_device_free(nullptr, C.raw());
-    }
+    // tally::Buffer frees the device copies the pipeline leaves on `input` and `C` (as Halide
+    // does, it leaves them to the caller).
+    int run(const tally::JITModule &jit) { return jit.call({input, C, width, height, reps}); }
 };
 
 /** After a failed run: once the caller frees its own buffers' device copies, no device
@@ -272,8 +267,8 @@ struct GpuApp {
  * been freed on the error path: the pass registers halide_device_free_as_destructor for each, as
  * Halide's lowering does. */
 void expect_no_device_buffer_left(GpuApp *app, int32_t before) {
-    (void)halide_device_free(nullptr, app->input.raw());
-    (void)halide_device_free(nullptr, app->C.raw());
+    (void)app->input.device_free();
+    (void)app->C.device_free();
     EXPECT_EQ(tally_testing_vulkan_live_buffers(), before);
 }
 
@@ -284,7 +279,7 @@ TEST_F(FaultE2E, VulkanLaunchFailureIsReportedAsTheLaunch) {
     ErrorCapture capture;
     const int32_t live_before = tally_testing_vulkan_live_buffers();
     ASSERT_EQ(tally_testing_set_fault("launch"), 0);
-    EXPECT_EQ(jit->run(app.args.data()), TALLY_ERROR_DEVICE_RUN_FAILED) << capture.all();
+    EXPECT_EQ(app.run(*jit), TALLY_ERROR_DEVICE_RUN_FAILED) << capture.all();
     std::vector<std::string> injected = capture.injected();
     ASSERT_EQ(injected.size(), 1u) << capture.all();
     EXPECT_TRUE(contains(injected[0], "halide_vulkan_run: kernel ")) << injected[0];
@@ -300,7 +295,7 @@ TEST_F(FaultE2E, VulkanLaunchFailureIsReportedAsTheLaunch) {
     expect_no_device_buffer_left(&app, live_before);
 
     // Next run: no fault left, correct result.
-    EXPECT_EQ(jit->run(app.args.data()), 0) << capture.all();
+    EXPECT_EQ(app.run(*jit), 0) << capture.all();
 }
 
 TEST_F(FaultE2E, VulkanSyncFailureIsReportedAsTheSync) {
@@ -311,7 +306,7 @@ TEST_F(FaultE2E, VulkanSyncFailureIsReportedAsTheSync) {
     const int32_t live_before = tally_testing_vulkan_live_buffers();
     // Sync #1 follows the copy of `input` to the device; #2 is the one injected after A's launch.
     ASSERT_EQ(tally_testing_set_fault("sync:2"), 0);
-    EXPECT_EQ(jit->run(app.args.data()), TALLY_ERROR_DEVICE_SYNC_FAILED) << capture.all();
+    EXPECT_EQ(app.run(*jit), TALLY_ERROR_DEVICE_SYNC_FAILED) << capture.all();
     std::vector<std::string> injected = capture.injected();
     ASSERT_EQ(injected.size(), 1u) << capture.all();
     EXPECT_EQ(injected[0],

@@ -40,7 +40,7 @@ external func accesses (in: buffer<int32, 1>, lut: buffer<int32, 1>, out: buffer
 }
 )";
 
-int32_t at(const Image<int32_t> &img, int i) {
+int32_t at(const Buffer<int32_t> &img, int i) {
     return img[size_t(i)];
 }
 
@@ -50,7 +50,7 @@ TEST(HostCodeGen, IrregularVectorAccessesMatchScalarCpp) {
     EXPECT_EQ(ir.find("masked.gather"), std::string::npos) << ir;
     EXPECT_EQ(ir.find("masked.scatter"), std::string::npos) << ir;
     auto jit = compile_jit(m);
-    Image<int32_t> in({128}), lut({16}), out({64}), rev({64}), odd({128});
+    Buffer<int32_t> in({128}), lut({16}), out({64}), rev({64}), odd({128});
     Rng rng(7);
     for (size_t i = 0; i < in.size(); i++) {
         in[i] = int32_t(rng.below(1000));
@@ -58,9 +58,8 @@ TEST(HostCodeGen, IrregularVectorAccessesMatchScalarCpp) {
     for (size_t i = 0; i < lut.size(); i++) {
         lut[i] = int32_t(rng.below(1000));
     }
-    std::memset(odd.ptr(), 0, odd.size() * sizeof(int32_t));
-    void *args[] = {in.raw(), lut.raw(), out.raw(), rev.raw(), odd.raw()};
-    ASSERT_EQ(jit->run(args), 0);
+    std::memset(odd.data(), 0, odd.size() * sizeof(int32_t));
+    ASSERT_EQ(jit->call({in, lut, out, rev, odd}), 0);
     for (int i = 0; i < 64; i++) {
         int x = i - i % 8, l = i % 8;
         int c = std::max(std::min(x - 4 + l, 60), 0);
@@ -98,15 +97,14 @@ public:
 /** Runs muladd compiled from `m` and checks the result equals C++ rounding each operation. */
 void expect_strict_results(const Module &m) {
     auto jit = compile_jit(m);
-    Image<float> a({256}), b({256}), c({256}), out({256});
+    Buffer<float> a({256}), b({256}), c({256}), out({256});
     Rng rng(11);
     for (size_t i = 0; i < a.size(); i++) {
         a[i] = rng.uniform(-3, 3);
         b[i] = rng.uniform(-3, 3);
         c[i] = rng.uniform(-3, 3);
     }
-    void *args[] = {a.raw(), b.raw(), c.raw(), out.raw()};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({a, b, c, out}), 0);
     for (size_t i = 0; i < out.size(); i++) {
         volatile float ab = a[i] * b[i], ca = c[i] * a[i];
         float want = ab + ca;

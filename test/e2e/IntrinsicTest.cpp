@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -72,18 +73,11 @@ int64_t get(const std::vector<uint8_t> &bytes, const IntType &t, size_t i) {
 struct Buf {
     IntType t;
     std::vector<uint8_t> bytes;
-    halide_dimension_t dim{};
-    halide_buffer_t buf{};
-    Buf(IntType t, size_t n) : t(t), bytes(n * (t.bits / 8)) {
-        dim.extent = int32_t(n);
-        dim.stride = 1;
-        buf.host = bytes.data();
-        buf.type.code = t.is_signed ? halide_type_int : halide_type_uint;
-        buf.type.bits = uint8_t(t.bits);
-        buf.type.lanes = 1;
-        buf.dimensions = 1;
-        buf.dim = &dim;
-    }
+    tally::Buffer<> buf;
+    Buf(IntType t, size_t n)
+        : t(t), bytes(n * (t.bits / 8)),
+          buf(t.is_signed ? tally::Int(t.bits) : tally::UInt(t.bits),
+              static_cast<void *>(bytes.data()), {{0, int32_t(n), 1, 0}}) {}
 };
 
 /** Interesting values of a type: its ends, around zero, around the middle, alternating bits,
@@ -188,8 +182,7 @@ void check(const Case &c) {
         FAIL() << e.what() << "\n" << ir.str();
     }
     int32_t count = int32_t(n);
-    void *args[] = {&a.buf, &b.buf, &out_s.buf, &out_v.buf, &count};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({a.buf, b.buf, out_s.buf, out_v.buf, count}), 0);
     int bad = 0;
     for (size_t i = 0; i < n && bad < 5; i++) {
         i128 x = get(a.bytes, c.a, i), y = get(b.bytes, c.b, i);
@@ -401,13 +394,12 @@ std::vector<float> run_float(const std::string &expr, const std::vector<float> &
        << "out: buffer<float32, 1>, n: int32) {\n"
        << " for (i, 0, n) {\n  out[i] = " << expr << "\n }\n}\n";
     auto jit = compile_module(tally::parse_module(ir.str()), "host");
-    Image<float> a({int(av.size())}), b({int(bv.size())}), out({int(av.size())});
-    a.data = av;
-    b.data = bv;
+    Buffer<float> a({int(av.size())}), b({int(bv.size())}), out({int(av.size())});
+    std::copy(av.begin(), av.end(), a.begin());
+    std::copy(bv.begin(), bv.end(), b.begin());
     int32_t n = int32_t(av.size());
-    void *args[] = {a.raw(), b.raw(), out.raw(), &n};
-    EXPECT_EQ(jit->run(args), 0);
-    return out.data;
+    EXPECT_EQ(jit->call({a, b, out, n}), 0);
+    return out.to_vector();
 }
 
 TEST(Intrinsics, FloatLerpIsZeroTimesOneMinusWPlusOneTimesW) {
@@ -464,13 +456,12 @@ std::vector<float> run_math(const std::string &fn, bool half, int lanes,
        << "out: buffer<float32, 1>, n: int32) {\n"
        << " for (i, 0, n) {\n  out[" << index << "] = " << value << "\n }\n}\n";
     auto jit = compile_module(tally::parse_module(ir.str()), "host-strict_float");
-    Image<float> a({int(av.size())}), b({int(bv.size())}), out({int(av.size())});
-    a.data = av;
-    b.data = bv;
+    Buffer<float> a({int(av.size())}), b({int(bv.size())}), out({int(av.size())});
+    std::copy(av.begin(), av.end(), a.begin());
+    std::copy(bv.begin(), bv.end(), b.begin());
     int32_t n = int32_t(av.size()) / lanes;
-    void *args[] = {a.raw(), b.raw(), out.raw(), &n};
-    EXPECT_EQ(jit->run(args), 0) << ir.str();
-    return out.data;
+    EXPECT_EQ(jit->call({a, b, out, n}), 0) << ir.str();
+    return out.to_vector();
 }
 
 uint32_t float_bits(float f) {
@@ -599,19 +590,19 @@ TEST(Intrinsics, BufferAccessorsReadTheFieldsAsTheRuntimeDoes) {
         b.flags = uint64_t(variant);  // host dirty (1), device dirty (2), both, neither
         b.host = variant == 3 ? nullptr : data;
         b.device = variant == 1 ? 0x1234 : 0;
-        Image<int64_t> out({10});
+        Buffer<int64_t> out({10});
         void *args[] = {&b, out.raw()};
         ASSERT_EQ(jit->run(args), 0);
-        EXPECT_EQ(out.data[0], _halide_buffer_get_min(&b, 1));
-        EXPECT_EQ(out.data[1], _halide_buffer_get_max(&b, 1));
-        EXPECT_EQ(out.data[2], _halide_buffer_get_extent(&b, 0));
-        EXPECT_EQ(out.data[3], _halide_buffer_get_stride(&b, 1));
-        EXPECT_EQ(out.data[4], _halide_buffer_get_dimensions(&b));
-        EXPECT_EQ(out.data[5], int64_t(_halide_buffer_get_type(&b)));
-        EXPECT_EQ(out.data[6], int64_t(_halide_buffer_get_host_dirty(&b))) << variant;
-        EXPECT_EQ(out.data[7], int64_t(_halide_buffer_get_device_dirty(&b))) << variant;
-        EXPECT_EQ(out.data[8], int64_t(_halide_buffer_is_bounds_query(&b))) << variant;
-        EXPECT_EQ(out.data[9], int64_t(_halide_buffer_get_device(&b))) << variant;
+        EXPECT_EQ(out[0], _halide_buffer_get_min(&b, 1));
+        EXPECT_EQ(out[1], _halide_buffer_get_max(&b, 1));
+        EXPECT_EQ(out[2], _halide_buffer_get_extent(&b, 0));
+        EXPECT_EQ(out[3], _halide_buffer_get_stride(&b, 1));
+        EXPECT_EQ(out[4], _halide_buffer_get_dimensions(&b));
+        EXPECT_EQ(out[5], int64_t(_halide_buffer_get_type(&b)));
+        EXPECT_EQ(out[6], int64_t(_halide_buffer_get_host_dirty(&b))) << variant;
+        EXPECT_EQ(out[7], int64_t(_halide_buffer_get_device_dirty(&b))) << variant;
+        EXPECT_EQ(out[8], int64_t(_halide_buffer_is_bounds_query(&b))) << variant;
+        EXPECT_EQ(out[9], int64_t(_halide_buffer_get_device(&b))) << variant;
     }
 }
 
@@ -640,8 +631,7 @@ TEST(Intrinsics, MuxPicksByIndexAndDefaultsToTheLast) {
                      " }\n"
                      "}\n";
     auto jit = compile_module(tally::parse_module(ir), "host");
-    void *args[] = {&a.buf, &b.buf, &out.buf, &out2.buf};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({a.buf, b.buf, out.buf, out2.buf}), 0);
     for (size_t i = 0; i < n; i++) {
         int64_t want = int64_t(ref(get(a.bytes, i32, i), get(b.bytes, i32, i)));
         EXPECT_EQ(get(out.bytes, i32, i), want) << i;
@@ -658,12 +648,11 @@ TEST(Intrinsics, IfThenElseComputesOnlyTheChosenValue) {
                      " }\n"
                      "}\n";
     auto jit = compile_module(tally::parse_module(ir), "host");
-    Image<int32_t> a({16}), out({16});
+    Buffer<int32_t> a({16}), out({16});
     for (int i = 0; i < 16; i++) {
         a[i] = i * 3 - 7;
     }
-    void *args[] = {a.raw(), out.raw()};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({a, out}), 0);
     for (int i = 0; i < 16; i++) {
         EXPECT_EQ(out[i], a[i] * 2);
     }
@@ -675,13 +664,10 @@ TEST(Intrinsics, RequireFailsThePipelineWithItsErrorCode) {
                      " out[0] = require(k < 10, k + 1, -17)\n"
                      "}\n";
     auto jit = compile_module(tally::parse_module(ir), "host");
-    Image<int32_t> out({1});
-    int32_t k = 3;
-    void *args[] = {out.raw(), &k};
-    ASSERT_EQ(jit->run(args), 0);
+    Buffer<int32_t> out({1});
+    ASSERT_EQ(jit->call({out, 3}), 0);
     EXPECT_EQ(out[0], 4);
-    k = 12;
-    EXPECT_EQ(jit->run(args), -17);
+    EXPECT_EQ(jit->call({out, 12}), -17);
 }
 
 TEST(Intrinsics, GetUserContextAndPrefetchCompile) {
@@ -700,12 +686,11 @@ TEST(Intrinsics, GetUserContextAndPrefetchCompile) {
                      " free t\n"
                      "}\n";
     auto jit = compile_module(tally::parse_module(ir), "host");
-    Image<int32_t> a({12}), out({8});
+    Buffer<int32_t> a({12}), out({8});
     for (int i = 0; i < 12; i++) {
         a[i] = 10 * i;
     }
-    void *args[] = {a.raw(), out.raw()};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({a, out}), 0);
     for (int i = 0; i < 8; i++) {
         EXPECT_EQ(out[i], 10 * i + 1);
     }
@@ -741,7 +726,7 @@ void check_atomic_histogram(const std::string &type, const std::string &update,
     std::string llvm_ir = tally::compile_to_llvm_ir(lowered);
     EXPECT_NE(llvm_ir.find(instruction), std::string::npos) << "no '" << instruction << "'";
     auto jit = tally::compile_jit(lowered);
-    Image<int32_t> in({16 * 65536});
+    Buffer<int32_t> in({16 * 65536});
     Rng rng(99);
     for (size_t i = 0; i < in.size(); i++) {
         in[i] = int32_t(rng.below(1000));
@@ -750,25 +735,24 @@ void check_atomic_histogram(const std::string &type, const std::string &update,
     for (size_t i = 0; i < in.size(); i++) {
         want[in[i] % 4] = ref(want[in[i] % 4], in[i]);
     }
-    auto run_with = [&](auto *h_data, halide_buffer_t *h_buf) {
+    auto run_with = [&](auto &h) {
         for (int k = 0; k < 4; k++) {
-            h_data[k] = decltype(h_data[0] + 0)(init);
+            h[k] = decltype(h[0] + 0)(init);
         }
-        void *args[] = {in.raw(), h_buf};
-        ASSERT_EQ(jit->run(args), 0);
+        ASSERT_EQ(jit->call({in, h}), 0);
         for (int k = 0; k < 4; k++) {
-            EXPECT_EQ(double(h_data[k]), want[k]) << "bin " << k;
+            EXPECT_EQ(double(h[k]), want[k]) << "bin " << k;
         }
     };
     if (type == "int32") {
-        Image<int32_t> h({4});
-        run_with(h.ptr(), h.raw());
+        Buffer<int32_t> h({4});
+        run_with(h);
     } else if (type == "float32") {
-        Image<float> h({4});
-        run_with(h.ptr(), h.raw());
+        Buffer<float> h({4});
+        run_with(h);
     } else {
-        Image<uint16_t> h({4});
-        run_with(h.ptr(), h.raw());
+        Buffer<uint16_t> h({4});
+        run_with(h);
     }
 }
 

@@ -25,8 +25,8 @@ namespace {
 constexpr double float_tolerance = 1e-4;
 
 template <typename T>
-void fill_sentinel(Image<T> &img, uint8_t byte) {
-    std::memset(img.ptr(), byte, img.size() * sizeof(T));
+void fill_sentinel(Buffer<T> &img, uint8_t byte) {
+    std::memset(img.data(), byte, img.size() * sizeof(T));
 }
 
 /** Counts the elements that differ; reports the first few with their index. */
@@ -96,16 +96,15 @@ TEST_P(Jit, BlurMatchesReference) {
             SCOPED_TRACE("blur " + std::to_string(width) + "x" + std::to_string(height) +
                          " round " + std::to_string(round));
             Rng rng(1000 * width + height + 7919 * round);
-            Image<uint16_t> input({width + 2, height + 2}), output({width, height});
+            Buffer<uint16_t> input({width + 2, height + 2}), output({width, height});
             for (size_t i = 0; i < input.size(); i++) {
                 input[i] = uint16_t(rng.next());
             }
             fill_sentinel(output, round ? 0x5a : 0xa5);
-            void *args[] = {input.raw(), output.raw(), &width, &height};
-            ASSERT_EQ(jit->run(args), 0);
+            ASSERT_EQ(jit->call({input, output, width, height}), 0);
             std::vector<uint16_t> want(output.size());
-            tally_apps::blur_reference(input.ptr(), want.data(), width, height);
-            EXPECT_TRUE(same_integers(output.data, want));
+            tally_apps::blur_reference(input.data(), want.data(), width, height);
+            EXPECT_TRUE(same_integers(output.to_vector(), want));
         }
     }
 }
@@ -122,29 +121,27 @@ TEST_P(Jit, ConvChainMatchesReference) {
             SCOPED_TRACE("conv_chain " + std::to_string(width) + "x" + std::to_string(height) +
                          " round " + std::to_string(round));
             Rng rng(31 * width + height + 104729 * round);
-            Image<float> input({width + 6, height + 6, conv_chain_c0});
-            Image<float> w1({3, 3, conv_chain_c0, conv_chain_c1}), b1({conv_chain_c1});
-            Image<float> w2({3, 3, conv_chain_c1, conv_chain_c2}), b2({conv_chain_c2});
-            Image<float> w3({3, 3, conv_chain_c2, conv_chain_c3}), b3({conv_chain_c3});
-            Image<float> output({width, height, conv_chain_c3});
-            for (Image<float> *img : {&input, &w1, &w2, &w3}) {
+            Buffer<float> input({width + 6, height + 6, conv_chain_c0});
+            Buffer<float> w1({3, 3, conv_chain_c0, conv_chain_c1}), b1({conv_chain_c1});
+            Buffer<float> w2({3, 3, conv_chain_c1, conv_chain_c2}), b2({conv_chain_c2});
+            Buffer<float> w3({3, 3, conv_chain_c2, conv_chain_c3}), b3({conv_chain_c3});
+            Buffer<float> output({width, height, conv_chain_c3});
+            for (Buffer<float> *img : {&input, &w1, &w2, &w3}) {
                 for (size_t i = 0; i < img->size(); i++) {
                     (*img)[i] = rng.uniform(-1.0f, 1.0f);
                 }
             }
-            for (Image<float> *img : {&b1, &b2, &b3}) {
+            for (Buffer<float> *img : {&b1, &b2, &b3}) {
                 for (size_t i = 0; i < img->size(); i++) {
                     (*img)[i] = rng.uniform(-0.25f, 0.25f);
                 }
             }
             fill_sentinel(output, round ? 0x7f : 0xff);  // NaNs and large values
-            void *args[] = {input.raw(), w1.raw(), b1.raw(),     w2.raw(), b2.raw(),
-                            w3.raw(),    b3.raw(), output.raw(), &width,   &height};
-            ASSERT_EQ(jit->run(args), 0);
+            ASSERT_EQ(jit->call({input, w1, b1, w2, b2, w3, b3, output, width, height}), 0);
             std::vector<float> want(output.size());
-            conv_chain_reference(input.ptr(), w1.ptr(), b1.ptr(), w2.ptr(), b2.ptr(), w3.ptr(),
-                                 b3.ptr(), want.data(), width, height);
-            EXPECT_TRUE(close_floats(output.data, want));
+            conv_chain_reference(input.data(), w1.data(), b1.data(), w2.data(), b2.data(),
+                                 w3.data(), b3.data(), want.data(), width, height);
+            EXPECT_TRUE(close_floats(output.to_vector(), want));
         }
     }
 }
@@ -160,16 +157,15 @@ TEST_P(Jit, MemoryMatchesReference) {
             SCOPED_TRACE("memory " + std::to_string(width) + "x" + std::to_string(height) +
                          " round " + std::to_string(round));
             Rng rng(7 * width + 13 * height + 65537 * round);
-            Image<int32_t> input({width, height}), output({width, height});
+            Buffer<int32_t> input({width, height}), output({width, height});
             for (size_t i = 0; i < input.size(); i++) {
                 input[i] = int32_t(rng.below(1u << 20));
             }
             fill_sentinel(output, round ? 0x11 : 0xee);
-            void *args[] = {input.raw(), output.raw(), &width, &height};
-            ASSERT_EQ(jit->run(args), 0);
+            ASSERT_EQ(jit->call({input, output, width, height}), 0);
             std::vector<int32_t> want(output.size());
-            tally_apps::memory_reference(input.ptr(), want.data(), width, height);
-            EXPECT_TRUE(same_integers(output.data, want));
+            tally_apps::memory_reference(input.data(), want.data(), width, height);
+            EXPECT_TRUE(same_integers(output.to_vector(), want));
         }
     }
 }
@@ -184,16 +180,15 @@ TEST_P(Jit, SkewedMatchesReference) {
             SCOPED_TRACE("skewed n=" + std::to_string(n) + " reps=" + std::to_string(reps) +
                          " round " + std::to_string(round));
             Rng rng(n + 1000 * reps + 3 * round);
-            Image<uint32_t> input({n}), output({n});
+            Buffer<uint32_t> input({n}), output({n});
             for (size_t i = 0; i < input.size(); i++) {
                 input[i] = rng.next() | 1u;
             }
             fill_sentinel(output, round ? 0x33 : 0xcc);
-            void *args[] = {input.raw(), output.raw(), &n, &reps};
-            ASSERT_EQ(jit->run(args), 0);
+            ASSERT_EQ(jit->call({input, output, n, reps}), 0);
             std::vector<uint32_t> want(output.size());
-            tally_apps::skewed_reference(input.ptr(), want.data(), n, reps);
-            EXPECT_TRUE(same_integers(output.data, want));
+            tally_apps::skewed_reference(input.data(), want.data(), n, reps);
+            EXPECT_TRUE(same_integers(output.to_vector(), want));
         }
     }
 }
@@ -202,7 +197,7 @@ TEST_P(Jit, SkewedMatchesReference) {
 TEST_P(Jit, NullBufferIsAnError) {
     auto jit = compile_app("blur", target());
     int width = 8, height = 8;
-    Image<uint16_t> output({width, height});
+    Buffer<uint16_t> output({width, height});
     void *args[] = {nullptr, output.raw(), &width, &height};
     tally_message_handler_t old = tally_set_error_handler([](void *, const char *) {});
     int rc = jit->run(args);
@@ -226,28 +221,27 @@ TEST(JitModule, RunsEachPipelineByName) {
                      "}\n";
     auto jit =
         tally::compile_jit(tally::lower(tally::parse_module(ir), tally::Target::parse("host")));
-    Image<int32_t> in({4}), out({4});
+    Buffer<int32_t> in({4}), out({4});
     for (int i = 0; i < 4; i++) {
         in[i] = 10 * i - 7;
     }
-    void *args[] = {in.raw(), out.raw()};
     for (int rep = 0; rep < 2; rep++) {
-        ASSERT_EQ(jit->run("plus_one", args), 0);
+        ASSERT_EQ(jit->call("plus_one", {in, out}), 0);
         for (int i = 0; i < 4; i++) {
             EXPECT_EQ(out[i], in[i] + 1);
         }
-        ASSERT_EQ(jit->run("twice", args), 0);
+        ASSERT_EQ(jit->call("twice", {in, out}), 0);
         for (int i = 0; i < 4; i++) {
             EXPECT_EQ(out[i], in[i] * 2);
         }
         fill_sentinel(out, 0);
-        ASSERT_EQ(jit->run(args), 0);
+        ASSERT_EQ(jit->call({in, out}), 0);
         EXPECT_EQ(jit->entry().name, "twice");
         for (int i = 0; i < 4; i++) {
             EXPECT_EQ(out[i], in[i] * 2);
         }
     }
-    EXPECT_THROW(jit->run("thrice", args), tally::CompileError);
+    EXPECT_THROW(jit->call("thrice", {in, out}), tally::CompileError);
 }
 
 // A Buffer Halide embeds is printed `buffer NAME = {...}`, without its data: given contents with
@@ -283,9 +277,8 @@ TEST(JitModule, BufferConstantsReadTheContentsGiven) {
                  tally::CompileError);
     m.define_buffer_constant("k", tally::Int(16), {-1, 4}, {3, 2}, bytes);
     auto jit = tally::compile_jit(tally::lower(m, tally::Target::parse("host")));
-    Image<int16_t> out({8});
-    void *args[] = {out.raw()};
-    ASSERT_EQ(jit->run(args), 0);
+    Buffer<int16_t> out({8});
+    ASSERT_EQ(jit->call({out}), 0);
     // x / 3 is the row in memory, x % 3 the column.
     const int16_t want[] = {1 - 1000,
                             2 - 1000,

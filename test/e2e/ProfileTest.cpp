@@ -36,29 +36,26 @@ namespace {
 struct AppInstance {
     std::string name;
     std::vector<std::string> slots;  // expected slot names, in slot order
-    std::vector<std::unique_ptr<Image<float>>> f32;
-    std::vector<std::unique_ptr<Image<uint16_t>>> u16;
-    std::vector<std::unique_ptr<Image<int32_t>>> i32;
-    std::vector<std::unique_ptr<Image<uint32_t>>> u32;
-    int32_t scalars[2] = {0, 0};
-    std::vector<void *> args;
+    std::vector<std::unique_ptr<Buffer<float>>> f32;
+    std::vector<std::unique_ptr<Buffer<uint16_t>>> u16;
+    std::vector<std::unique_ptr<Buffer<int32_t>>> i32;
+    std::vector<std::unique_ptr<Buffer<uint32_t>>> u32;
+    std::vector<tally::ArgumentValue> args;
 
     template <typename T>
-    Image<T> *add(std::vector<std::unique_ptr<Image<T>>> &v, std::vector<int> extents,
-                  std::function<T(Rng &)> gen, Rng &rng) {
-        v.push_back(std::make_unique<Image<T>>(extents));
-        Image<T> *img = v.back().get();
+    Buffer<T> *add(std::vector<std::unique_ptr<Buffer<T>>> &v, std::vector<int> extents,
+                   std::function<T(Rng &)> gen, Rng &rng) {
+        v.push_back(std::make_unique<Buffer<T>>(extents));
+        Buffer<T> *img = v.back().get();
         for (size_t i = 0; i < img->size(); i++) {
             (*img)[i] = gen(rng);
         }
-        args.push_back(img->raw());
+        args.push_back(*img);
         return img;
     }
-    void add_scalars(int a, int b) {
-        scalars[0] = a;
-        scalars[1] = b;
-        args.push_back(&scalars[0]);
-        args.push_back(&scalars[1]);
+    void add_scalars(int32_t a, int32_t b) {
+        args.push_back(a);
+        args.push_back(b);
     }
 };
 
@@ -161,7 +158,7 @@ TEST_P(Profile, ReportShowsSectionsSlotsAndRuns) {
     auto jit = compile_app(name, "host-profile");
     tally_profiler_reset();
     for (int r = 0; r < runs; r++) {
-        ASSERT_EQ(jit->run(app->args.data()), 0);
+        ASSERT_EQ(jit->call(app->args), 0);
     }
 
     tally_pipeline_stats ps;
@@ -222,11 +219,11 @@ TEST(ProfileMemory, AllocationCountsAndPeaks) {
     auto jit = compile_app("memory", "host-profile");
     tally_profiler_reset();
     for (int r = 0; r < runs; r++) {
-        ASSERT_EQ(jit->run(app->args.data()), 0);
+        ASSERT_EQ(jit->call(app->args), 0);
     }
     std::vector<int32_t> want(size_t(width) * height);
-    tally_apps::memory_reference(app->i32[0]->ptr(), want.data(), width, height);
-    EXPECT_EQ(app->i32[1]->data, want);
+    tally_apps::memory_reference(app->i32[0]->data(), want.data(), width, height);
+    EXPECT_EQ(app->i32[1]->to_vector(), want);
 
     tally_pipeline_stats ps;
     ASSERT_EQ(tally_profiler_get_pipeline_stats("memory", &ps), 0);
@@ -347,7 +344,7 @@ TEST(ProfileSkewed, HeavyStageShareMatchesStageTiming) {
     auto profiled = compile_module(m, "host-profile");
     auto app = make_instance("skewed", n, reps);
     std::vector<uint32_t> want(n);
-    tally_apps::skewed_reference(app->u32[0]->ptr(), want.data(), n, reps);
+    tally_apps::skewed_reference(app->u32[0]->data(), want.data(), n, reps);
 
     const int32_t saved_mode = tally_profiler_get_default_mode();
     for (int32_t mode :
@@ -358,10 +355,10 @@ TEST(ProfileSkewed, HeavyStageShareMatchesStageTiming) {
         tally_testing_set_clock(round_clock);
         g_rounds = 0;
         for (int r = 0; r < runs; r++) {
-            EXPECT_EQ(profiled->run(app->args.data()), 0);
+            EXPECT_EQ(profiled->call(app->args), 0);
         }
         tally_testing_set_clock(nullptr);
-        EXPECT_EQ(app->u32[1]->data, want);
+        EXPECT_EQ(app->u32[1]->to_vector(), want);
         const uint64_t all_rounds = runs * (rounds[0] + rounds[1] + rounds[2]);
         EXPECT_EQ(g_rounds.load(), all_rounds) << "the pipeline did not report every round";
 

@@ -35,11 +35,6 @@ constexpr uint32_t kIntervalUs = 50;
 
 TEST(Stress, SixteenThreadsRunAProfiledPipelineAThousandTimesEach) {
     auto jit = compile_app("memory", "host-profile");
-    // The entry point, looked up once (JITModule::run looks it up on every call).
-    using Argv = int (*)(void **);
-    auto entry =
-        reinterpret_cast<Argv>(jit->symbol(entry_symbols(jit->module(), jit->entry()).argv));
-    ASSERT_NE(entry, nullptr);
 
     tally_profiler_reset();
     const uint32_t old_interval = tally_profiler_get_interval_us();
@@ -49,24 +44,25 @@ TEST(Stress, SixteenThreadsRunAProfiledPipelineAThousandTimesEach) {
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; t++) {
         threads.emplace_back([&, t]() {
-            Image<int32_t> input({kWidth, kHeight}), output({kWidth, kHeight});
+            Buffer<int32_t> input({kWidth, kHeight}), output({kWidth, kHeight});
             Rng rng(uint64_t(100 + t));
             for (size_t i = 0; i < input.size(); i++) {
                 input[i] = int32_t(rng.below(1000));
             }
             std::vector<int32_t> want(input.size());
-            tally_apps::memory_reference(input.ptr(), want.data(), kWidth, kHeight);
+            tally_apps::memory_reference(input.data(), want.data(), kWidth, kHeight);
             int32_t width = kWidth, height = kHeight;
-            void *args[] = {input.raw(), output.raw(), &width, &height};
+            // Bound once; each run calls the entry through the address resolved when compiled.
+            tally::BoundArguments args = jit->binder().bind({input, output, width, height});
             for (int r = 0; r < kRunsPerThread; r++) {
-                if (entry(args) != 0) {
+                if (jit->run(args.argv()) != 0) {
                     failures++;
                 }
                 if (r % 100 == 99) {
-                    if (output.data != want) {
+                    if (output.to_vector() != want) {
                         wrong++;
                     }
-                    std::fill(output.data.begin(), output.data.end(), -1);
+                    std::fill(output.begin(), output.end(), -1);
                 }
             }
         });

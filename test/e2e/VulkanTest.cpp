@@ -86,16 +86,9 @@ const halide_device_interface_t *vulkan_or_skip_reason(std::string *why) {
         }                                                                                          \
     } while (0)
 
-/** Marks an input's host copy as newer than any device copy, as a caller that has just written it
- * must (Halide's convention): halide_copy_to_device moves data only from a dirty host. */
 template <typename T>
-void mark_host_dirty(Image<T> &img) {
-    img.raw()->flags |= halide_buffer_flag_host_dirty;
-}
-
-template <typename T>
-void fill_sentinel(Image<T> &img, uint8_t byte) {
-    std::memset(img.ptr(), byte, img.size() * sizeof(T));
+void fill_sentinel(Buffer<T> &img, uint8_t byte) {
+    std::memset(img.data(), byte, img.size() * sizeof(T));
 }
 
 template <typename T>
@@ -155,72 +148,68 @@ std::unique_ptr<tally::JITModule> compile_with(const tally::Module &m, const std
 
 /** gpu_gpu_cpu(input, C, width, height, reps). */
 struct GpuGpuCpu {
-    Image<float> input, C;
+    Buffer<float> input, C;
     int32_t width, height, reps;
-    std::vector<void *> args;
     GpuGpuCpu(int w, int h, int r, uint64_t seed)
         : input({w, h}), C({w, h}), width(w), height(h), reps(r) {
         Rng rng(seed);
         for (size_t i = 0; i < input.size(); i++) {
             input[i] = rng.uniform(-1.0f, 1.0f);
         }
-        args = {input.raw(), C.raw(), &width, &height, &this->reps};
     }
+    /** Runs the pipeline; the input counts as just written (its host copy newer than any device
+     * copy, Halide's convention), so every run copies it to the device. */
     int run(const tally::JITModule &jit) {
-        mark_host_dirty(input);
-        return jit.run(args.data());
+        input.set_host_dirty();
+        return jit.call({input, C, width, height, reps});
     }
     ::testing::AssertionResult check() {
         std::vector<float> want(C.size());
-        tally_apps::gpu_gpu_cpu_reference(input.ptr(), want.data(), width, height, reps);
-        return close_floats(C.data, want);
+        tally_apps::gpu_gpu_cpu_reference(input.data(), want.data(), width, height, reps);
+        return close_floats(C.to_vector(), want);
     }
 };
 
 /** blur_gpu(input, output, width, height). */
 struct BlurGpu {
-    Image<uint32_t> input, output;
+    Buffer<uint32_t> input, output;
     int32_t width, height;
-    std::vector<void *> args;
     BlurGpu(int w, int h, uint64_t seed)
         : input({w + 2, h + 2}), output({w, h}), width(w), height(h) {
         Rng rng(seed);
         for (size_t i = 0; i < input.size(); i++) {
             input[i] = rng.next() >> 2;  // below 2^30: sums of three do not wrap
         }
-        args = {input.raw(), output.raw(), &width, &height};
     }
     int run(const tally::JITModule &jit) {
-        mark_host_dirty(input);
-        return jit.run(args.data());
+        input.set_host_dirty();
+        return jit.call({input, output, width, height});
     }
     ::testing::AssertionResult check() {
         std::vector<uint32_t> want(output.size());
-        tally_apps::blur_gpu_reference(input.ptr(), want.data(), width, height);
-        return same_integers(output.data, want);
+        tally_apps::blur_gpu_reference(input.data(), want.data(), width, height);
+        return same_integers(output.to_vector(), want);
     }
 };
 
 /** bounce(input, output, n). */
 struct Bounce {
-    Image<int32_t> input, output;
+    Buffer<int32_t> input, output;
     int32_t n;
-    std::vector<void *> args;
     Bounce(int count, uint64_t seed) : input({count}), output({count}), n(count) {
         Rng rng(seed);
         for (size_t i = 0; i < input.size(); i++) {
             input[i] = int32_t(rng.below(2000000)) - 1000000;  // negatives exercise Euclid
         }
-        args = {input.raw(), output.raw(), &n};
     }
     int run(const tally::JITModule &jit) {
-        mark_host_dirty(input);
-        return jit.run(args.data());
+        input.set_host_dirty();
+        return jit.call({input, output, n});
     }
     ::testing::AssertionResult check() {
         std::vector<int32_t> want(output.size());
-        tally_apps::bounce_reference(input.ptr(), want.data(), n);
-        return same_integers(output.data, want);
+        tally_apps::bounce_reference(input.data(), want.data(), n);
+        return same_integers(output.to_vector(), want);
     }
 };
 
@@ -480,15 +469,13 @@ external func scalars (out: buffer<float32, 1>, k: float32, n: int32, f1: bool, 
     // The packing below assumes this order (buffers, then scalars in order of first use).
     ASSERT_EQ(order, (std::vector<std::string>{"out", "f1", "n", "k", "f2", "off"}));
     auto jit = tally::compile_jit(lowered);
-    Image<float> out({32});
+    Buffer<float> out({32});
     float k = 1.5f;
     int32_t n = 6, off = 1000;
     for (int f1 = 0; f1 < 2; f1++) {
         for (int f2 = 0; f2 < 2; f2++) {
-            uint8_t b1 = uint8_t(f1), b2 = uint8_t(f2);
             fill_sentinel(out, 0xff);
-            void *args[] = {out.raw(), &k, &n, &b1, &b2, &off};
-            ASSERT_EQ(jit->run(args), 0);
+            ASSERT_EQ(jit->call({out, k, n, f1 != 0, f2 != 0, off}), 0);
             for (int i = 0; i < 32; i++) {
                 float want = (f1 ? float(n) * k : -1.0f) + (f2 ? float(off + i) : 0.5f);
                 EXPECT_EQ(out[size_t(i)], want) << "i " << i << " f1 " << f1 << " f2 " << f2;
@@ -558,8 +545,8 @@ external func sem (a: buffer<int32, 1>, b: buffer<int32, 1>, f: buffer<float32, 
     auto cpu = compile_with(host, "host");
 
     const int n = 300;
-    Image<int32_t> a({n}), b({n});
-    Image<float> f({n});
+    Buffer<int32_t> a({n}), b({n});
+    Buffer<float> f({n});
     Rng rng(5);
     for (int i = 0; i < n; i++) {
         a[size_t(i)] = int32_t(rng.below(2001)) - 1000;
@@ -572,22 +559,15 @@ external func sem (a: buffer<int32, 1>, b: buffer<int32, 1>, f: buffer<float32, 
     b[1] = 7;
     int32_t count = n;
     struct Out {
-        Image<int32_t> oi{{8 * n}};
-        Image<float> of{{4 * n}};
-        Image<uint32_t> ou{{4 * n}};
+        Buffer<int32_t> oi{{8 * n}};
+        Buffer<float> of{{4 * n}};
+        Buffer<uint32_t> ou{{4 * n}};
     } out_gpu, out_cpu;
-    void *gpu_args[] = {a.raw(),          b.raw(),          f.raw(), out_gpu.oi.raw(),
-                        out_gpu.of.raw(), out_gpu.ou.raw(), &count};
-    void *cpu_args[] = {a.raw(),          b.raw(),          f.raw(), out_cpu.oi.raw(),
-                        out_cpu.of.raw(), out_cpu.ou.raw(), &count};
-    mark_host_dirty(a);
-    mark_host_dirty(b);
-    mark_host_dirty(f);
-    ASSERT_EQ(gpu->run(gpu_args), 0);
-    ASSERT_EQ(cpu->run(cpu_args), 0);
-    EXPECT_TRUE(same_integers(out_gpu.oi.data, out_cpu.oi.data));
-    EXPECT_TRUE(same_integers(out_gpu.ou.data, out_cpu.ou.data));
-    EXPECT_TRUE(close_floats(out_gpu.of.data, out_cpu.of.data));
+    ASSERT_EQ(gpu->call({a, b, f, out_gpu.oi, out_gpu.of, out_gpu.ou, count}), 0);
+    ASSERT_EQ(cpu->call({a, b, f, out_cpu.oi, out_cpu.of, out_cpu.ou, count}), 0);
+    EXPECT_TRUE(same_integers(out_gpu.oi.to_vector(), out_cpu.oi.to_vector()));
+    EXPECT_TRUE(same_integers(out_gpu.ou.to_vector(), out_cpu.ou.to_vector()));
+    EXPECT_TRUE(close_floats(out_gpu.of.to_vector(), out_cpu.of.to_vector()));
     // Spot checks of the host side itself (IR.h): floor division, non-negative remainder.
     for (int i = 0; i < n; i++) {
         int32_t x = a[size_t(i)], y = b[size_t(i)];
@@ -632,14 +612,12 @@ external func shared_rev (in: buffer<int32, 1>, out: buffer<int32, 1>) {
 )",
                                           "shared_rev.stmt");
     auto jit = compile_with(m, "host-vulkan");
-    Image<int32_t> in({256}), out({256});
+    Buffer<int32_t> in({256}), out({256});
     for (int i = 0; i < 256; i++) {
         in[size_t(i)] = 3 * i - 100;
     }
-    mark_host_dirty(in);
     fill_sentinel(out, 0xab);
-    void *args[] = {in.raw(), out.raw()};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({in, out}), 0);
     for (int b = 0; b < 4; b++) {
         for (int t = 0; t < 64; t++) {
             EXPECT_EQ(out[size_t(b * 64 + t)], in[size_t(b * 64 + 63 - t)] * 2 + b * 1000)

@@ -43,12 +43,13 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "blur_gpu/reference.h"
 #include "bounce/reference.h"
 #include "gpu_gpu_cpu/reference.h"
+#include "tally/Arguments.h"
+#include "tally/Buffer.h"
 #include "tally/Compiler.h"
 #include "tally/Error.h"
 #include "tally/Lower.h"
@@ -70,44 +71,20 @@ void pass(const std::string &what) {
     std::cout << "  ok    " << what << "\n";
 }
 
-/** A dense buffer: extents[0] fastest, all mins 0, host-dirty (its data is new). Not copyable:
- * the halide_buffer_t points into it. Frees its device memory when it goes away. */
+/** A dense tally::Buffer (extents[0] fastest, all mins 0) whose data counts as new (host-dirty),
+ * outputs included, so that every copy to the device moves it. */
 template <typename T>
-struct Buffer {
-    std::vector<T> data;
-    std::vector<halide_dimension_t> dims;
-    halide_buffer_t buf{};
-    explicit Buffer(std::vector<int> extents, int type_bits = int(sizeof(T) * 8)) {
-        size_t n = 1;
-        int32_t stride = 1;
-        for (int e : extents) {
-            dims.push_back({0, e, stride, 0});
-            stride *= e;
-            n *= size_t(e);
-        }
-        data.assign(n, T());
-        buf.host = reinterpret_cast<uint8_t *>(data.data());
-        buf.type.code = std::is_floating_point<T>::value ? halide_type_float
-                        : std::is_signed<T>::value       ? halide_type_int
-                                                         : halide_type_uint;
-        buf.type.bits = uint8_t(type_bits);
-        buf.type.lanes = 1;
-        buf.dimensions = int32_t(dims.size());
-        buf.dim = dims.data();
-        buf.flags = halide_buffer_flag_host_dirty;
-    }
-    Buffer(const Buffer &) = delete;
-    Buffer &operator=(const Buffer &) = delete;
-    ~Buffer() {
-        if (buf.device_interface) {
-            halide_device_free(nullptr, &buf);
-        }
-    }
-    /** New host data: the device copy is stale. */
-    void touched() { tally_buffer_set_host_dirty(&buf, true); }
-    /** Brings the device's result home. */
-    bool fetch() { return halide_copy_to_host(nullptr, &buf) == 0; }
-};
+tally::Buffer<T> buffer(const std::vector<int32_t> &extents,
+                        const tally::Type &type = tally::type_of<T>()) {
+    tally::Buffer<T> b(type, extents);
+    b.set_host_dirty();
+    return b;
+}
+
+/** Brings the device's result home. */
+bool fetch(tally::Buffer<> &b) {
+    return b.copy_to_host() == 0;
+}
 
 std::unique_ptr<tally::JITModule> compile(const tally::Module &m, const std::string &target,
                                           bool inject_sync = true) {
@@ -156,8 +133,8 @@ void check_kernels(const std::string &src) {
         compile(tally::parse_module_file(src + "/test/ir/cuda-ptx/kernels.stmt"), "host-cuda");
     std::mt19937 rng(7);
     std::string why;
-    auto run = [&](const char *fn, std::vector<void *> args) {
-        int rc = jit->run(fn, args.data());
+    auto run = [&](const char *fn, const std::vector<tally::ArgumentValue> &args) {
+        int rc = jit->call(fn, args);
         if (rc != 0) {
             fail(std::string(fn) + ": the pipeline failed with " + std::to_string(rc) + " (" +
                  tally_error_code_name(rc) + ")");
@@ -166,37 +143,37 @@ void check_kernels(const std::string &src) {
     };
     {
         int n = 37;
-        Buffer<float> in({n * 64}), out({n * 64});
-        for (float &v : in.data) {
+        auto in = buffer<float>({n * 64}), out = buffer<float>({n * 64});
+        for (float &v : in) {
             v = std::uniform_real_distribution<float>(-10, 10)(rng);
         }
-        std::vector<float> want(in.data.size());
+        std::vector<float> want(in.size());
         for (size_t i = 0; i < want.size(); i++) {
-            want[i] = in.data[i] * 2.0f;
+            want[i] = in[i] * 2.0f;
         }
-        if (run("scale", {&in.buf, &out.buf, &n}) && out.fetch()) {
-            same(out.data, want, 0, &why) ? pass("scale: " + why) : fail("scale: " + why);
+        if (run("scale", {in, out, n}) && fetch(out)) {
+            same(out.to_vector(), want, 0, &why) ? pass("scale: " + why) : fail("scale: " + why);
         }
     }
     {
-        Buffer<int32_t> g({2 * 3 * 4 * 2 * 4 * 8});
-        if (run("grid3", {&g.buf}) && g.fetch()) {
-            std::vector<int32_t> want(g.data.size(), 1);
-            same(g.data, want, 0, &why) ? pass("grid3 (3-D blocks and threads): " + why)
-                                        : fail("grid3: " + why);
+        auto g = buffer<int32_t>({2 * 3 * 4 * 2 * 4 * 8});
+        if (run("grid3", {g}) && fetch(g)) {
+            std::vector<int32_t> want(g.size(), 1);
+            same(g.to_vector(), want, 0, &why) ? pass("grid3 (3-D blocks and threads): " + why)
+                                               : fail("grid3: " + why);
         }
     }
     for (int32_t d : {7, -7, 1, -1, 0, 1000003}) {
-        Buffer<int32_t> num({128}), quot({128});
-        for (size_t i = 0; i < num.data.size(); i++) {
-            num.data[i] = int32_t(rng());
+        auto num = buffer<int32_t>({128}), quot = buffer<int32_t>({128});
+        for (size_t i = 0; i < num.size(); i++) {
+            num[i] = int32_t(rng());
         }
-        num.data[0] = std::numeric_limits<int32_t>::min();
-        num.data[1] = -1;
-        num.data[2] = 0;
-        std::vector<int32_t> want(num.data.size());
+        num[0] = std::numeric_limits<int32_t>::min();
+        num[1] = -1;
+        num[2] = 0;
+        std::vector<int32_t> want(num.size());
         for (size_t i = 0; i < want.size(); i++) {
-            int64_t a = num.data[i], q = 0, r = 0;
+            int64_t a = num[i], q = 0, r = 0;
             if (d != 0) {
                 q = a / d;
                 r = a % d;
@@ -208,71 +185,73 @@ void check_kernels(const std::string &src) {
             // (q * 1000 + r) in wrapping int32 arithmetic.
             want[i] = int32_t(uint32_t(uint64_t(int32_t(uint32_t(q))) * 1000u + uint64_t(r)));
         }
-        if (run("euclid", {&num.buf, &quot.buf, &d}) && quot.fetch()) {
+        if (run("euclid", {num, quot, d}) && fetch(quot)) {
             std::string what = "euclid (Euclidean / and %, divisor " + std::to_string(d) + ")";
-            same(quot.data, want, 0, &why) ? pass(what + ": " + why) : fail(what + ": " + why);
+            same(quot.to_vector(), want, 0, &why) ? pass(what + ": " + why)
+                                                  : fail(what + ": " + why);
         }
     }
     {
-        Buffer<float> a({8 * 32}), b({8 * 16});
-        if (run("siblings", {&a.buf, &b.buf}) && a.fetch() && b.fetch()) {
-            bool ok = same(a.data, std::vector<float>(a.data.size(), 1.0f), 0, &why) &&
-                      same(b.data, std::vector<float>(b.data.size(), 2.0f), 0, &why);
+        auto a = buffer<float>({8 * 32}), b = buffer<float>({8 * 16});
+        if (run("siblings", {a, b}) && fetch(a) && fetch(b)) {
+            bool ok = same(a.to_vector(), std::vector<float>(a.size(), 1.0f), 0, &why) &&
+                      same(b.to_vector(), std::vector<float>(b.size(), 2.0f), 0, &why);
             ok ? pass("siblings (guarded 16-wide loop in a 32-thread launch): " + why)
                : fail("siblings: " + why);
         }
     }
     {
-        Buffer<float> in({256}), rev({256});
-        for (size_t i = 0; i < in.data.size(); i++) {
-            in.data[i] = float(i);
+        auto in = buffer<float>({256}), rev = buffer<float>({256});
+        for (size_t i = 0; i < in.size(); i++) {
+            in[i] = float(i);
         }
         std::vector<float> want(256);
         for (int blk = 0; blk < 4; blk++) {
             for (int t = 0; t < 64; t++) {
-                want[blk * 64 + t] = in.data[blk * 64 + 63 - t];
+                want[blk * 64 + t] = in[blk * 64 + 63 - t];
             }
         }
-        if (run("reverse", {&in.buf, &rev.buf}) && rev.fetch()) {
-            same(rev.data, want, 0, &why) ? pass("reverse (shared memory, barrier): " + why)
-                                          : fail("reverse: " + why);
+        if (run("reverse", {in, rev}) && fetch(rev)) {
+            same(rev.to_vector(), want, 0, &why) ? pass("reverse (shared memory, barrier): " + why)
+                                                 : fail("reverse: " + why);
         }
     }
     {
-        Buffer<float> in({256}), res({256});
+        auto in = buffer<float>({256}), res = buffer<float>({256});
         std::vector<float> want(256);
-        for (size_t i = 0; i < in.data.size(); i++) {
-            in.data[i] = 0.05f + float(i) * 0.04f;
-            want[i] = std::sqrt(in.data[i]) + std::exp(in.data[i]) + std::floor(in.data[i]);
+        for (size_t i = 0; i < in.size(); i++) {
+            in[i] = 0.05f + float(i) * 0.04f;
+            want[i] = std::sqrt(in[i]) + std::exp(in[i]) + std::floor(in[i]);
         }
-        if (run("math", {&in.buf, &res.buf}) && res.fetch()) {
-            same(res.data, want, 1e-5, &why) ? pass("math (sqrt, libdevice exp, floor): " + why)
-                                             : fail("math: " + why);
+        if (run("math", {in, res}) && fetch(res)) {
+            same(res.to_vector(), want, 1e-5, &why)
+                ? pass("math (sqrt, libdevice exp, floor): " + why)
+                : fail("math: " + why);
         }
     }
     {
-        Buffer<float> in({64}), v({64});
+        auto in = buffer<float>({64}), v = buffer<float>({64});
         std::vector<float> want(64);
-        for (size_t i = 0; i < in.data.size(); i++) {
-            in.data[i] = float(i) * 0.5f;
-            want[i] = in.data[i] + 1.0f;
+        for (size_t i = 0; i < in.size(); i++) {
+            in[i] = float(i) * 0.5f;
+            want[i] = in[i] + 1.0f;
         }
-        if (run("vec", {&in.buf, &v.buf}) && v.fetch()) {
-            same(v.data, want, 0, &why) ? pass("vec (dense 4-lane vectors): " + why)
-                                        : fail("vec: " + why);
+        if (run("vec", {in, v}) && fetch(v)) {
+            same(v.to_vector(), want, 0, &why) ? pass("vec (dense 4-lane vectors): " + why)
+                                               : fail("vec: " + why);
         }
     }
     {
-        Buffer<int32_t> in({8});
-        Buffer<uint8_t> flag({8}, 1);
+        auto in = buffer<int32_t>({8});
+        auto flag = buffer<uint8_t>({8}, tally::Bool());
         std::vector<uint8_t> want(8);
         for (int i = 0; i < 8; i++) {
-            in.data[i] = i;
+            in[i] = i;
             want[i] = i > 3;
         }
-        if (run("flags", {&in.buf, &flag.buf}) && flag.fetch()) {
-            same(flag.data, want, 0, &why) ? pass("flags (bools as bytes): " + why)
-                                           : fail("flags: " + why);
+        if (run("flags", {in, flag}) && fetch(flag)) {
+            same(flag.to_vector(), want, 0, &why) ? pass("flags (bools as bytes): " + why)
+                                                  : fail("flags: " + why);
         }
     }
 }
@@ -312,16 +291,15 @@ void check_apps(const std::string &src, bool quick) {
             }
             for (auto [w, h] : sizes) {
                 int reps = quick ? 8 : 64;
-                Buffer<float> in({w, h}), out({w, h});
-                for (float &v : in.data) {
+                auto in = buffer<float>({w, h}), out = buffer<float>({w, h});
+                for (float &v : in) {
                     v = std::uniform_real_distribution<float>(0, 1)(rng);
                 }
-                std::vector<float> want(in.data.size());
-                tally_apps::gpu_gpu_cpu_reference(in.data.data(), want.data(), w, h, reps);
+                std::vector<float> want(in.size());
+                tally_apps::gpu_gpu_cpu_reference(in.data(), want.data(), w, h, reps);
                 int runs = quick ? 1 : 5;
                 double ms = timed(runs, [&]() {
-                    void *args[] = {&in.buf, &out.buf, &w, &h, &reps};
-                    int rc = jit->run(args);
+                    int rc = jit->call({in, out, w, h, reps});
                     if (rc != 0) {
                         fail(std::string("gpu_gpu_cpu ") + target + ": error " +
                              tally_error_code_name(rc));
@@ -333,8 +311,8 @@ void check_apps(const std::string &src, bool quick) {
                 if (ms < 0) {
                     continue;
                 }
-                same(out.data, want, 1e-5, &why) ? pass(what + ": " + why)
-                                                 : fail(what + ": " + why);
+                same(out.to_vector(), want, 1e-5, &why) ? pass(what + ": " + why)
+                                                        : fail(what + ": " + why);
                 report_time(what, ms, runs);
             }
         }
@@ -346,28 +324,28 @@ void check_apps(const std::string &src, bool quick) {
                 sizes.push_back({3840, 2160});
             }
             for (auto [w, h] : sizes) {
-                Buffer<uint32_t> in({w + 2, h + 2}), out({w, h});
-                for (uint32_t &v : in.data) {
+                auto in = buffer<uint32_t>({w + 2, h + 2}), out = buffer<uint32_t>({w, h});
+                for (uint32_t &v : in) {
                     v = rng() & 0x3fffffff;
                 }
-                std::vector<uint32_t> want(out.data.size());
-                tally_apps::blur_gpu_reference(in.data.data(), want.data(), w, h);
+                std::vector<uint32_t> want(out.size());
+                tally_apps::blur_gpu_reference(in.data(), want.data(), w, h);
                 int runs = quick ? 1 : 5;
                 double ms = timed(runs, [&]() {
-                    void *args[] = {&in.buf, &out.buf, &w, &h};
-                    int rc = jit->run(args);
+                    int rc = jit->call({in, out, w, h});
                     if (rc != 0) {
                         fail(std::string("blur_gpu ") + target + ": error " +
                              tally_error_code_name(rc));
                     }
-                    return rc == 0 && out.fetch();
+                    return rc == 0 && fetch(out);
                 });
                 std::string what = std::string("blur_gpu ") + target + " " + std::to_string(w) +
                                    "x" + std::to_string(h);
                 if (ms < 0) {
                     continue;
                 }
-                same(out.data, want, 0, &why) ? pass(what + ": " + why) : fail(what + ": " + why);
+                same(out.to_vector(), want, 0, &why) ? pass(what + ": " + why)
+                                                     : fail(what + ": " + why);
                 report_time(what + " (+ copy back)", ms, runs);
             }
         }
@@ -379,28 +357,28 @@ void check_apps(const std::string &src, bool quick) {
                 sizes.push_back(1 << 22);
             }
             for (int n : sizes) {
-                Buffer<int32_t> in({n}), out({n});
-                for (int32_t &v : in.data) {
+                auto in = buffer<int32_t>({n}), out = buffer<int32_t>({n});
+                for (int32_t &v : in) {
                     v = int32_t(rng() % (1u << 28)) - (1 << 27);
                 }
-                std::vector<int32_t> want(in.data.size());
-                tally_apps::bounce_reference(in.data.data(), want.data(), n);
+                std::vector<int32_t> want(in.size());
+                tally_apps::bounce_reference(in.data(), want.data(), n);
                 int runs = quick ? 1 : 5;
                 double ms = timed(runs, [&]() {
-                    in.touched();
-                    void *args[] = {&in.buf, &out.buf, &n};
-                    int rc = jit->run(args);
+                    in.set_host_dirty();
+                    int rc = jit->call({in, out, n});
                     if (rc != 0) {
                         fail(std::string("bounce ") + target + ": error " +
                              tally_error_code_name(rc));
                     }
-                    return rc == 0 && out.fetch();
+                    return rc == 0 && fetch(out);
                 });
                 std::string what = std::string("bounce ") + target + " n=" + std::to_string(n);
                 if (ms < 0) {
                     continue;
                 }
-                same(out.data, want, 0, &why) ? pass(what + ": " + why) : fail(what + ": " + why);
+                same(out.to_vector(), want, 0, &why) ? pass(what + ": " + why)
+                                                     : fail(what + ": " + why);
                 report_time(what + " (+ copy back)", ms, runs);
             }
         }
@@ -453,8 +431,8 @@ std::vector<DeviceCopy> device_copies_after(const std::string &json, size_t from
 // CUDA events against the timed truth, the copies timed too, the commands placed on the host
 // clock consistently, the records all billed, and what the profiling costs in wall time next to
 // sync mode's.
-void check_timestamps(const tally::Module &m, Buffer<float> &in, Buffer<float> &out, int w, int h,
-                      int reps[3], const Stages &truth, double plain_ms) {
+void check_timestamps(const tally::Module &m, tally::Buffer<float> &in, tally::Buffer<float> &out,
+                      int w, int h, int reps[3], const Stages &truth, double plain_ms) {
     std::cout << "\n== profile_timestamps (CUDA events, no injected syncs)\n";
     const int runs = 12;
     double loop_ms = 0;  // the last call's runs, first start to last end
@@ -462,9 +440,11 @@ void check_timestamps(const tally::Module &m, Buffer<float> &in, Buffer<float> &
         std::vector<double> t;
         auto loop_start = Clock::now();
         for (int r = 0; r < runs; r++) {
-            void *args[] = {&in.buf, &out.buf, &w, &h, &reps[0], &reps[1], &reps[2]};
+            // Bound before the clock starts: the run alone is timed.
+            tally::BoundArguments args =
+                jit.binder().bind({in, out, w, h, reps[0], reps[1], reps[2]});
             auto t0 = Clock::now();
-            int e = jit.run(args);
+            int e = jit.run(args.argv());
             t.push_back(ms_since(t0));
             if (e != 0) {
                 fail(std::string("profile_timestamps run failed: ") + tally_error_code_name(e));
@@ -587,18 +567,18 @@ void check_attribution(const std::string &src) {
     tally::Module m = tally::parse_module_file(src + "/test/gpu/attribution.stmt");
     auto plain = compile(m, "host-cuda");
     int w = 1024, h = 1024;
-    Buffer<float> in({w, h}), out({w, h});
+    auto in = buffer<float>({w, h}), out = buffer<float>({w, h});
     std::mt19937 rng(3);
-    for (float &v : in.data) {
+    for (float &v : in) {
         v = std::uniform_real_distribution<float>(0, 1)(rng);
     }
     // Median wall time of `runs` runs with the given work per stage.
     auto run_ms = [&](tally::JITModule &jit, int ra, int rb, int rc, int runs) {
         std::vector<double> t;
         for (int r = 0; r < runs; r++) {
-            void *args[] = {&in.buf, &out.buf, &w, &h, &ra, &rb, &rc};
+            tally::BoundArguments args = jit.binder().bind({in, out, w, h, ra, rb, rc});
             auto t0 = Clock::now();
-            int e = jit.run(args);
+            int e = jit.run(args.argv());
             t.push_back(ms_since(t0));
             if (e != 0) {
                 fail(std::string("attribution run failed: ") + tally_error_code_name(e));
@@ -643,8 +623,7 @@ void check_attribution(const std::string &src) {
         tally_profiler_reset();
         auto jit = compile(m, "host-cuda-profile", sync);
         for (int r = 0; r < runs; r++) {
-            void *args[] = {&in.buf, &out.buf, &w, &h, &reps[0], &reps[1], &reps[2]};
-            int e = jit->run(args);
+            int e = jit->call({in, out, w, h, reps[0], reps[1], reps[2]});
             if (e != 0) {
                 fail(std::string("profiled attribution run failed: ") + tally_error_code_name(e));
                 return false;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tally/Buffer.h"
 #include "tally/Compiler.h"
 #include "tally/Lower.h"
 #include "tally/Parser.h"
@@ -38,23 +39,15 @@ std::unique_ptr<JITModule> compile_file(const std::string &path) {
     return compile_jit(lower(m, m.target));
 }
 
-/** A 2-D uint16 buffer with the given mins and extents, dense. */
-struct Buffer2D {
-    std::vector<uint16_t> data;
-    halide_dimension_t dim[2];
-    halide_buffer_t buf{};
-    Buffer2D(int x0, int w, int y0, int h) : data(size_t(w) * h) {
-        dim[0] = {x0, w, 1, 0};
-        dim[1] = {y0, h, w, 0};
-        buf.host = reinterpret_cast<uint8_t *>(data.data());
-        buf.type = {halide_type_uint, 16, 1};
-        buf.dimensions = 2;
-        buf.dim = dim;
-    }
-    uint16_t &at(int x, int y) {
-        return data[size_t(y - dim[1].min) * dim[0].extent + (x - dim[0].min)];
-    }
-};
+/** A dense 2-D uint16 buffer with the given mins and extents. */
+Buffer<uint16_t> buffer_2d(int x0, int w, int y0, int h) {
+    return Buffer<uint16_t>({w, h}, {x0, y0});
+}
+
+/** The element at (x, y) of a dense 2-D buffer. */
+uint16_t &at(Buffer<uint16_t> &b, int x, int y) {
+    return b[size_t(y - b.min(1)) * size_t(b.extent(0)) + size_t(x - b.min(0))];
+}
 
 std::string last_error;
 void record_error(void *, const char *msg) {
@@ -84,22 +77,21 @@ TEST(CorpusJit, EveryHostCorpusFileCompiles) {
 TEST(CorpusJit, HalideBlurComputesTheBlurExactly) {
     auto jit = compile_file(corpus + "/blur3x3.host.stmt");
     const int W = 512, H = 64;
-    Buffer2D in(-1, W + 2, -1, H + 2), out(0, W, 0, H);
+    Buffer<uint16_t> in = buffer_2d(-1, W + 2, -1, H + 2), out = buffer_2d(0, W, 0, H);
     for (int y = -1; y <= H; y++) {
         for (int x = -1; x <= W; x++) {
-            in.at(x, y) = uint16_t((x * 7919 + y * 104729) % 20000);
+            at(in, x, y) = uint16_t((x * 7919 + y * 104729) % 20000);
         }
     }
-    void *args[] = {&in.buf, &out.buf};
-    ASSERT_EQ(jit->run(args), 0);
+    ASSERT_EQ(jit->call({in, out}), 0);
     for (int y = 0; y < H; y++) {
         for (int x = 0; x < W; x++) {
             auto bx = [&](int xx, int yy) {
-                return uint16_t(uint16_t(in.at(xx - 1, yy) + in.at(xx, yy) + in.at(xx + 1, yy)) /
+                return uint16_t(uint16_t(at(in, xx - 1, yy) + at(in, xx, yy) + at(in, xx + 1, yy)) /
                                 3);
             };
             uint16_t want = uint16_t(uint16_t(bx(x, y - 1) + bx(x, y) + bx(x, y + 1)) / 3);
-            ASSERT_EQ(out.at(x, y), want) << "at " << x << "," << y;
+            ASSERT_EQ(at(out, x, y), want) << "at " << x << "," << y;
         }
     }
 }
@@ -114,28 +106,16 @@ TEST(CorpusJit, MemoizedBuffersAreReleasedWhenTheRealizationEnds) {
     for (int i = 0; i < W * H; i++) {
         in[i] = float(i % 13) * 0.5f - 3.0f;
     }
-    auto buffer = [&](std::vector<float> &v, halide_dimension_t *dim, halide_buffer_t *b) {
-        dim[0] = {0, W, 1, 0};
-        dim[1] = {0, H, W, 0};
-        *b = halide_buffer_t{};
-        b->host = reinterpret_cast<uint8_t *>(v.data());
-        b->type = {halide_type_float, 32, 1};
-        b->dimensions = 2;
-        b->dim = dim;
+    auto buffer = [&](std::vector<float> &v) {
+        return Buffer<float>(v.data(), {{0, W, 1, 0}, {0, H, W, 0}});
     };
-    halide_dimension_t din[2], d1[2], d2[2];
-    halide_buffer_t bin, b1, b2;
-    buffer(in, din, &bin);
-    buffer(out1, d1, &b1);
-    buffer(out2, d2, &b2);
-    int32_t kp = 3;
-    void *args1[] = {&bin, &kp, &b1};
-    ASSERT_EQ(jit->run(args1), 0);
+    Buffer<float> bin = buffer(in), b1 = buffer(out1), b2 = buffer(out2);
+    const int32_t kp = 3;
+    ASSERT_EQ(jit->call({bin, kp, b1}), 0);
     EXPECT_EQ(tally_memoization_cache_in_use(), 0u);
     // m, and mt's two Tuple elements: float32 and int32, each 24x16.
     EXPECT_EQ(tally_memoization_cache_bytes(), uint64_t(3 * W * H * 4));
-    void *args2[] = {&bin, &kp, &b2};
-    ASSERT_EQ(jit->run(args2), 0);
+    ASSERT_EQ(jit->call({bin, kp, b2}), 0);
     EXPECT_EQ(tally_memoization_cache_in_use(), 0u);
     EXPECT_EQ(out1, out2);
     EXPECT_EQ(out1[5 + 2 * W], float(5 * 3 + 2) * 0.25f + in[5 + 2 * W] * 2.0f +
@@ -145,39 +125,40 @@ TEST(CorpusJit, MemoizedBuffersAreReleasedWhenTheRealizationEnds) {
 }
 
 // Wrong shapes are reported by Halide's own checks, as an error code and a message; nothing
-// crashes and nothing is written out of bounds.
+// crashes and nothing is written out of bounds. The arguments go in raw (JITModule::run), past
+// the binder, which would refuse the wrong type and the null buffer itself.
 TEST(CorpusJit, HalideShapeChecksReportBadBuffers) {
     auto jit = compile_file(corpus + "/blur3x3.host.stmt");
     tally_message_handler_t old = tally_set_error_handler(record_error);
     {
         // The input lacks the one-pixel border the blur reads.
-        Buffer2D in(0, 512, 0, 64), out(0, 512, 0, 64);
-        void *args[] = {&in.buf, &out.buf};
+        Buffer<uint16_t> in = buffer_2d(0, 512, 0, 64), out = buffer_2d(0, 512, 0, 64);
+        void *args[] = {in.raw(), out.raw()};
         last_error.clear();
         EXPECT_EQ(jit->run(args), TALLY_ERROR_ACCESS_OUT_OF_BOUNDS);
         EXPECT_THAT(last_error, ::testing::HasSubstr("Input buffer input is accessed at -1"));
     }
     {
         // An output narrower than the 256-wide vectorized tiles.
-        Buffer2D in(-1, 100, -1, 66), out(0, 98, 0, 64);
-        void *args[] = {&in.buf, &out.buf};
+        Buffer<uint16_t> in = buffer_2d(-1, 100, -1, 66), out = buffer_2d(0, 98, 0, 64);
+        void *args[] = {in.raw(), out.raw()};
         last_error.clear();
         EXPECT_EQ(jit->run(args), TALLY_ERROR_ACCESS_OUT_OF_BOUNDS);
         EXPECT_THAT(last_error, ::testing::HasSubstr("Output buffer blur_y"));
     }
     {
         // The wrong element type.
-        Buffer2D in(-1, 514, -1, 66), out(0, 512, 0, 64);
-        in.buf.type = {halide_type_int, 32, 1};
-        void *args[] = {&in.buf, &out.buf};
+        Buffer<int32_t> in({514, 66}, {-1, -1});
+        Buffer<uint16_t> out = buffer_2d(0, 512, 0, 64);
+        void *args[] = {in.raw(), out.raw()};
         last_error.clear();
         EXPECT_EQ(jit->run(args), TALLY_ERROR_BAD_TYPE);
         EXPECT_THAT(last_error, ::testing::HasSubstr("Input buffer input"));
     }
     {
         // A null buffer.
-        Buffer2D out(0, 512, 0, 64);
-        void *args[] = {nullptr, &out.buf};
+        Buffer<uint16_t> out = buffer_2d(0, 512, 0, 64);
+        void *args[] = {nullptr, out.raw()};
         EXPECT_EQ(jit->run(args), TALLY_ERROR_BUFFER_ARGUMENT_IS_NULL);
     }
     tally_set_error_handler(old);

@@ -1,6 +1,7 @@
 // Unit tests of src/ir/RuntimeCalls: the runtime-call table and each recognizer and builder, and
 // the pipeline/closure rule on the cases where the copies it replaced disagreed.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 
 #include "ir/RuntimeCalls.h"
 #include "tally/IRPrinter.h"
+#include "tally/Lower.h"
 #include "tally/Parser.h"
 
 namespace tally {
@@ -223,7 +225,7 @@ external_plus_metadata func unchecked (x, y, z) {
 )");
     auto describe = [&](const char *name) {
         std::vector<std::string> out;
-        for (const ArgumentDescription &d : describe_arguments(*m.find_function(name))) {
+        for (const ArgumentDescription &d : describe_arguments(m, *m.find_function(name))) {
             out.push_back(std::to_string(d.kind) + "/" + std::to_string(d.dimensions) + "/" +
                           (d.type.is_valid() ? d.type.to_string() : "?"));
         }
@@ -232,6 +234,83 @@ external_plus_metadata func unchecked (x, y, z) {
     EXPECT_EQ(describe("checked"), (std::vector<std::string>{"0/0/void *", "1/1/uint8", "0/0/uint8",
                                                              "2/3/?", "2/0/float32"}));
     EXPECT_EQ(describe("unchecked"), (std::vector<std::string>{"1/2/?", "2/0/uint8", "2/0/?"}));
+}
+
+// How a pipeline uses its buffers, the one rule the binder and Halide's metadata read
+// (buffer_uses): a store in a closure the pipeline runs is a write, and so are host- and
+// device-dirty marks; a copy to the host is no write (Halide copies inputs to the host as well);
+// loads and calls handed `X.buffer` read; `X.stride.N` and the stride and shape queries read
+// strides. A function the pipeline does not run (`other`, storing to `in`) is not looked at.
+const char *const uses_module = R"(module name=u, target=host
+external func u_par_for_y (__user_context, y, closure_arg) {
+  par_out[y] = 1
+}
+external func u (in: buffer<int32, 1>, par_out: buffer<int32, 1>, marked: buffer<int32, 1>, fetched: buffer<int32, 1>, ext: buffer<int32, 1>, strided: buffer<int32, 1>, shaped: buffer<int32, 1>) {
+  let a = halide_do_par_for((void *)::u_par_for_y, 0, 8, (void *)reinterpret((uint64)0))
+  let b = _halide_buffer_set_host_dirty((halide_buffer_t *)marked.buffer, (uint1)1)
+  let c = halide_copy_to_host((halide_buffer_t *)fetched.buffer)
+  let d = (int32)extern_stage((halide_buffer_t *)ext.buffer)
+  let e = (void *)_halide_buffer_get_shape((halide_buffer_t *)shaped.buffer)
+  let strided.stride.0 = _halide_buffer_get_stride((halide_buffer_t *)strided.buffer, 0)
+  strided[strided.stride.0 * 2] = in[0]
+}
+external func other (in: buffer<int32, 1>) {
+  in[0] = 5
+}
+)";
+
+std::string use_text(const std::map<std::string, BufferUse> &uses, const std::string &name) {
+    auto it = uses.find(name);
+    if (it == uses.end()) {
+        return "-";
+    }
+    return std::string(it->second.read ? "r" : "") + (it->second.written ? "w" : "") +
+           (it->second.reads_strides ? "s" : "");
+}
+
+TEST(RuntimeCalls, BufferUsesFollowClosuresAndDirtyMarks) {
+    Module m = parse_module(uses_module);
+    std::map<std::string, BufferUse> uses = buffer_uses(m, *m.find_function("u"));
+    EXPECT_EQ(use_text(uses, "in"), "r");  // `other` writes it, but `u` does not run `other`
+    EXPECT_EQ(use_text(uses, "par_out"), "w");
+    EXPECT_EQ(use_text(uses, "marked"), "w");
+    EXPECT_EQ(use_text(uses, "fetched"), "-");  // copied only: neither read nor written
+    EXPECT_EQ(use_text(uses, "ext"), "r");
+    EXPECT_EQ(use_text(uses, "strided"), "ws");
+    EXPECT_EQ(use_text(uses, "shaped"), "s");
+    // Halide's metadata, without Halide's checks in the text, reads the same rule.
+    std::vector<int> kinds;
+    for (const ArgumentDescription &d : describe_arguments(m, *m.find_function("u"))) {
+        kinds.push_back(d.kind);
+    }
+    EXPECT_EQ(kinds, (std::vector<int>{1, 2, 2, 1, 1, 2, 1}));
+}
+
+// Kernels are part of the pipeline that launches them: after lowering for Vulkan the store to
+// `out` lives in the kernel's body only, and the load of `in` too.
+TEST(RuntimeCalls, BufferUsesFollowKernelLaunches) {
+    Module m = lower(parse_module(R"(module name=k, target=host-vulkan
+external func k (in: buffer<int32, 1>, out: buffer<int32, 1>) {
+  produce out {
+    gpu_block<Vulkan> (out.s0.b, 0, 4) {
+      gpu_thread<Vulkan> (out.s0.t, 0, 8) {
+        out[(out.s0.b * 8) + out.s0.t] = in[(out.s0.b * 8) + out.s0.t]
+      }
+    }
+  }
+}
+)"),
+                     Target::parse("host-vulkan"));
+    ASSERT_EQ(m.kernels.size(), 1u);
+    std::map<std::string, BufferUse> uses = buffer_uses(m, *m.find_function("k"));
+    EXPECT_EQ(use_text(uses, "in"), "r");
+    EXPECT_EQ(use_text(uses, "out"), "w");
+    // Without the kernel, the host code alone would say nothing is read.
+    Module no_kernels = m;
+    no_kernels.kernels.clear();
+    std::map<std::string, BufferUse> host_only = buffer_uses(no_kernels, *m.find_function("k"));
+    EXPECT_EQ(use_text(host_only, "in"), "-");
+    EXPECT_EQ(use_text(host_only, "out"), "w");  // its device-dirty mark
 }
 
 }  // namespace
