@@ -145,6 +145,14 @@ int32_t tally_device_free(const tally_device_backend *backend, void *user_contex
 // "CUDA", "Vulkan" for a TALLY_DEVICE_API_*; "an unknown API" otherwise.
 const char *tally_device_api_name(int32_t api);
 
+// A kernel table's state of back end `api` (table->device_state[api]): NULL until installed.
+void *tally_device_state(const tally_kernel_table *table, int32_t api);
+
+// Installs `fresh` as the table's state of `api` unless another thread installed one first
+// (concurrent first launches agree on one). Returns the state that won: `fresh`, or the other
+// one, in which case the caller frees `fresh`.
+void *tally_device_state_install(tally_kernel_table *table, int32_t api, void *fresh);
+
 #pragma GCC visibility pop
 
 #endif  // TALLY_RUNTIME_SRC_DEVICE_BACKEND_H

@@ -32,6 +32,19 @@ const char *tally_device_api_name(int32_t api) {
     }
 }
 
+void *tally_device_state(const tally_kernel_table *table, int32_t api) {
+    return __atomic_load_n(&table->device_state[api], __ATOMIC_ACQUIRE);
+}
+
+void *tally_device_state_install(tally_kernel_table *table, int32_t api, void *fresh) {
+    void *expected = NULL;
+    if (__atomic_compare_exchange_n(&table->device_state[api], &expected, fresh, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        return fresh;
+    }
+    return expected;
+}
+
 // Finds the kernel `l->entry_name` of the backend's API in `l->table` (ABI checked), setting
 // l->kernel and l->kernel_index. A kernel of that name for another API is named in the error.
 static int32_t find_kernel(const tally_device_backend *be, void *user_context,

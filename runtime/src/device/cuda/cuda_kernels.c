@@ -19,8 +19,7 @@
 
 // The record of a table's loaded kernels, created on first use.
 static cuda_kernels *kernels_of(tally_kernel_table *table) {
-    _Atomic(void *) *slot = (_Atomic(void *) *)&table->device_state[TALLY_DEVICE_API_CUDA];
-    cuda_kernels *k = (cuda_kernels *)atomic_load_explicit(slot, memory_order_acquire);
+    cuda_kernels *k = (cuda_kernels *)tally_device_state(table, TALLY_DEVICE_API_CUDA);
     if (k) {
         return k;
     }
@@ -39,13 +38,12 @@ static cuda_kernels *kernels_of(tally_kernel_table *table) {
         }
         return NULL;
     }
-    void *expected = NULL;
-    if (!atomic_compare_exchange_strong_explicit(slot, &expected, (void *)k, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
+    cuda_kernels *won = (cuda_kernels *)tally_device_state_install(table, TALLY_DEVICE_API_CUDA, k);
+    if (won != k) {
         free(k->modules);
         free((void *)k->functions);
         free(k);
-        return (cuda_kernels *)expected;
+        return won;
     }
     pthread_mutex_lock(&tally_cuda_lock);
     k->next = tally_cuda.all_kernels;
@@ -114,8 +112,8 @@ static int32_t kernel_function(void *user_context, tally_kernel_table *table, in
 }
 
 int tally_cuda_kernel_ready(const tally_device_launch *l) {
-    _Atomic(void *) *slot = (_Atomic(void *) *)&l->table->device_state[TALLY_DEVICE_API_CUDA];
-    const cuda_kernels *k = (const cuda_kernels *)atomic_load_explicit(slot, memory_order_acquire);
+    const cuda_kernels *k =
+        (const cuda_kernels *)tally_device_state(l->table, TALLY_DEVICE_API_CUDA);
     return k && l->kernel_index < k->num_kernels &&
            atomic_load_explicit(&k->functions[l->kernel_index], memory_order_acquire) != NULL;
 }

@@ -22,8 +22,7 @@
 
 // The table's cache, without creating it (NULL when it does not exist yet).
 static vk_module_cache *existing_cache(const tally_kernel_table *table) {
-    return (vk_module_cache *)__atomic_load_n(&table->device_state[TALLY_DEVICE_API_VULKAN],
-                                              __ATOMIC_ACQUIRE);
+    return (vk_module_cache *)tally_device_state(table, TALLY_DEVICE_API_VULKAN);
 }
 
 // The pipeline for a work-group size, if it was built. The cache's lock held.
@@ -99,8 +98,7 @@ static int32_t push_constants(void *user_context, const tally_device_launch *l, 
 
 // The table's cache, created on first use (compare-exchange: concurrent first launches agree).
 static vk_module_cache *cache_of(tally_kernel_table *table) {
-    vk_module_cache *cache = (vk_module_cache *)__atomic_load_n(
-        &table->device_state[TALLY_DEVICE_API_VULKAN], __ATOMIC_ACQUIRE);
+    vk_module_cache *cache = existing_cache(table);
     if (cache) {
         return cache;
     }
@@ -119,13 +117,13 @@ static vk_module_cache *cache_of(tally_kernel_table *table) {
         fresh->kernels[i].push_size = -1;
     }
     pthread_mutex_init(&fresh->lock, NULL);
-    void *expected = NULL;
-    if (!__atomic_compare_exchange_n(&table->device_state[TALLY_DEVICE_API_VULKAN], &expected,
-                                     (void *)fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    vk_module_cache *won =
+        (vk_module_cache *)tally_device_state_install(table, TALLY_DEVICE_API_VULKAN, fresh);
+    if (won != fresh) {
         pthread_mutex_destroy(&fresh->lock);
         free(fresh->kernels);
         free(fresh);
-        return (vk_module_cache *)expected;
+        return won;
     }
     pthread_mutex_lock(&tally_vk_lock);
     fresh->next = tally_vk.caches;
