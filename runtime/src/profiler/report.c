@@ -564,6 +564,27 @@ static void write_text_device_timeline(tally_bytes *b, const tally_pipeline *p) 
     free(kernels);
 }
 
+// The device timeline's rows: the Func slots ("kernels": their launches), or the copy slots the
+// device timed ("copies": their copies; slots with none are left out).
+static void write_json_device_rows(tally_bytes *b, const tally_pipeline *p,
+                                   const uint64_t *device_ns, const uint64_t *counts, int funcs) {
+    int first = 1;
+    for (int32_t s = 0; s < p->num_slots; s++) {
+        int is_func = p->slot_kinds[s] == TALLY_SLOT_FUNC;
+        if (funcs ? !is_func : (is_func || counts[s] == 0)) {
+            continue;
+        }
+        tally_slot_stats ss;
+        tally_fill_slot_stats_locked(p, s, &ss);
+        tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
+        tally_bytes_json_string(b, ss.name);
+        tally_bytes_printf(
+            b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"%s\": %" PRIu64 "}",
+            ss.time_ns, device_ns[s], funcs ? "kernels" : "copies", counts[s]);
+        first = 0;
+    }
+}
+
 static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) {
     uint64_t *device_ns, *kernels;
     tally_timeline_summary sum;
@@ -591,35 +612,9 @@ static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) 
                            sum.problems[k]);
     }
     tally_bytes_printf(b, ", \"funcs\": [");
-    first = 1;
-    for (int32_t s = 0; s < p->num_slots; s++) {
-        if (p->slot_kinds[s] != TALLY_SLOT_FUNC) {
-            continue;
-        }
-        tally_slot_stats ss;
-        tally_fill_slot_stats_locked(p, s, &ss);
-        tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
-        tally_bytes_json_string(b, ss.name);
-        tally_bytes_printf(
-            b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"kernels\": %" PRIu64 "}",
-            ss.time_ns, device_ns[s], kernels[s]);
-        first = 0;
-    }
+    write_json_device_rows(b, p, device_ns, kernels, 1);
     tally_bytes_printf(b, "], \"device_copies\": [");
-    first = 1;
-    for (int32_t s = 0; s < p->num_slots; s++) {
-        if (p->slot_kinds[s] == TALLY_SLOT_FUNC || kernels[s] == 0) {
-            continue;
-        }
-        tally_slot_stats ss;
-        tally_fill_slot_stats_locked(p, s, &ss);
-        tally_bytes_printf(b, "%s{\"id\": %d, \"name\": ", first ? "" : ", ", (int)s);
-        tally_bytes_json_string(b, ss.name);
-        tally_bytes_printf(
-            b, ", \"host_ns\": %" PRIu64 ", \"device_ns\": %" PRIu64 ", \"copies\": %" PRIu64 "}",
-            ss.time_ns, device_ns[s], kernels[s]);
-        first = 0;
-    }
+    write_json_device_rows(b, p, device_ns, kernels, 0);
     tally_bytes_printf(b, "]}");
     free(device_ns);
     free(kernels);
