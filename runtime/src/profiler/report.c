@@ -110,6 +110,8 @@ static int32_t collect_warnings(const tally_pipeline *p, tally_warning **out) {
 }
 
 static void write_text_name(tally_bytes *b, const char *s, int width);
+static void write_text_device_rows(tally_bytes *b, const struct tally_pipeline *p,
+                                   const uint64_t *device_ns, const uint64_t *counts, int funcs);
 
 static void write_text_warnings(tally_bytes *b, const tally_pipeline *p) {
     tally_warning *w;
@@ -530,27 +532,26 @@ static void write_text_device_timeline(tally_bytes *b, const tally_pipeline *p) 
                            sum.problems[k]);
     }
     tally_bytes_printf(b, " (expected 0)\n");
-    tally_bytes_printf(b, "    %-24s%12s%12s%9s\n", "funcs", "host ms", "device ms", "kernels");
-    for (int32_t s = 0; s < p->num_slots; s++) {
-        if (p->slot_kinds[s] != TALLY_SLOT_FUNC) {
-            continue;
-        }
-        tally_slot_stats ss;
-        tally_fill_slot_stats_locked(p, s, &ss);
-        tally_bytes_printf(b, "      ");
-        write_text_name(b, ss.name, 22);
-        tally_bytes_printf(b, "%12.3f%12.3f%9" PRIu64 "\n", ms(ss.time_ns), ms(device_ns[s]),
-                           kernels[s]);
-    }
+    write_text_device_rows(b, p, device_ns, kernels, 1);
     // Device copies that were timed (staged copies), in their copy slots.
+    write_text_device_rows(b, p, device_ns, kernels, 0);
+    free(device_ns);
+    free(kernels);
+}
+
+// The device timeline's rows in the text: the Func slots (always headed, "kernels": their
+// launches), or the copy slots the device timed (headed only if there is one; "copies").
+static void write_text_device_rows(tally_bytes *b, const tally_pipeline *p,
+                                   const uint64_t *device_ns, const uint64_t *counts, int funcs) {
     int heading = 0;
     for (int32_t s = 0; s < p->num_slots; s++) {
-        if (p->slot_kinds[s] == TALLY_SLOT_FUNC || kernels[s] == 0) {
+        int is_func = p->slot_kinds[s] == TALLY_SLOT_FUNC;
+        if (funcs ? !is_func : (is_func || counts[s] == 0)) {
             continue;
         }
         if (!heading) {
-            tally_bytes_printf(b, "    %-24s%12s%12s%9s\n", "device copies", "host ms", "device ms",
-                               "copies");
+            tally_bytes_printf(b, "    %-24s%12s%12s%9s\n", funcs ? "funcs" : "device copies",
+                               "host ms", "device ms", funcs ? "kernels" : "copies");
             heading = 1;
         }
         tally_slot_stats ss;
@@ -558,10 +559,8 @@ static void write_text_device_timeline(tally_bytes *b, const tally_pipeline *p) 
         tally_bytes_printf(b, "      ");
         write_text_name(b, ss.name, 22);
         tally_bytes_printf(b, "%12.3f%12.3f%9" PRIu64 "\n", ms(ss.time_ns), ms(device_ns[s]),
-                           kernels[s]);
+                           counts[s]);
     }
-    free(device_ns);
-    free(kernels);
 }
 
 // The device timeline's rows: the Func slots ("kernels": their launches), or the copy slots the
