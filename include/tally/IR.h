@@ -407,10 +407,16 @@ struct Evaluate : StmtNode<Evaluate> {
  * instruction); with one, Halide guards the body with that mutex. */
 struct Atomic : StmtNode<Atomic> {
     static const IRNodeType _node_type = IRNodeType::Atomic;
-    std::string mutex_name;  // empty: no mutex
+    std::string producer_name;  // the Func updated atomically; empty where the text says none
+    std::string mutex_name;     // empty: no mutex (a lock-free update)
     Stmt body;
-    static Stmt make(const std::string &mutex_name, Stmt body);
+    static Stmt make(const std::string &producer_name, const std::string &mutex_name, Stmt body);
 };
+
+/** Halide 14 names a Func's mutex `<producer>.mutex`: true when `name` is such a name, with the
+ * producer's name in *producer. (A single name in `atomic (NAME) {` is Halide 14's mutex exactly
+ * then, and Halide 21's producer otherwise.) */
+bool atomic_mutex_producer(const std::string &name, std::string *producer);
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers used everywhere

@@ -494,9 +494,20 @@ Stmt AssertStmt::make(Expr condition, Expr message) {
     return n;
 }
 
-Stmt Atomic::make(const std::string &mutex_name, Stmt body) {
+bool atomic_mutex_producer(const std::string &name, std::string *producer) {
+    static const std::string suffix = ".mutex";
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        return false;
+    }
+    *producer = name.substr(0, name.size() - suffix.size());
+    return true;
+}
+
+Stmt Atomic::make(const std::string &producer_name, const std::string &mutex_name, Stmt body) {
     internal_assert(body.defined()) << "Atomic without body";
     Atomic *n = new Atomic;
+    n->producer_name = producer_name;
     n->mutex_name = mutex_name;
     n->body = std::move(body);
     return n;

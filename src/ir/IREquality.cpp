@@ -129,7 +129,8 @@ public:
         }
         case IRNodeType::Atomic: {
             const Atomic *x = a.as<Atomic>(), *y = b.as<Atomic>();
-            return x->mutex_name == y->mutex_name && stmt(x->body, y->body);
+            return x->producer_name == y->producer_name && x->mutex_name == y->mutex_name &&
+                   stmt(x->body, y->body);
         }
         case IRNodeType::For: {
             const For *x = a.as<For>(), *y = b.as<For>();

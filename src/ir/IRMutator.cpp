@@ -231,7 +231,7 @@ Stmt IRMutator::visit(const ProducerConsumer *op) {
 
 Stmt IRMutator::visit(const Atomic *op) {
     Stmt b = mutate(op->body);
-    return b.same_as(op->body) ? Stmt(op) : Atomic::make(op->mutex_name, b);
+    return b.same_as(op->body) ? Stmt(op) : Atomic::make(op->producer_name, op->mutex_name, b);
 }
 
 Stmt IRMutator::visit(const For *op) {

@@ -566,9 +566,18 @@ private:
     }
     void visit(const Atomic *op) override {
         do_indent();
+        // As the parser reads them back (SyntaxParser's parse_atomic): Halide 14's form where
+        // it says everything (a mutex named after its producer), Halide 21's otherwise.
         os << "atomic ";
-        if (!op->mutex_name.empty()) {
+        std::string named_producer;
+        bool h14_mutex = atomic_mutex_producer(op->mutex_name, &named_producer) &&
+                         named_producer == op->producer_name;
+        if (h14_mutex) {
             os << "(" << name_str(op->mutex_name) << ") ";
+        } else if (!op->mutex_name.empty()) {
+            os << "(" << name_str(op->producer_name) << ", " << name_str(op->mutex_name) << ") ";
+        } else if (!op->producer_name.empty()) {
+            os << "(" << name_str(op->producer_name) << ") ";
         }
         os << "{\n";
         indent++;

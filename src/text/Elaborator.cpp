@@ -782,7 +782,8 @@ private:
                 : opn == "Max" ? Max::make(r, x)
                 : opn == "And" ? And::make(r, x)
                 : opn == "Or"  ? Or::make(r, x)
-                              : Call::make(r.type(), "saturating_add", {r, x}, Call::PureIntrinsic);
+                               : Call::make(r.type(), Call::intrinsic_name(Call::saturating_add),
+                                            {r, x}, Call::PureIntrinsic);
         }
         return r;
     }
@@ -1008,7 +1009,7 @@ private:
             return elab_block(p.body);
         case PStmt::AtomicS: {
             Stmt body = elab_block(p.body);
-            return learning ? Stmt() : Atomic::make(p.name, body);
+            return learning ? Stmt() : Atomic::make(p.producer, p.name, body);
         }
         default:
             internal_error << "binder statement in elab_stmt";

@@ -75,7 +75,7 @@ struct PStmt {
         IfS,
         EvalS,
         ScopeS,
-        AtomicS  // name: the mutex, or empty
+        AtomicS  // name: the mutex, or empty; producer: the producer, or empty
     };
     Kind kind = EvalS;
     Loc loc;
@@ -91,6 +91,7 @@ struct PStmt {
     bool has_condition = false, has_new_expr = false, has_predicate = false;
     PExpr condition, new_expr;
     std::string free_function;
+    std::string producer;  // atomic
     ModulusRemainder alignment;
 };
 

@@ -592,9 +592,12 @@ private:
             expect_form(is_punct("(", 1), "`predicate (condition)` and a store");
             return parse_predicated_store();
         } else if (w == "atomic") {
-            expect_form(is_punct("{", 1) || (is_punct("(", 1) && lex.peek(2).kind == Token::Ident &&
-                                             is_punct(")", 3) && is_punct("{", 4)),
-                        "`atomic {` or `atomic (MUTEX) {`");
+            expect_form(is_punct("{", 1) ||
+                            (is_punct("(", 1) && lex.peek(2).kind == Token::Ident &&
+                             ((is_punct(")", 3) && is_punct("{", 4)) ||
+                              (is_punct(",", 3) && lex.peek(4).kind == Token::Ident &&
+                               is_punct(")", 5) && is_punct("{", 6)))),
+                        "`atomic {`, `atomic (NAME) {` or `atomic (PRODUCER, MUTEX) {`");
             parse_atomic(&s);
         } else if (w == "acquire") {
             unlowered_statement(t.loc, "acquire (semaphore, count) { ... }");
@@ -683,14 +686,30 @@ private:
         s->body = parse_braced_body("to open the loop body");
     }
 
-    // atomic { ... } / atomic (MUTEX) { ... }
+    // The two dialects print an Atomic's producer and mutex differently:
+    //   atomic { ... }               neither (both dialects: a lock-free update)
+    //   atomic (F.mutex) { ... }     Halide 14: the mutex only, which Halide 14 always names
+    //                                `<producer>.mutex` (ScheduleFunctions.cpp)
+    //   atomic (F) { ... }           Halide 21: the producer only, no mutex
+    //   atomic (F, F.mutex) { ... }  Halide 21: the producer and its mutex
+    // so a single name is Halide 14's mutex exactly when it ends in `.mutex` (a Halide Func name
+    // has no dots), and otherwise Halide 21's producer of a lock-free update.
     void parse_atomic(PStmt *s) {
         s->kind = PStmt::AtomicS;
         if (is_punct("(")) {
             lex.next();
             Group g(this);
-            s->name = expect_name("for the atomic's mutex");
-            expect_punct(")", "after the atomic's mutex");
+            std::string first = expect_name("for the atomic's producer or mutex");
+            if (is_punct(",")) {
+                lex.next();
+                s->producer = first;
+                s->name = expect_name("for the atomic's mutex");
+            } else if (atomic_mutex_producer(first, &s->producer)) {
+                s->name = first;
+            } else {
+                s->producer = first;
+            }
+            expect_punct(")", "after the atomic's producer and mutex");
         }
         s->body = parse_braced_body("to open the atomic body");
     }
