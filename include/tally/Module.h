@@ -97,9 +97,22 @@ struct Kernel {
     KernelGeometry geometry;
 };
 
+/** Whose printer wrote the text a module was read from. Halide 14 and Halide 21 print the same
+ * IR differently in places (docs/halide21.md lists where), and a few spellings both print mean
+ * different things in each: `atomic (f)` is Halide 21's producer but would be Halide 14's
+ * mutex, and the profiler calls take other arguments. Tally's own text is Halide 14's plus
+ * syntax of its own, so a module that shows no Halide 21 spelling is Halide 14's. Printed in
+ * the module header (`dialect=halide21`), so a printed module keeps what it was read as. */
+enum class Dialect : uint8_t { Halide14, Halide21 };
+/** "halide14", "halide21". */
+const char *dialect_name(Dialect d);
+/** The dialect named `s`; false when `s` names none. */
+bool dialect_from_name(const std::string &s, Dialect *out);
+
 struct Module {
     std::string name;
     Target target;
+    Dialect dialect = Dialect::Halide14;
     std::vector<BufferConstant> buffers;
     std::vector<Kernel> kernels;
     std::vector<LoweredFunc> functions;

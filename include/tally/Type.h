@@ -25,8 +25,14 @@ public:
     int bits() const { return bits_; }
     int lanes() const { return lanes_; }
     int bytes() const { return (bits_ + 7) / 8; }
-    /** For handles, the pointee spelling, e.g. "void" or "halide_buffer_t". */
+    /** For handles, the pointee spelling, e.g. "void" or "halide_buffer_t"; for a handle
+     * spelled by a pointer typedef (is_pointer_typedef), the typedef. */
     const std::string &handle_name() const { return handle_name_; }
+    /** A handle whose C type is a typedef of a pointer, spelled without a `*`: Halide 21
+     * prints a task function as `(halide_task_t)::f`. The same 64-bit handle as any other; the
+     * spelling is kept so that the text round-trips. */
+    bool is_pointer_typedef() const { return pointer_typedef_; }
+    static Type pointer_typedef(const std::string &name, int lanes = 1);
 
     bool is_valid() const { return bits_ != 0; }
     bool is_int() const { return code_ == Int; }
@@ -48,11 +54,11 @@ public:
 
     bool operator==(const Type &o) const {
         return code_ == o.code_ && bits_ == o.bits_ && lanes_ == o.lanes_ &&
-               handle_name_ == o.handle_name_;
+               handle_name_ == o.handle_name_ && pointer_typedef_ == o.pointer_typedef_;
     }
     bool operator!=(const Type &o) const { return !(*this == o); }
 
-    /** "int32", "uint1", "float32x8", or for handles "void *". */
+    /** "int32", "uint1", "float32x8", or for handles "void *" (a pointer typedef: its name). */
     std::string to_string() const;
 
     /** The Halide runtime's 32-bit type code: code | bits << 8 | lanes << 16. */
@@ -64,6 +70,7 @@ private:
     Code code_ = Int;
     uint8_t bits_ = 0;
     uint16_t lanes_ = 0;
+    bool pointer_typedef_ = false;
     std::string handle_name_;
 };
 

@@ -107,6 +107,11 @@ public:
         user_assert(t.is_scalar()) << "codegen: C++ name mangling: a C++ function cannot take the "
                                    << "vector type " << t.to_string();
         if (t.is_handle()) {
+            // Mangling a pointer typedef needs the function type it names, which the text
+            // does not carry.
+            user_assert(!t.is_pointer_typedef())
+                << "codegen: C++ name mangling: cannot mangle the pointer typedef " << t.to_string()
+                << " (its pointee type is not known)";
             std::string key;
             // A handle of no known type is `void *`, as Halide mangles one.
             return pointer_to(t.handle_name().empty() ? "void" : t.handle_name(), &key);

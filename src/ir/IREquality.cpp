@@ -200,6 +200,10 @@ static bool equal_impl(const Module &a, const Module &b, std::string *why) {
     if (a.target != b.target) {
         return fail("targets differ: " + a.target.to_string() + " vs " + b.target.to_string());
     }
+    if (a.dialect != b.dialect) {
+        return fail(std::string("dialects differ: ") + dialect_name(a.dialect) + " vs " +
+                    dialect_name(b.dialect));
+    }
     if (a.buffers.size() != b.buffers.size()) {
         return fail("number of buffers differs");
     }

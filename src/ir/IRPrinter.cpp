@@ -232,7 +232,8 @@ public:
     explicit Printer(std::ostream &os) : os(os) {}
 
     void print_module(const Module &m) {
-        os << "module name=" << name_str(m.name) << ", target=" << m.target.to_string() << "\n";
+        os << "module name=" << name_str(m.name) << ", target=" << m.target.to_string()
+           << ", dialect=" << dialect_name(m.dialect) << "\n";
         for (const BufferConstant &b : m.buffers) {
             os << "buffer " << name_str(b.name) << " = {";
             if (b.opaque) {

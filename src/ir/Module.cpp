@@ -6,6 +6,20 @@
 
 namespace tally {
 
+const char *dialect_name(Dialect d) {
+    return d == Dialect::Halide21 ? "halide21" : "halide14";
+}
+
+bool dialect_from_name(const std::string &s, Dialect *out) {
+    for (Dialect d : {Dialect::Halide14, Dialect::Halide21}) {
+        if (s == dialect_name(d)) {
+            *out = d;
+            return true;
+        }
+    }
+    return false;
+}
+
 void Module::define_buffer_constant(const std::string &n, const Type &t, std::vector<int32_t> mins,
                                     std::vector<int32_t> extents, std::string bytes) {
     BufferConstant *b = nullptr;

@@ -22,7 +22,16 @@ Type::Type(Code code, int bits, int lanes, std::string handle_name)
 }
 
 Type Type::with_lanes(int lanes) const {
-    return Type(code_, bits_, lanes, handle_name_);
+    Type t(code_, bits_, lanes, handle_name_);
+    t.pointer_typedef_ = pointer_typedef_;
+    return t;
+}
+
+Type Type::pointer_typedef(const std::string &name, int lanes) {
+    internal_assert(!name.empty()) << "a pointer typedef needs a name";
+    Type t(Handle, 64, lanes, name);
+    t.pointer_typedef_ = true;
+    return t;
 }
 
 int64_t Type::min_int() const {
@@ -71,7 +80,7 @@ std::string Type::to_string() const {
         s = "bfloat";
         break;
     case Handle:
-        return handle_name_ + " *";
+        return pointer_typedef_ ? handle_name_ : handle_name_ + " *";
     }
     s += std::to_string(bits_);
     if (lanes_ > 1) {

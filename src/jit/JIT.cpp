@@ -295,7 +295,7 @@ std::string c_header(const Module &lowered) {
         }
         const Type t = a.type.is_valid() ? a.type : Int(32);
         if (t.is_handle()) {
-            return cxx && !t.handle_name().empty() ? t.handle_name() + " *" : "void *";
+            return cxx ? t.to_string() : "void *";
         }
         if (t.is_float()) {
             return t.bits() == 64   ? "double "

@@ -210,6 +210,7 @@ private:
         Module m;
         m.name = pm.name;
         m.target = pm.target;
+        m.dialect = pm.dialect;
         m.buffers = pm.buffers;
         for (const PFunc &f : pm.funcs) {
             Stmt body = elab_function_body(f);
@@ -742,24 +743,51 @@ private:
         }
     }
 
-    /** Halide's `(T)vector_reduce(OP, v)`: lane i of the result reduces the f = lanes(v) /
-     * lanes(T) adjacent lanes i*f ... i*f+f-1 of v with OP. Tally's IR has no reduction node, so
-     * it is written out as OP applied to the f strided slices of v. */
+    /** Halide's vector reductions: Halide 14's `(T)vector_reduce(OP, v)` and Halide 21's
+     * `(T)vector_reduce_op(v)` (OP `Add` is `_add`, `SaturatingAdd` `_saturating_add`, ...).
+     * Lane i of the result reduces the f = lanes(v) / lanes(T) adjacent lanes i*f ... i*f+f-1
+     * of v with OP. Tally's IR has no reduction node, so it is written out as OP applied to the
+     * f strided slices of v. */
+    static const char *vector_reduce_op(const std::string &suffix) {
+        static const char *const ops[][2] = {{"add", "Add"}, {"saturating_add", "SaturatingAdd"},
+                                             {"mul", "Mul"}, {"min", "Min"},
+                                             {"max", "Max"}, {"and", "And"},
+                                             {"or", "Or"}};
+        for (const auto &o : ops) {
+            if (suffix == o[0]) {
+                return o[1];
+            }
+        }
+        return nullptr;
+    }
+
     Expr elab_vector_reduce(const PExpr &e) {
-        if (e.kids.size() != 2 || e.kids[0].kind != PExpr::Var) {
-            error(e.loc, "vector_reduce takes an operator name and a vector");
+        std::string opn;
+        const PExpr *value = nullptr;
+        if (e.name == "vector_reduce") {
+            if (e.kids.size() != 2 || e.kids[0].kind != PExpr::Var) {
+                error(e.loc, "vector_reduce takes an operator name and a vector");
+            }
+            opn = e.kids[0].name;
+            static const char *const ops[] = {"Add", "SaturatingAdd", "Mul", "Min",
+                                              "Max", "And",           "Or"};
+            if (std::find(std::begin(ops), std::end(ops), opn) == std::end(ops)) {
+                error(e.kids[0].loc, "unknown vector_reduce operator '" + opn +
+                                         "' (Add, SaturatingAdd, Mul, Min, Max, And, Or)");
+            }
+            value = &e.kids[1];
+        } else {
+            opn = vector_reduce_op(e.name.substr(std::strlen("vector_reduce_")));
+            if (e.kids.size() != 1) {
+                error(e.loc, e.name + " takes one vector");
+            }
+            value = &e.kids[0];
         }
         if (!e.prefix.is_valid()) {
-            error(e.loc, "vector_reduce needs its result type, `(T)vector_reduce(...)`");
-        }
-        const std::string &opn = e.kids[0].name;
-        static const char *const ops[] = {"Add", "SaturatingAdd", "Mul", "Min", "Max", "And", "Or"};
-        if (std::find(std::begin(ops), std::end(ops), opn) == std::end(ops)) {
-            error(e.kids[0].loc, "unknown vector_reduce operator '" + opn +
-                                     "' (Add, SaturatingAdd, Mul, Min, Max, And, Or)");
+            error(e.loc, e.name + " needs its result type, `(T)" + e.name + "(...)`");
         }
         Type hint = e.prefix.with_lanes(e.prefix.lanes());
-        Expr v = elab(e.kids[1], nullptr);
+        Expr v = elab(*value, nullptr);
         if (!v.defined()) {
             return Expr();
         }
@@ -789,7 +817,8 @@ private:
     }
 
     Expr elab_call(const PExpr &e) {
-        if (e.name == "vector_reduce") {
+        if (e.name == "vector_reduce" ||
+            (e.name.compare(0, 14, "vector_reduce_") == 0 && vector_reduce_op(e.name.substr(14)))) {
             return elab_vector_reduce(e);
         }
         std::vector<Expr> args;

@@ -131,6 +131,10 @@ struct PModule {
     bool bare = false;
     std::string name;
     Target target;
+    /** The header's `dialect=` (`has_dialect`), else what the text shows: Halide 21 where it
+     * uses a spelling only Halide 21 prints. */
+    bool has_dialect = false;
+    Dialect dialect = Dialect::Halide14;
     std::vector<BufferConstant> buffers;
     std::vector<PFunc> funcs;  // kernels and functions, in order
 };

@@ -77,6 +77,9 @@ public:
             m.funcs.push_back(std::move(f));
         }
         check_unique_names(m);
+        if (!m.has_dialect && halide21_spelling) {
+            m.dialect = Dialect::Halide21;
+        }
         return m;
     }
 
@@ -91,6 +94,17 @@ public:
 private:
     Lexer &lex;
     int depth = 0;
+    // Has the text used a spelling only Halide 21 prints? Then the module is Halide 21's,
+    // unless its header names a dialect.
+    bool halide21_spelling = false;
+
+    void saw_halide21() { halide21_spelling = true; }
+
+    /** Does `b` start right where `a` ends, on its line? Halide prints some forms run together
+     * (`reinterpret<`) that would mean something else spaced out (`reinterpret < x`). */
+    static bool touching(const Token &a, const Token &b) {
+        return b.loc.line == a.loc.line && b.loc.col == a.loc.col + int(a.text.size());
+    }
     // Brackets currently open. At 0 an expression ends at a line break: statements are one per
     // line, so `x` followed by a line starting with `(` is two statements, not a call.
     int group_depth = 0;
@@ -201,7 +215,7 @@ private:
         }
     }
 
-    // module name=NAME, target=TARGET
+    // module name=NAME, target=TARGET[, dialect=DIALECT]
     void parse_module_header(PModule *m) {
         lex.next();  // module
         expect_ident("name", "after 'module'");
@@ -221,6 +235,19 @@ private:
         }
         Loc start = lex.position();
         std::string target = lex.read_line_raw();
+        // Tally prints the dialect after the target, which has no ',' of its own.
+        const std::string dialect_key = ", dialect=";
+        size_t d = target.find(dialect_key);
+        if (d != std::string::npos) {
+            std::string name = target.substr(d + dialect_key.size());
+            Loc dloc = start;
+            dloc.col += int(d + dialect_key.size());
+            if (!dialect_from_name(name, &m->dialect)) {
+                lex.error(dloc, "unknown dialect '" + name + "' (expected halide14 or halide21)");
+            }
+            m->has_dialect = true;
+            target.resize(d);
+        }
         try {
             m->target = Target::parse(target);
         } catch (const CompileError &e) {
@@ -395,9 +422,20 @@ private:
         return i - k + 1;
     }
 
+    /** Halide 21's `(halide_task_t)::f`: a handle whose C type is a pointer typedef, so
+     * printed without a `*`. Read only before a `::` function name against the `)`, the one
+     * place Halide prints one; elsewhere `(name)` is a parenthesized variable. */
+    bool at_pointer_typedef_prefix() {
+        const Token &name = lex.peek(1), &after = lex.peek(3);
+        return is_punct("(") && name.kind == Token::Ident && !name.quoted &&
+               !parse_type_name(name.text).is_valid() && is_punct(")", 2) &&
+               after.kind == Token::Ident && !after.quoted && after.text.compare(0, 2, "::") == 0 &&
+               touching(lex.peek(2), after);
+    }
+
     /** Is there a `(T)` type prefix at lookahead 0? */
     bool at_type_prefix() {
-        if (handle_prefix_length(0)) {
+        if (handle_prefix_length(0) || at_pointer_typedef_prefix()) {
             return true;
         }
         return is_punct("(") && lex.peek(1).kind == Token::Ident && !lex.peek(1).quoted &&
@@ -406,9 +444,19 @@ private:
 
     /** Consumes `(T)` (value or handle type). */
     Type parse_type_prefix() {
+        if (at_pointer_typedef_prefix()) {
+            lex.next();  // (
+            Type t = Type::pointer_typedef(lex.next().text);
+            lex.next();  // )
+            saw_halide21();
+            return t;
+        }
         int n = handle_prefix_length(0);
         if (n) {
             lex.next();  // (
+            if (lex.peek().text == "struct") {
+                saw_halide21();  // Halide 14 printed the bare tag name
+            }
             std::string name;
             int words = 0;
             while (lex.peek().kind == Token::Ident) {
@@ -704,10 +752,12 @@ private:
                 lex.next();
                 s->producer = first;
                 s->name = expect_name("for the atomic's mutex");
+                saw_halide21();
             } else if (atomic_mutex_producer(first, &s->producer)) {
                 s->name = first;
             } else {
                 s->producer = first;
+                saw_halide21();
             }
             expect_punct(")", "after the atomic's producer and mutex");
         }
@@ -1085,6 +1135,11 @@ private:
             parse_load_index(&e);
             return e;
         }
+        if (!t.quoted && !e.has_call_type && t.text == "reinterpret" && is_punct("<") &&
+            touching(t, lex.peek())) {
+            parse_typed_reinterpret(&e);
+            return e;
+        }
         if (!is_punct("(") || (!continues() && !e.has_call_type)) {
             e.kind = PExpr::Var;
             return e;
@@ -1094,7 +1149,29 @@ private:
         }
         e.kind = PExpr::CallE;
         e.kids = parse_call_args("after the function name");
+        if (!t.quoted && e.name.compare(0, 14, "vector_reduce_") == 0) {
+            saw_halide21();  // Halide 14: vector_reduce(Op, ...)
+        }
         return e;
+    }
+
+    /** Halide 21's `reinterpret<T>(e)`: the type between angle brackets, value or handle
+     * (`reinterpret<(void *)>((uint64)0)`). The same node Halide 14 printed `(T)reinterpret(e)`;
+     * a prefix before it as well (`(T)reinterpret<U>(e)`) would be two types for one node. */
+    void parse_typed_reinterpret(PExpr *e) {
+        Loc at = e->loc;
+        if (e->prefix.is_valid()) {
+            lex.error(at, "reinterpret<T>(...) after a type prefix: write the type once");
+        }
+        lex.next();  // <
+        e->prefix = parse_type("in reinterpret<...>");
+        expect_punct(">", "to close reinterpret<...>");
+        e->kind = PExpr::ReinterpretE;
+        e->kids = parse_call_args("after reinterpret<...>");
+        if (e->kids.size() != 1) {
+            lex.error(at, "reinterpret takes one argument");
+        }
+        saw_halide21();
     }
 
     // NAME@CALLTYPE(...): a call whose call type is not the default for its name
@@ -1237,6 +1314,25 @@ private:
             lex.next();
         }
         expect_punct(")", "to close the shuffle");
+        if (n == "shuffle" && e.indices.empty()) {
+            // Halide's own spelling, `shuffle(a, b, 0, 4, 1, 5)`: the vectors, then the indices,
+            // told apart only by being literals. The longest run of bare literal integers at the
+            // end is the index list (the first argument is always a vector). A literal vector
+            // operand right before the indices would be read as an index; Tally's printer
+            // writes `shuffle(a, b, [0, 4, 1, 5])`, which has no such ambiguity.
+            size_t first = e.kids.size();
+            while (first > 1 && e.kids[first - 1].kind == PExpr::IntLit &&
+                   !e.kids[first - 1].prefix.is_valid() && !e.kids[first - 1].negative) {
+                first--;
+            }
+            for (size_t i = first; i < e.kids.size(); i++) {
+                if (e.kids[i].int_value > 65535) {
+                    lex.error(e.kids[i].loc, "shuffle index out of range");
+                }
+                e.indices.push_back(int(e.kids[i].int_value));
+            }
+            e.kids.resize(first);
+        }
         if (trailing) {
             if (int(e.kids.size()) != trailing + 1) {
                 lex.error(e.loc, n + " takes one vector and " + std::to_string(trailing) +
@@ -1253,7 +1349,7 @@ private:
         }
         if (e.kids.empty() || (n == "shuffle" && e.indices.empty())) {
             lex.error(e.loc, n + " needs at least one vector" +
-                                 (n == "shuffle" ? std::string(" and a [indices] list") : ""));
+                                 (n == "shuffle" ? std::string(" and its indices") : ""));
         }
         return e;
     }

@@ -792,5 +792,53 @@ TEST(IRParser, QuotedWordsAreNamesAndContinuationKeywordsKeepToTheirLine) {
     EXPECT_TRUE(equal(c, parse_module(printed)));
 }
 
+// The module says whose printer wrote its text: Halide 21 where the text uses a spelling only
+// Halide 21 prints, else Halide 14 (whose text Tally's extends); the header's `dialect=` wins,
+// and the dialect survives printing. Modules of different dialects are not equal.
+TEST(IRParser, ModuleDialectComesFromTheHeaderOrTheText) {
+    const std::string body = "external func f (out: buffer<uint32, 1>, x: float32) {\n"
+                             "  out[0] = reinterpret<uint32>(x)\n}\n";
+    const Module h21 = parse_module("module name=m, target=host\n" + body);
+    EXPECT_EQ(h21.dialect, Dialect::Halide21);
+    EXPECT_THAT(to_string(h21), HasSubstr("target=host, dialect=halide21\n"));
+    EXPECT_EQ(parse_module(to_string(h21)).dialect, Dialect::Halide21);
+    EXPECT_TRUE(equal(h21, parse_module(to_string(h21))));
+
+    const Module h14 = parse_module("module name=m, target=host\n"
+                                    "external func f (out: buffer<uint32, 1>, x: float32) {\n"
+                                    "  out[0] = (uint32)reinterpret(x)\n}\n");
+    EXPECT_EQ(h14.dialect, Dialect::Halide14);
+    std::string why;
+    EXPECT_FALSE(equal(h14, h21, &why));
+    EXPECT_THAT(why, HasSubstr("dialects differ: halide14 vs halide21"));
+
+    // A header naming Halide 14 keeps it, whatever the text shows.
+    EXPECT_EQ(parse_module("module name=m, target=host, dialect=halide14\n" + body).dialect,
+              Dialect::Halide14);
+    // A bare statement (Halide's conceptual form) has no header: the text decides.
+    EXPECT_EQ(parse_module("let p = reinterpret<(void *)>((uint64)0)\nout[0] = 1").dialect,
+              Dialect::Halide21);
+    EXPECT_EQ(parse_module("let p = (void *)reinterpret((uint64)0)\nout[0] = 1").dialect,
+              Dialect::Halide14);
+}
+
+// `(halide_task_t)::f`: a handle of a pointer typedef keeps its spelling (no `*`), is not equal
+// to the pointer type of the same name, and converts like any handle.
+TEST(IRParser, PointerTypedefHandlesKeepTheirSpelling) {
+    const Type t = Type::pointer_typedef("halide_task_t");
+    EXPECT_TRUE(t.is_handle());
+    EXPECT_EQ(t.to_string(), "halide_task_t");
+    EXPECT_NE(t, Handle("halide_task_t"));
+    EXPECT_EQ(Handle("halide_task_t").to_string(), "halide_task_t *");
+    EXPECT_TRUE(types_compatible(t, Handle()));
+    EXPECT_EQ(t.with_lanes(2).element_of(), t);
+    // Only before a `::` function name: elsewhere `(name)` is a parenthesized variable.
+    const Module m = parse_module("module name=m, target=host\n"
+                                  "external func f (out: buffer<int32, 1>, n: int32) {\n"
+                                  "  let p = (halide_task_t)::g\n  out[0] = (n) + 1\n}\n");
+    EXPECT_THAT(to_string(m), HasSubstr("let p = (halide_task_t)::g\n"));
+    EXPECT_TRUE(equal(m, parse_module(to_string(m))));
+}
+
 }  // namespace
 }  // namespace tally

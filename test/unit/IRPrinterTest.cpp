@@ -126,7 +126,7 @@ TEST(IRPrinter, PrintsModuleHeadersBuffersAndKernels) {
     m.kernels.push_back(k);
 
     std::string text = to_string(m);
-    EXPECT_THAT(text, HasSubstr("module name=m, target=host-cuda-profile\n"));
+    EXPECT_THAT(text, HasSubstr("module name=m, target=host-cuda-profile, dialect=halide14\n"));
     EXPECT_THAT(text, HasSubstr("buffer cuda_gpu_source_kernels = {" + b.bytes + "\n}\n"));
     EXPECT_THAT(text, HasSubstr("buffer cuda_buf = {...}\n"));
     EXPECT_THAT(text, HasSubstr("kernel <CUDA> k0 (out: buffer<float32, 2>) {\n"));
