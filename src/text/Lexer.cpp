@@ -113,6 +113,20 @@ bool Lexer::read_blob(std::string *bytes) {
     return true;
 }
 
+std::string_view Lexer::raw_rest() const {
+    if (!ahead.empty()) {
+        internal_error << "raw_rest after lookahead";
+    }
+    return std::string_view(src).substr(pos);
+}
+
+std::string Lexer::read_raw(size_t n) {
+    internal_assert(ahead.empty() && n <= src.size() - pos) << "read_raw past the end";
+    std::string s = src.substr(pos, n);
+    advance(n);
+    return s;
+}
+
 std::string Lexer::read_line_raw() {
     if (!ahead.empty()) {
         internal_error << "read_line_raw after lookahead";

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 
 namespace tally {
 
@@ -43,6 +44,10 @@ public:
      * and including a NUL byte, or `...` for an opaque buffer (returns false). The closing
      * `}` is left for the parser. No token may have been peeked past the `{`. */
     bool read_blob(std::string *bytes);
+    /** The raw text from the current position (no token may have been peeked), and a read of
+     * its first `n` bytes: for blobs whose length their own framing gives (binary SPIR-V). */
+    std::string_view raw_rest() const;
+    std::string read_raw(size_t n);
 
     /** Reads the raw rest of the current line (used for `target=...`), trimmed. No token may
      * have been peeked. */

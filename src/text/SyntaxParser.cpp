@@ -265,6 +265,61 @@ private:
         }
     }
 
+    static bool ends_with(const std::string &s, const std::string &suffix) {
+        return s.size() >= suffix.size() &&
+               s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+
+    /** Halide 21's Vulkan kernels, printed raw: `{`, a line break, the binary module, a line
+     * break, `}`. The binary has no terminator (NUL bytes are everywhere in SPIR-V), so its
+     * length comes from its own framing, as Halide's CodeGen_Vulkan_Dev::encode_module writes
+     * it, in little-endian 32-bit words: the number of kernel modules; per module its size in
+     * bytes, its entry point name's length in words and the name (NUL-padded); then the
+     * modules, back to back. Every count is checked against the bytes there are. Returns the
+     * line break and the module (what Tally prints back between the braces). */
+    std::string read_vulkan_kernel_module() {
+        const Loc at = lex.position();
+        std::string_view rest = lex.raw_rest();
+        auto fail = [&](const std::string &why) {
+            lex.error(at, "Halide's Vulkan kernel module: " + why);
+        };
+        if (rest.empty() || rest[0] != '\n') {
+            fail("expected a line break after '{'");
+        }
+        rest.remove_prefix(1);
+        size_t off = 0;
+        auto word = [&](const char *what) {
+            if (rest.size() - off < 4) {
+                fail(std::string("the text ends inside ") + what);
+            }
+            const unsigned char *p = reinterpret_cast<const unsigned char *>(rest.data() + off);
+            off += 4;
+            return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                   uint32_t(p[3]) << 24;
+        };
+        const uint32_t kernels = word("the kernel count");
+        if (kernels == 0 || kernels > 65536) {
+            fail("a kernel count of " + std::to_string(kernels));
+        }
+        uint64_t modules = 0;
+        for (uint32_t k = 0; k < kernels; k++) {
+            const uint32_t bytes = word("a kernel's size");
+            const uint32_t name_words = word("a kernel's name length");
+            if (bytes % 4 != 0 || uint64_t(name_words) * 4 > rest.size() - off) {
+                fail("kernel " + std::to_string(k) + " has a size of " + std::to_string(bytes) +
+                     " bytes and a name of " + std::to_string(name_words) +
+                     " words, which the text does not hold");
+            }
+            off += size_t(name_words) * 4;
+            modules += bytes;
+        }
+        if (modules > rest.size() - off || rest.substr(off + modules, 2) != "\n}") {
+            fail("its " + std::to_string(kernels) + " kernels' " + std::to_string(modules) +
+                 " bytes are not followed by a line break and '}'");
+        }
+        return lex.read_raw(1 + off + size_t(modules));
+    }
+
     void parse_top_level(PModule *m) {
         const Token t = lex.peek();
         if (t.kind != Token::Ident || t.quoted) {
@@ -276,7 +331,14 @@ private:
             b.name = expect_name("for the buffer");
             expect_punct("=", "after the buffer name");
             expect_punct("{", "to open the buffer contents");
-            b.opaque = !lex.read_blob(&b.bytes);
+            if (ends_with(b.name, "vulkan_gpu_source_kernels") &&
+                lex.raw_rest().compare(0, 4, "...}") != 0) {
+                b.opaque = false;
+                b.bytes = read_vulkan_kernel_module();
+                saw_halide21();
+            } else {
+                b.opaque = !lex.read_blob(&b.bytes);
+            }
             expect_punct("}", "to close the buffer contents");
             m->buffers.push_back(std::move(b));
             return;
