@@ -540,16 +540,27 @@ Expr int_table(const std::vector<int> &v) {
     return Call::make(Handle(), Call::make_struct, e);
 }
 
+/** The target as the report shows it: the target string, then the module's notes (what lowering
+ * did that the text does not say, such as a retargeted GPU API) in parentheses. */
+std::string report_target(const Module &m) {
+    std::string s = m.target.to_string();
+    for (const std::string &n : m.notes) {
+        s += " (" + n + ")";
+    }
+    return s;
+}
+
 /** Opens a pipeline: start, its check, and the end registered for every exit. */
-Stmt pipeline_prologue(const std::string &name, const Target &t, const SlotTable &table,
+Stmt pipeline_prologue(const std::string &name, const Module &m, const SlotTable &table,
                        const ProbeNames &names, const Stmt &body) {
+    const Target &t = m.target;
     int flags = TALLY_PROFILER_FLAG_POOL_CONTEXTS |
                 (t.has_feature(Target::ProfileByTimer) ? TALLY_PROFILER_FLAG_TIMER : 0) |
                 (t.profile_timestamps() ? TALLY_PROFILER_FLAG_TIMESTAMPS : 0) |
                 TALLY_PROFILER_FLAG_DEVICE_API(runtime_device_api(t.gpu_api()));
     Expr start =
         Call::make(Handle(), runtime::tally_profiler_start,
-                   {StringImm::make(name), StringImm::make(t.to_string()),
+                   {StringImm::make(name), StringImm::make(report_target(m)),
                     make_const(Int(32), int(table.names.size())), string_table(table.names),
                     int_table(table.kinds), int_table(table.parents), make_const(Int(32), flags)},
                    Call::Extern);
@@ -625,8 +636,7 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &req
         // 3-4. Probes, then the prologue.
         ProbeNames names = probe_names(f);
         Instrument inst(tables[i], opts, names, 0, false);
-        out.functions[i].body =
-            pipeline_prologue(f.name, m.target, tables[i], names, inst.mutate(f.body));
+        out.functions[i].body = pipeline_prologue(f.name, m, tables[i], names, inst.mutate(f.body));
     }
     for (size_t i = 0; i < m.functions.size(); i++) {
         const LoweredFunc &f = m.functions[i];

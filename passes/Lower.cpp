@@ -27,6 +27,9 @@ static Module lower_impl(const Module &input, const Target &target, const LowerO
     target.check_supported();
     Module m = input;
     m.target = target;
+    // 0. GPU loops written for an API the target does not enable run on the target's.
+    m = retarget_gpu_api(m);
+    after_pass("retarget-gpu-api", m, opts);
     // 1. Host/device copies, while the GPU loops are still in place.
     m = inject_host_dev_copies(m);
     after_pass("inject-host-dev-copies", m, opts);

@@ -17,8 +17,9 @@ struct LowerOptions {
     int debug_level = 0;
 };
 
-/** Lowers `m` for `target` (which replaces the module's target): inject-host-dev-copies,
- * offload-gpu-loops, then inject-profiling when the target asks for profiling. Throws
+/** Lowers `m` for `target` (which replaces the module's target): retarget-gpu-api,
+ * inject-host-dev-copies, offload-gpu-loops, then inject-profiling when the target asks for
+ * profiling. Throws
  * CompileError when the target asks for a device API Tally has no back end for. */
 Module lower(const Module &m, const Target &target, const LowerOptions &opts = {});
 

@@ -116,6 +116,10 @@ struct Module {
     std::vector<BufferConstant> buffers;
     std::vector<Kernel> kernels;
     std::vector<LoweredFunc> functions;
+    /** What lowering did that the text does not say (retarget-gpu-api: GPU code that runs on
+     * another API than the text names). Not part of the IR: printed as `// note:` comments,
+     * by the drivers to stderr, and next to the target in the profiler's report. */
+    std::vector<std::string> notes;
 
     /** Gives the opaque buffer constant `name` its contents (see BufferConstant): elements of
      * type `t`, dense, with `mins` and `extents` per dimension in Halide's order; `bytes` the

@@ -77,6 +77,13 @@ Module inject_profiling(const Module &m, const ProfilingOptions &opts = {});
  */
 Module offload_gpu_loops(const Module &m);
 
+/** Replaces every GPU API the text names (loop APIs, `halide_<api>_device_interface()` calls)
+ * that the module's target does not enable by the target's GPU API, and records a note in
+ * Module::notes. A user error, naming both, when the target has no GPU API with a Tally back
+ * end, or when the text already launches kernels compiled for the API it would replace.
+ * Runs first in lower(). Running it again changes nothing. */
+Module retarget_gpu_api(const Module &m);
+
 }  // namespace tally
 
 #endif  // TALLY_PASSES_H

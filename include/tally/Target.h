@@ -77,6 +77,8 @@ struct Target {
     }
     /** The GPU API the target asks for (CUDA, OpenCL, Vulkan, Metal, ...), or DeviceAPI::None. */
     DeviceAPI gpu_api() const;
+    /** Does the target have the feature that enables GPU API `api` (`cuda` for CUDA, ...)? */
+    bool enables(DeviceAPI api) const;
     /** Throws CompileError naming the API when the target asks for a device API that Tally has
      * no back end for (only CUDA and Vulkan are supported). */
     void check_supported() const;

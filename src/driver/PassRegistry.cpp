@@ -26,6 +26,8 @@ const std::vector<PassInfo> &registered_passes() {
         {"no-op", "returns the module unchanged", [](const Module &m) { return m; }},
         {"offload-gpu-loops", "turns gpu_block loop nests into device kernels and launches",
          [](const Module &m) { return offload_gpu_loops(m); }},
+        {"retarget-gpu-api", "runs GPU loops written for another API on the target's",
+         [](const Module &m) { return retarget_gpu_api(m); }},
         {"verify", "checks the module with the IR verifier",
          [](const Module &m) {
              verify(m);

@@ -282,7 +282,11 @@ std::unique_ptr<JITModule> compile(const Options &o) {
     if (!npy::define_buffer_constants(parsed, o.constants, "tally-run")) {
         std::exit(2);  // a bad option value
     }
-    std::unique_ptr<JITModule> jit = compile_jit(lower(parsed, Target::parse(o.target)), o.compile);
+    Module lowered = lower(parsed, Target::parse(o.target));
+    for (const std::string &n : lowered.notes) {
+        std::cerr << o.pipeline << ": note: " << n << "\n";
+    }
+    std::unique_ptr<JITModule> jit = compile_jit(lowered, o.compile);
     const LoweredFunc &f = jit->entry();
     check_argument_names(f, o.sizes, o.inputs, o.outputs, o.scalars);
     return jit;

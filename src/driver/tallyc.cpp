@@ -91,6 +91,9 @@ int main(int argc, char **argv) {
             return 2;  // a bad option value
         }
         Module m = lower(parsed, Target::parse(target));
+        for (const std::string &n : m.notes) {
+            std::cerr << input << ": note: " << n << "\n";
+        }
         OutputFiles out;
         std::string base = dir + "/" + m.name;
         bool ptx = false;

@@ -232,6 +232,9 @@ public:
     explicit Printer(std::ostream &os) : os(os) {}
 
     void print_module(const Module &m) {
+        for (const std::string &n : m.notes) {
+            os << "// note: " << n << "\n";
+        }
         os << "module name=" << name_str(m.name) << ", target=" << m.target.to_string()
            << ", dialect=" << dialect_name(m.dialect) << "\n";
         for (const BufferConstant &b : m.buffers) {

@@ -193,24 +193,39 @@ Target Target::without_feature(Feature f) const {
     return t;
 }
 
+namespace {
+
+// The GPU APIs and the features that enable them, in the order gpu_api() prefers them.
+const std::pair<Target::Feature, DeviceAPI> gpu_api_features[] = {
+    {Target::CUDA, DeviceAPI::CUDA},
+    {Target::Vulkan, DeviceAPI::Vulkan},
+    {Target::OpenCL, DeviceAPI::OpenCL},
+    {Target::Metal, DeviceAPI::Metal},
+    {Target::OpenGLCompute, DeviceAPI::OpenGLCompute},
+    {Target::D3D12Compute, DeviceAPI::D3D12Compute},
+    {Target::WebGPU, DeviceAPI::WebGPU},
+    {Target::HexagonDma, DeviceAPI::HexagonDma},
+};
+
+}  // namespace
+
 DeviceAPI Target::gpu_api() const {
     // The first the target names, in this order (check_supported rejects cuda with vulkan).
-    static const std::pair<Feature, DeviceAPI> apis[] = {
-        {CUDA, DeviceAPI::CUDA},
-        {Vulkan, DeviceAPI::Vulkan},
-        {OpenCL, DeviceAPI::OpenCL},
-        {Metal, DeviceAPI::Metal},
-        {OpenGLCompute, DeviceAPI::OpenGLCompute},
-        {D3D12Compute, DeviceAPI::D3D12Compute},
-        {WebGPU, DeviceAPI::WebGPU},
-        {HexagonDma, DeviceAPI::HexagonDma},
-    };
-    for (const auto &[feature, api] : apis) {
+    for (const auto &[feature, api] : gpu_api_features) {
         if (has_feature(feature)) {
             return api;
         }
     }
     return DeviceAPI::None;
+}
+
+bool Target::enables(DeviceAPI api) const {
+    for (const auto &[feature, a] : gpu_api_features) {
+        if (a == api) {
+            return has_feature(feature);
+        }
+    }
+    return false;
 }
 
 void Target::check_supported() const {

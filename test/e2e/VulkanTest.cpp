@@ -20,6 +20,10 @@
 //   the wait for A's and B's kernels to A and B; lowered with inject_device_sync = false, A and B
 //   are billed nothing and the one wait per run lands on `B (copy to host)`. The real-time
 //   comparison with fenced truth is bench/apps_bench.cpp's BM_VulkanTimestamps.
+// - VulkanRetarget: one pipeline as Halide 21 printed it for CUDA, OpenCL and Vulkan
+//   (test/e2e/inputs/halide21/), unedited, runs on Vulkan for host-vulkan and its profile twins
+//   (CUDA and OpenCL retargeted, with a note in the report's target), equal to a reference
+//   computed here and bit for bit to each other.
 // - VulkanNoHiddenSyncs: gpu_gpu_cpu with A freed right after B's launch (as Halide lowers it),
 //   under profile_timestamps, the queue held and the clock moving only in device waits: the free
 //   does not wait (device-wait ledger: one wait per run, at the copy to the host; one deferred
@@ -441,6 +445,80 @@ INSTANTIATE_TEST_SUITE_P(
         std::replace(t.begin(), t.end(), '-', '_');
         return std::get<0>(info.param) + "_" + t;
     });
+
+// Halide 21's gpu_tile pipeline (test/e2e/inputs/halide21/README.md) as printed for three GPU
+// APIs, run on Vulkan with no edit to the text: the CUDA and OpenCL statements are retargeted
+// (retarget-gpu-api), the Vulkan one runs as written. All three compute
+//   gblur_x = (in(x-1, y) + in(x, y) + in(x+1, y)) / 3, gblur_y likewise in y, out = 2 gblur_y
+// and, being one computation, agree with each other bit for bit.
+class VulkanRetarget : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VulkanRetarget, HalideGpuStatementsRunOnVulkanUnedited) {
+    REQUIRE_VULKAN();
+    const std::string target = GetParam();
+    const int w = 45, h = 37;
+    Buffer<float> input({w + 2, h + 2}, {-1, -1});
+    Rng rng(7);
+    for (size_t i = 0; i < input.size(); i++) {
+        input.data()[i] = rng.uniform(-1, 1);
+    }
+    auto in = [&](int x, int y) { return input.data()[(x + 1) + (y + 1) * (w + 2)]; };
+    std::vector<float> want(size_t(w) * h);
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            auto bx = [&](int yy) { return (in(x - 1, yy) + in(x, yy) + in(x + 1, yy)) / 3.0f; };
+            want[x + y * w] = (bx(y - 1) + bx(y) + bx(y + 1)) / 3.0f * 2.0f;
+        }
+    }
+    std::vector<std::vector<float>> got;
+    for (const char *api : {"cuda", "opencl", "vulkan"}) {
+        SCOPED_TRACE(api);
+        const tally::Module text = tally::parse_module_file(
+            std::string(TALLY_E2E_INPUTS_DIR) + "/halide21/gpu_tile." + api + ".conceptual.stmt");
+        EXPECT_EQ(text.dialect, tally::Dialect::Halide21);
+        const tally::Module m = tally::lower(text, tally::Target::parse(target));
+        if (std::string(api) == "vulkan") {
+            EXPECT_TRUE(m.notes.empty());
+        } else {
+            ASSERT_EQ(m.notes.size(), 1u);
+            EXPECT_EQ(m.notes[0], std::string("GPU code written for ") +
+                                      (api[0] == 'c' ? "CUDA" : "OpenCL") +
+                                      " runs on Vulkan, the target's GPU API");
+        }
+        ASSERT_EQ(m.kernels.size(), 1u);
+        EXPECT_EQ(m.kernels[0].device_api, tally::DeviceAPI::Vulkan);
+        auto jit = tally::compile_jit(m);
+        const bool profiling = tally::Target::parse(target).profiling();
+        if (profiling) {
+            tally_profiler_reset();
+        }
+        Buffer<float> out({w, h});
+        fill_sentinel(out, 0xff);
+        ASSERT_EQ(jit->call({input, out}), 0);
+        EXPECT_TRUE(close_floats(out.to_vector(), want));
+        got.push_back(out.to_vector());
+        if (profiling) {
+            const std::string report = report_text();
+            const bool noted = report.find(std::string("(GPU code written for ") +
+                                           (api[0] == 'c' ? "CUDA" : "OpenCL") +
+                                           " runs on Vulkan") != std::string::npos;
+            EXPECT_EQ(noted, std::string(api) != "vulkan") << report;
+            tally_profiler_reset();
+        }
+    }
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(got[0].data(), got[2].data(), got[0].size() * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, VulkanRetarget,
+                         ::testing::Values(std::string("host-vulkan"),
+                                           std::string("host-vulkan-profile"),
+                                           std::string("host-vulkan-profile_timestamps")),
+                         [](const ::testing::TestParamInfo<std::string> &info) {
+                             std::string t = info.param;
+                             std::replace(t.begin(), t.end(), '-', '_');
+                             return t;
+                         });
 
 // Scalars of mixed sizes reach the shader where the runtime packs them: k at byte 0, n at 4,
 // two bools at 8 and 9 (one word), off at 12.
