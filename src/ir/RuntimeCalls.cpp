@@ -111,7 +111,7 @@ std::string runtime_call_arity_error(const std::string &name, size_t num_args) {
            (num_args == 1 ? "" : "s") + "; it takes " + each;
 }
 
-const RuntimeSymbol *resolve_runtime_call(const std::string &name, size_t num_args) {
+const RuntimeSymbol *find_runtime_call(const std::string &name, size_t num_args) {
     std::vector<const RuntimeSymbol *> forms = runtime_call_forms(name);
     if (forms.empty()) {
         return find_runtime_symbol(name);
@@ -121,8 +121,13 @@ const RuntimeSymbol *resolve_runtime_call(const std::string &name, size_t num_ar
             return f;
         }
     }
-    user_error << runtime_call_arity_error(name, num_args);
     return nullptr;
+}
+
+const RuntimeSymbol *resolve_runtime_call(const std::string &name, size_t num_args) {
+    const RuntimeSymbol *s = find_runtime_call(name, num_args);
+    user_assert(s || !find_runtime_symbol(name)) << runtime_call_arity_error(name, num_args);
+    return s;
 }
 
 // --- buffer descriptors ----------------------------------------------------------------------

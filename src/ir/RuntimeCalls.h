@@ -139,8 +139,9 @@ struct RuntimeSymbol {
  * The rule (resolve_runtime_call, the one place it is applied): a call of `halide_name` with n
  * IR arguments (user_context never counts) calls the first of halide_name's own entry and its
  * overloads, in that order, that takes n; a count no form takes is an error naming every form.
- * The argument count alone decides: the forms listed here never share one. The parser's typing,
- * the verifier and code generation all resolve through it.
+ * The argument count alone decides: the forms listed here never share one. Code generation and
+ * the verifier resolve through it; typing that only hints (the parser's argument hints) uses
+ * find_runtime_call, which is the same rule without the error.
  *
  * halide_profiler_set_current_func: Halide 14's (state, token, func_id, sampling_token), Halide
  * 21's (instance, func_id, sampling_token). */
@@ -179,6 +180,11 @@ size_t runtime_call_arity(const RuntimeSymbol &s);
  * entry point. Throws CompileError (user_error) when `name` has overloads and none of its forms
  * takes `num_args` arguments. */
 const RuntimeSymbol *resolve_runtime_call(const std::string &name, size_t num_args);
+
+/** resolve_runtime_call without the error: nullptr also when `name` has overloads and none of
+ * its forms takes `num_args` arguments. For typing that reports nothing itself (the parser's
+ * argument hints: the verifier reports the count). */
+const RuntimeSymbol *find_runtime_call(const std::string &name, size_t num_args);
 
 /** Why an IR call of `name` with `num_args` arguments resolves to no runtime entry point (the
  * message resolve_runtime_call throws, naming every form), or "" when it resolves or `name` has

@@ -60,6 +60,8 @@ TEST(RuntimeCalls, HalideNamesWithTwoFormsResolveByArgumentCount) {
                   std::string::npos)
             << m;
     }
+    EXPECT_EQ(find_runtime_call(runtime::halide_profiler_set_current_func, 2), nullptr);
+    EXPECT_EQ(find_runtime_call(runtime::halide_profiler_set_current_func, 3), v21);
     EXPECT_NE(runtime_call_arity_error(runtime::halide_profiler_set_current_func, 5), "");
     EXPECT_EQ(runtime_call_arity_error(runtime::halide_profiler_set_current_func, 3), "");
     // Names without overloads resolve whatever the count (their arity is not this rule's), and
