@@ -34,7 +34,8 @@
 // function with the Instrument mutator; 4. add the prologue. A function that already calls
 // tally_profiler_start or tally_profiler_thread_begin is left alone, so running twice changes
 // nothing; so is one that Halide instrumented itself (it calls halide_profiler_pipeline_start,
-// or, in its closures, halide_profiler_incr_active_threads / _set_current_func): the runtime
+// Halide 21's halide_profiler_instance_start, or, in its closures,
+// halide_profiler_incr_active_threads / _set_current_func): the runtime
 // serves Halide's profiler ABI, and a second set of probes would report every run twice.
 // Closures are the functions halide_do_par_for runs and the task functions of
 // halide_do_parallel_tasks (task_closures in RuntimeCalls.h).
@@ -616,6 +617,7 @@ static Module inject_profiling_impl(const Module &m, const ProfilingOptions &req
                                            runtime::tally_profiler_thread_begin,
                                            runtime::tally_profiler_current_context,
                                            runtime::halide_profiler_pipeline_start,
+                                           runtime::halide_profiler_instance_start,
                                            runtime::halide_profiler_incr_active_threads,
                                            runtime::halide_profiler_set_current_func};
 

@@ -34,8 +34,9 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 /** Error codes returned by runtime calls and by generated pipelines. 0 is success; failures are
- * negative. Codes -1 to -44 have the same values as Halide 14's halide_error_code_t, so a host
- * program written against Halide reads them the same; Tally's own codes start at -100. */
+ * negative. Codes -1 to -44 have the same values as Halide 14's halide_error_code_t, and -46 as
+ * Halide 21's, so a host program written against Halide reads them the same; Tally's own codes
+ * start at -100. */
 typedef enum tally_error_code_t {
     TALLY_SUCCESS = 0,
     TALLY_ERROR_GENERIC = -1,
@@ -74,6 +75,8 @@ typedef enum tally_error_code_t {
     TALLY_ERROR_INCOMPATIBLE_DEVICE_INTERFACE = -42,
     TALLY_ERROR_BAD_DIMENSIONS = -43,
     TALLY_ERROR_DEVICE_DIRTY_WITH_NO_DEVICE_SUPPORT = -44,
+    /** Halide 21: a split factor computed at run time was not positive. */
+    TALLY_ERROR_SPLIT_FACTOR_NOT_POSITIVE = -46,
     /** An argument to a runtime call was invalid (NULL, out of range). */
     TALLY_ERROR_BAD_ARGUMENT = -100,
     /** A runtime thread (thread pool worker or profiler sampler) could not be started. */
@@ -438,6 +441,27 @@ int32_t halide_error_debug_to_file_failed(void *user_context, const char *func,
                                           const char *filename, int32_t error_code);
 int32_t halide_error_requirement_failed(void *user_context, const char *condition,
                                         const char *message);
+/** Halide 21's check of a split factor computed at run time (`split(x, xo, xi, factor)` with a
+ * Param factor): `orig` was split into `outer` and `inner` by `factor_str`, which evaluated to
+ * `factor` <= 0. Returns TALLY_ERROR_SPLIT_FACTOR_NOT_POSITIVE. */
+int32_t halide_error_split_factor_not_positive(void *user_context, const char *func_name,
+                                               const char *orig, const char *outer,
+                                               const char *inner, const char *factor_str,
+                                               int32_t factor);
+
+/** An array of mutexes, one per element of a Func that an atomic update with a mutex (a
+ * non-associative update Halide cannot make lock-free) writes: Halide 14 and 21 create it
+ * with the Func's allocation, lock one entry around each element's update, and register
+ * halide_mutex_array_destroy as its destructor. */
+struct halide_mutex_array;
+/** An array of `sz` unlocked mutexes (Halide 21 passes a uint64_t, Halide 14 an int, widened),
+ * or NULL when memory ran out (the IR's assert then reports it). */
+struct halide_mutex_array *halide_mutex_array_create(uint64_t sz);
+/** Frees an array from halide_mutex_array_create; NULL is a no-op. */
+void halide_mutex_array_destroy(void *user_context, void *array);
+/** Locks / unlocks entry `entry`. Return 0. */
+int32_t halide_mutex_array_lock(struct halide_mutex_array *array, int32_t entry);
+int32_t halide_mutex_array_unlock(struct halide_mutex_array *array, int32_t entry);
 int32_t halide_error_specialize_fail(void *user_context, const char *message);
 int32_t halide_error_no_device_interface(void *user_context);
 int32_t halide_error_device_interface_no_device(void *user_context);
@@ -935,10 +959,13 @@ int32_t halide_profiler_acquire_sampling_token(int32_t *shared, int32_t *local);
 int32_t halide_profiler_release_sampling_token(int32_t *shared, int32_t *local);
 /** The calling thread starts / stops working for the run it is in: on the thread that started
  * the run they toggle the main context; on a pool thread the first increment opens a worker
- * context (closed when its task returns). Returns 0. */
+ * context (closed when its task returns). `state` is Halide 14's global state or Halide 21's
+ * instance (below); the run is found through the calling thread's context either way. Return 0
+ * (Halide 21's return the old count, which its code ignores). */
 int32_t halide_profiler_incr_active_threads(struct halide_profiler_state *state);
 int32_t halide_profiler_decr_active_threads(struct halide_profiler_state *state);
-/** Heap memory of func `func_id` in the run `pipeline_state` (from get_pipeline_state). */
+/** Heap memory of func `func_id` in the run `pipeline_state`: Halide 14's pipeline state (from
+ * get_pipeline_state) or Halide 21's instance (from halide_profiler_instance_start). */
 void halide_profiler_memory_allocate(void *user_context, void *pipeline_state, int32_t func_id,
                                      uint64_t bytes);
 void halide_profiler_memory_free(void *user_context, void *pipeline_state, int32_t func_id,
@@ -946,6 +973,55 @@ void halide_profiler_memory_free(void *user_context, void *pipeline_state, int32
 /** Per-func stack peaks, values[num_funcs] (0 = no stack use). Tally's report has no stack
  * column: they are checked and accepted, not reported. */
 void halide_profiler_stack_peak_update(void *user_context, void *pipeline_state, uint64_t *values);
+
+/* ---------------------------------------------------------------------------------------------
+ * Halide 21's profiler ABI (IR that Halide 21 instrumented itself, with its -profile feature)
+ *
+ * Halide 21 keeps a run's state in memory the pipeline allocates, an *instance*: `allocate
+ * profiler_instance[uint64 * N]` with N = (sizeof(halide_profiler_instance_state) + num_funcs *
+ * sizeof(halide_profiler_func_stats) + 7) / 8 = 14 + 9 * num_funcs on 64-bit targets, always at
+ * least 112 bytes. Tally keeps its own run state in the first bytes of that memory (a Tally run
+ * and a few words, well under 112 bytes; the rest is unused), so the instance is the handle of
+ * the run. The per-thread calls are Halide 14's (halide_profiler_incr_active_threads, the
+ * sampling-token handshake), passed the instance instead of the global state; memory calls take
+ * the instance where Halide 14's take the pipeline state (both work).
+ *
+ * Halide's slot table: 0 "overhead", 1 "waiting for parallel tasks to finish" (the main thread
+ * while it waits for tasks: Tally suspends a waiting thread's context, so this slot holds only
+ * time no task works in), 2 halide_malloc, 3 halide_free, then the Funcs and, on GPU targets,
+ * one "<buffer> (copy to device)" / "<buffer> (copy to host)" slot per copied buffer, which
+ * Tally's report lists in its copy sections (Halide 21 syncs with halide_device_sync_global
+ * after each copy to the device, as Tally's own probes do).
+ *
+ * A run counts only once its code says it left the bounds query (halide_profiler_enable_instance):
+ * a call that only answers a bounds query ends its run without counting it, as in Halide 21.
+ *
+ * Halide 21's `halide_profiler_set_current_func(instance, func_id, sampling_token)` has three
+ * parameters where Halide 14's has four; C has one function per name, so the compiler calls
+ * the three-argument form as tally_halide21_profiler_set_current_func (src/ir/RuntimeCalls.h,
+ * TALLY_RUNTIME_OVERLOADS).
+ * ------------------------------------------------------------------------------------------- */
+
+/** Starts a run of `pipeline_name` with one slot per func (func_names[i] a `const char *` stored
+ * as 64 bits) and keeps it in `instance`, memory of at least 112 bytes the pipeline allocated
+ * (its contents on entry do not matter). Makes the run current on this thread, its threads idle
+ * (the code then calls halide_profiler_incr_active_threads). Returns 0 or a negative error code
+ * (reported); halide_profiler_instance_end is safe after either. */
+int32_t halide_profiler_instance_start(void *user_context, const char *pipeline_name,
+                                       int32_t num_funcs, const uint64_t *func_names,
+                                       void *instance);
+/** Marks the run in `instance` as past its bounds query: it counts (runs += 1) when it ends.
+ * Returns 0. */
+int32_t halide_profiler_enable_instance(void *instance);
+/** Ends the run in `instance` (registered by Halide's code as a destructor, so it runs on every
+ * exit): merges it into its pipeline's totals if halide_profiler_enable_instance was called,
+ * else drops it. A no-op when the start failed or the run has ended. Returns 0. */
+int32_t halide_profiler_instance_end(void *user_context, void *instance);
+/** Halide 21's `halide_profiler_set_current_func(instance, func_id, sampling_token)`: makes func
+ * `func_id` the current slot of the calling thread's context in the run of `instance`. A
+ * non-NULL sampling_token whose value is nonzero skips the switch (as in Halide). Returns 0. */
+int32_t tally_halide21_profiler_set_current_func(void *instance, int32_t func_id,
+                                                 int32_t *sampling_token);
 
 /** Memory numbers of one slot or pipeline, for one kind. */
 typedef struct tally_memory_stats {

@@ -6,7 +6,7 @@
 // calls that must install them first are defined here too. Every call runs down from here; no
 // subsystem calls back up (runtime/layers.txt has the layering).
 //
-// Installed by the first tally_profiler_start, halide_profiler_pipeline_start,
+// Installed by the first tally_profiler_start, halide_profiler_pipeline_start or _instance_start,
 // halide_do_par_for or halide_do_parallel_tasks, once:
 //  - timeline recording, when TALLY_PROFILE_TRACE names a file (trace.c);
 //  - one pthread_atfork. Before a fork it takes every runtime lock, in one fixed order (thread
@@ -125,6 +125,15 @@ int32_t halide_profiler_pipeline_start(void *user_context, const char *pipeline_
     install_hooks();
     tally_export_continuous_start();
     return tally_halide_profiler_start(user_context, pipeline_name, num_funcs, func_names);
+}
+
+int32_t halide_profiler_instance_start(void *user_context, const char *pipeline_name,
+                                       int32_t num_funcs, const uint64_t *func_names,
+                                       void *instance) {
+    install_hooks();
+    tally_export_continuous_start();
+    return tally_halide21_profiler_start(user_context, pipeline_name, num_funcs, func_names,
+                                         instance);
 }
 
 void tally_profiler_shutdown(void) {

@@ -331,12 +331,15 @@ private:
     }
 
     /** Calls an extern function: runtime symbols by their signature (adding user_context),
-     * Halide's error helpers with user_context, anything else as the IR types say. A vector
+     * through the entry point the call's argument count selects where Halide's name has two
+     * (resolve_runtime_call: Halide 21's 3-argument halide_profiler_set_current_func calls
+     * tally_halide21_profiler_set_current_func), Halide's error helpers with user_context,
+     * anything else as the IR types say. A vector
      * call (Halide's `(int32x4)halide_print(...)`, printing in vectorized code) is, as in
      * Halide 14, its arguments computed as vectors and then one scalar call per lane, in lane
      * order (only the lane being evaluated inside a lane-by-lane if_then_else or require). */
     llvm::Value *call_extern(const Call *op) {
-        const RuntimeSymbol *sym = find_runtime_symbol(op->name.c_str());
+        const RuntimeSymbol *sym = resolve_runtime_call(op->name, op->args.size());
         bool takes_uc = sym ? std::strchr(sym->signature, 'U') != nullptr
                             : op->name.compare(0, 13, "halide_error_") == 0;
         std::vector<llvm::Value *> values;
@@ -349,7 +352,7 @@ private:
         // A C++ function (Halide's NameMangling::CPlusPlus: its text prints the qualified name,
         // `ns::f(...)`; an unqualified one is written `f@extern_cplusplus(...)`) is called by
         // its Itanium-mangled symbol, from the IR types of its arguments.
-        std::string symbol = op->name;
+        std::string symbol = sym ? sym->name : op->name;
         if (!sym &&
             (op->call_type == Call::ExternCPlusPlus || op->name.find("::") != std::string::npos)) {
             std::vector<Type> types;

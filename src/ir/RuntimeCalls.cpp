@@ -65,6 +65,71 @@ const RuntimeSymbol *find_runtime_symbol(const std::string &name) {
     return nullptr;
 }
 
+size_t runtime_call_arity(const RuntimeSymbol &s) {
+    const char *params = std::strchr(s.signature, ':') + 1;
+    return std::strlen(params) - (*params == 'U' ? 1 : 0);
+}
+
+namespace {
+
+/** The entry points an IR call of `name` may call, its own first (TALLY_RUNTIME_OVERLOADS);
+ * empty when `name` has no overloads. */
+std::vector<const RuntimeSymbol *> runtime_call_forms(const std::string &name) {
+    static const std::pair<const char *, const char *> overloads[] = {
+#define TALLY_X(n, entry) {runtime::n, runtime::entry},
+        TALLY_RUNTIME_OVERLOADS(TALLY_X)
+#undef TALLY_X
+    };
+    std::vector<const RuntimeSymbol *> forms;
+    for (const auto &[halide_name, entry] : overloads) {
+        if (name == halide_name) {
+            if (forms.empty()) {
+                forms.push_back(find_runtime_symbol(halide_name));
+            }
+            forms.push_back(find_runtime_symbol(entry));
+        }
+    }
+    return forms;
+}
+
+}  // namespace
+
+std::string runtime_call_arity_error(const std::string &name, size_t num_args) {
+    std::vector<const RuntimeSymbol *> forms = runtime_call_forms(name);
+    if (forms.empty()) {
+        return "";
+    }
+    std::string each;
+    for (const RuntimeSymbol *f : forms) {
+        if (runtime_call_arity(*f) == num_args) {
+            return "";
+        }
+        each += std::string(each.empty() ? "" : " or ") + std::to_string(runtime_call_arity(*f)) +
+                " (" + f->name + ")";
+    }
+    return name + " called with " + std::to_string(num_args) + " argument" +
+           (num_args == 1 ? "" : "s") + "; it takes " + each;
+}
+
+const RuntimeSymbol *find_runtime_call(const std::string &name, size_t num_args) {
+    std::vector<const RuntimeSymbol *> forms = runtime_call_forms(name);
+    if (forms.empty()) {
+        return find_runtime_symbol(name);
+    }
+    for (const RuntimeSymbol *f : forms) {
+        if (runtime_call_arity(*f) == num_args) {
+            return f;
+        }
+    }
+    return nullptr;
+}
+
+const RuntimeSymbol *resolve_runtime_call(const std::string &name, size_t num_args) {
+    const RuntimeSymbol *s = find_runtime_call(name, num_args);
+    user_assert(s || !find_runtime_symbol(name)) << runtime_call_arity_error(name, num_args);
+    return s;
+}
+
 // --- buffer descriptors ----------------------------------------------------------------------
 
 std::string buffer_var_name(const std::string &buffer) {

@@ -117,7 +117,36 @@ struct RuntimeSymbol {
     X(halide_profiler_decr_active_threads, "i:p")                                 \
     X(halide_profiler_memory_allocate,  "v:Upiq")                                 \
     X(halide_profiler_memory_free,      "v:Upiq")                                 \
-    X(halide_profiler_stack_peak_update, "v:Upp")
+    X(halide_profiler_stack_peak_update, "v:Upp")                                 \
+    /* Halide 21's per-instance profiler ABI (the instance is memory the IR        \
+       allocates); its 3-argument set_current_func is TALLY_RUNTIME_OVERLOADS' */  \
+    X(halide_profiler_instance_start,   "i:Usipp")                                \
+    X(halide_profiler_instance_end,     "i:Up")                                   \
+    X(halide_profiler_enable_instance,  "i:p")                                    \
+    X(tally_halide21_profiler_set_current_func, "i:pip")                          \
+    /* Halide's other calls (Halide 14 and 21) */                                 \
+    X(halide_error_split_factor_not_positive, "i:Usssssi")                        \
+    X(halide_mutex_array_create,        "p:q")                                    \
+    X(halide_mutex_array_destroy,       "v:Up")                                   \
+    X(halide_mutex_array_lock,          "i:pi")                                   \
+    X(halide_mutex_array_unlock,        "i:pi")
+
+/** Halide names that name two runtime functions. The IR keeps Halide's name (extern calls read
+ * as Halide printed them), but C has one function per name, so where Halide's two dialects call
+ * one name with different parameters, the later form is a runtime entry point of its own, named
+ * `tally_halide<version>_...`: X(halide_name, entry_point), both in TALLY_RUNTIME_SYMBOLS.
+ *
+ * The rule (resolve_runtime_call, the one place it is applied): a call of `halide_name` with n
+ * IR arguments (user_context never counts) calls the first of halide_name's own entry and its
+ * overloads, in that order, that takes n; a count no form takes is an error naming every form.
+ * The argument count alone decides: the forms listed here never share one. Code generation and
+ * the verifier resolve through it; typing that only hints (the parser's argument hints) uses
+ * find_runtime_call, which is the same rule without the error.
+ *
+ * halide_profiler_set_current_func: Halide 14's (state, token, func_id, sampling_token), Halide
+ * 21's (instance, func_id, sampling_token). */
+#define TALLY_RUNTIME_OVERLOADS(X)                                                \
+    X(halide_profiler_set_current_func, tally_halide21_profiler_set_current_func)
 
 /** Halide's buffer accessors that the passes write or read. They take no user_context and
  * are called as the IR types them, so they need no signature entry above. */
@@ -136,8 +165,31 @@ struct RuntimeSymbol {
  * (tally_kernel_table in runtime/include/tally_runtime.h); launches pass it to halide_<api>_run. */
 inline constexpr char kernel_table_intrinsic[] = "tally_kernel_table";
 
-/** The table entry for a runtime entry point, or nullptr when `name` is not one. */
+/** The table entry for a runtime entry point, or nullptr when `name` is not one. A name with
+ * overloads (TALLY_RUNTIME_OVERLOADS) gives its own entry: code that has a call's arguments
+ * uses resolve_runtime_call instead. */
 const RuntimeSymbol *find_runtime_symbol(const std::string &name);
+
+/** The number of arguments an IR call passes to `s`: its parameters less the user_context,
+ * which generated code adds. */
+size_t runtime_call_arity(const RuntimeSymbol &s);
+
+/** The runtime entry point an IR call of `name` with `num_args` arguments calls, by the rule of
+ * TALLY_RUNTIME_OVERLOADS: find_runtime_symbol(name) for a name without overloads (whatever the
+ * count), the form taking `num_args` for one with overloads, nullptr when `name` is no runtime
+ * entry point. Throws CompileError (user_error) when `name` has overloads and none of its forms
+ * takes `num_args` arguments. */
+const RuntimeSymbol *resolve_runtime_call(const std::string &name, size_t num_args);
+
+/** resolve_runtime_call without the error: nullptr also when `name` has overloads and none of
+ * its forms takes `num_args` arguments. For typing that reports nothing itself (the parser's
+ * argument hints: the verifier reports the count). */
+const RuntimeSymbol *find_runtime_call(const std::string &name, size_t num_args);
+
+/** Why an IR call of `name` with `num_args` arguments resolves to no runtime entry point (the
+ * message resolve_runtime_call throws, naming every form), or "" when it resolves or `name` has
+ * no overloads. For checkers that collect errors instead of throwing (the verifier). */
+std::string runtime_call_arity_error(const std::string &name, size_t num_args);
 
 /** One constant per runtime name, spelled as the name: `runtime::halide_copy_to_host`. */
 namespace runtime {

@@ -11,6 +11,7 @@
 #include "ir/FreeVariables.h"
 #include "ir/KernelGeometry.h"
 #include "ir/LargeStack.h"
+#include "ir/RuntimeCalls.h"
 
 #include <map>
 #include <set>
@@ -161,6 +162,11 @@ private:
     }
     void visit(const Call *op) override {
         IRVisitor::visit(op);
+        // A Halide name with two runtime forms must be called with one form's argument count.
+        std::string arity = runtime_call_arity_error(op->name, op->args.size());
+        if (!arity.empty()) {
+            fail(arity);
+        }
         if (!m.kernels.empty() && op->name.size() > 11 && op->name.compare(0, 7, "halide_") == 0 &&
             op->name.compare(op->name.size() - 4, 4, "_run") == 0 && op->args.size() > 1) {
             if (const StringImm *k = op->args[1].as<StringImm>()) {

@@ -11,6 +11,7 @@
 #include "tally/IRPrinter.h"
 #include "tally/Lower.h"
 #include "tally/Parser.h"
+#include "tally/Verifier.h"
 
 namespace tally {
 namespace {
@@ -33,6 +34,77 @@ TEST(RuntimeCalls, TableHasEveryConstantWithItsSignature) {
     // Buffer intrinsics are named constants, but take no user_context and have no entry.
     EXPECT_STREQ(runtime::_halide_buffer_init, "_halide_buffer_init");
     EXPECT_EQ(find_runtime_symbol(runtime::_halide_buffer_init), nullptr);
+}
+
+TEST(RuntimeCalls, HalideNamesWithTwoFormsResolveByArgumentCount) {
+    // Halide 14's halide_profiler_set_current_func(state, token, func_id, sampling_token) and
+    // Halide 21's (instance, func_id, sampling_token): one IR name, two runtime entry points.
+    const RuntimeSymbol *v14 = resolve_runtime_call(runtime::halide_profiler_set_current_func, 4);
+    ASSERT_NE(v14, nullptr);
+    EXPECT_STREQ(v14->name, "halide_profiler_set_current_func");
+    EXPECT_STREQ(v14->signature, "i:piip");
+    const RuntimeSymbol *v21 = resolve_runtime_call(runtime::halide_profiler_set_current_func, 3);
+    ASSERT_NE(v21, nullptr);
+    EXPECT_STREQ(v21->name, "tally_halide21_profiler_set_current_func");
+    EXPECT_STREQ(v21->signature, "i:pip");
+    // The name alone gives Halide's own entry.
+    EXPECT_EQ(find_runtime_symbol(runtime::halide_profiler_set_current_func), v14);
+    // Any other count is an error naming both forms.
+    try {
+        resolve_runtime_call(runtime::halide_profiler_set_current_func, 2);
+        FAIL() << "a 2-argument call resolved";
+    } catch (const CompileError &e) {
+        std::string m = e.what();
+        EXPECT_NE(m.find("called with 2 arguments; it takes 4 (halide_profiler_set_current_func) "
+                         "or 3 (tally_halide21_profiler_set_current_func)"),
+                  std::string::npos)
+            << m;
+    }
+    EXPECT_EQ(find_runtime_call(runtime::halide_profiler_set_current_func, 2), nullptr);
+    EXPECT_EQ(find_runtime_call(runtime::halide_profiler_set_current_func, 3), v21);
+    EXPECT_NE(runtime_call_arity_error(runtime::halide_profiler_set_current_func, 5), "");
+    EXPECT_EQ(runtime_call_arity_error(runtime::halide_profiler_set_current_func, 3), "");
+    // Names without overloads resolve whatever the count (their arity is not this rule's), and
+    // unknown names to nothing.
+    EXPECT_EQ(runtime_call_arity_error(runtime::halide_copy_to_host, 7), "");
+    EXPECT_EQ(resolve_runtime_call(runtime::halide_copy_to_host, 1),
+              find_runtime_symbol(runtime::halide_copy_to_host));
+    EXPECT_EQ(resolve_runtime_call("halide_no_such_call", 1), nullptr);
+}
+
+TEST(RuntimeCalls, ArityLeavesOutTheUserContext) {
+    EXPECT_EQ(runtime_call_arity(*find_runtime_symbol(runtime::halide_copy_to_device)), 2u);
+    EXPECT_EQ(runtime_call_arity(*find_runtime_symbol(runtime::halide_profiler_instance_start)),
+              4u);
+    EXPECT_EQ(runtime_call_arity(*find_runtime_symbol(runtime::halide_profiler_enable_instance)),
+              1u);
+    EXPECT_EQ(runtime_call_arity(*find_runtime_symbol(runtime::halide_host_device_interface)), 0u);
+}
+
+TEST(RuntimeCalls, VerifierRejectsACountNoFormTakes) {
+    Module ok = parse_module(R"(module name=v, target=host
+external func v (out: buffer<int32, 1>) {
+allocate profiler_instance[uint64 * 32]
+halide_profiler_set_current_func(profiler_instance, 2, (void *)reinterpret((uint64)0))
+free profiler_instance
+out[0] = 0
+}
+)");
+    EXPECT_NO_THROW(verify(ok));
+    Module bad = parse_module(R"(module name=v, target=host
+external func v (out: buffer<int32, 1>) {
+halide_profiler_set_current_func((void *)reinterpret((uint64)0), 2)
+out[0] = 0
+}
+)");
+    try {
+        verify(bad);
+        FAIL() << "a 2-argument halide_profiler_set_current_func verified";
+    } catch (const CompileError &e) {
+        EXPECT_NE(std::string(e.what()).find("tally_halide21_profiler_set_current_func"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(RuntimeCalls, BufferNamesRoundTrip) {

@@ -145,6 +145,7 @@ const char *tally_error_code_name(int32_t code) {
         TALLY_CODE_NAME(ERROR_INCOMPATIBLE_DEVICE_INTERFACE)
         TALLY_CODE_NAME(ERROR_BAD_DIMENSIONS)
         TALLY_CODE_NAME(ERROR_DEVICE_DIRTY_WITH_NO_DEVICE_SUPPORT)
+        TALLY_CODE_NAME(ERROR_SPLIT_FACTOR_NOT_POSITIVE)
         TALLY_CODE_NAME(ERROR_BAD_ARGUMENT)
         TALLY_CODE_NAME(ERROR_THREAD_START_FAILED)
         TALLY_CODE_NAME(ERROR_TIMER_FAILED)
@@ -335,6 +336,19 @@ int32_t halide_error_device_dirty_with_no_device_support(void *user_context,
                               "The buffer %s is dirty on device, but this pipeline was compiled "
                               "with no support for device to host copies",
                               str_or_null(buffer_name));
+}
+
+int32_t halide_error_split_factor_not_positive(void *user_context, const char *func_name,
+                                               const char *orig, const char *outer,
+                                               const char *inner, const char *factor_str,
+                                               int32_t factor) {
+    return tally_report_error(user_context, TALLY_ERROR_SPLIT_FACTOR_NOT_POSITIVE,
+                              "In schedule for func %s, the factor used to split the variable %s "
+                              "into %s and %s is %s. This evaluated to %d, which is not strictly "
+                              "positive. Consider using max(%s, 1) instead.",
+                              str_or_null(func_name), str_or_null(orig), str_or_null(outer),
+                              str_or_null(inner), str_or_null(factor_str), (int)factor,
+                              str_or_null(factor_str));
 }
 
 int32_t halide_error_bad_fold(void *user_context, const char *func_name, const char *var_name,

@@ -510,6 +510,10 @@ static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
 }
 
 int32_t tally_profiler_end(void *user_context, void *instance) {
+    return tally_profiler_end_run(user_context, instance, 1);
+}
+
+int32_t tally_profiler_end_run(void *user_context, void *instance, int32_t count) {
     (void)user_context;
     tally_instance *inst = (tally_instance *)instance;
     if (!inst) {
@@ -533,7 +537,9 @@ int32_t tally_profiler_end(void *user_context, void *instance) {
     rescale_to_wall(inst, wall);
 
     pthread_mutex_lock(&tally_registry_lock);
-    merge_into_pipeline_locked(inst, wall);
+    if (count) {
+        merge_into_pipeline_locked(inst, wall);
+    }
     release_pipeline_locked(inst->pipeline);
     pthread_mutex_unlock(&tally_registry_lock);
 

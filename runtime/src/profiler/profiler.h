@@ -25,6 +25,10 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
                                const int32_t *slot_kinds, const int32_t *slot_parents,
                                int32_t flags);
 
+// tally_profiler_end, or, when `count` is 0, the same end without merging the run into its
+// pipeline's totals: Halide 21's bounds queries run its probes but are no runs of the pipeline.
+int32_t tally_profiler_end_run(void *user_context, void *instance, int32_t count);
+
 // The registry. Report code walks it with the lock held.
 extern pthread_mutex_t tally_registry_lock;
 tally_pipeline *tally_registry_first_locked(void);
