@@ -698,13 +698,15 @@ private:
         return Shuffle::make(vs, idx);
     }
 
-    /** The IR-level parameter type hints of a runtime function, from ir/RuntimeCalls.h. */
-    static bool param_hint(const std::string &name, size_t i, Type *out) {
+    /** The type argument `i` of a call of `name` with `num_args` arguments takes, for runtime
+     * calls (by the form that takes that many: Halide 14's and Halide 21's profiler calls
+     * differ) and destructors. */
+    static bool param_hint(const std::string &name, size_t num_args, size_t i, Type *out) {
         if (Call::find_intrinsic(name) == Call::register_destructor && i == 1) {
             *out = Handle();
             return true;
         }
-        const RuntimeSymbol *sym = find_runtime_symbol(name.c_str());
+        const RuntimeSymbol *sym = find_runtime_call(name, num_args);
         if (!sym) {
             return false;
         }
@@ -825,7 +827,7 @@ private:
         bool ok = true;
         for (size_t i = 0; i < e.kids.size(); i++) {
             Type h;
-            bool has = param_hint(e.name, i, &h);
+            bool has = param_hint(e.name, e.kids.size(), i, &h);
             args.push_back(elab(e.kids[i], has ? &h : nullptr));
             ok = ok && args.back().defined();
         }

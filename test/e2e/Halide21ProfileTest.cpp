@@ -1,4 +1,4 @@
-// Halide 21's -profile IR, as Halide 21 printed it (test/e2e/halide21/), compiled by Tally and run
+// Halide 21's -profile IR, as Halide 21 printed it (test/e2e/inputs/halide21/), compiled by Tally and run
 // on Tally's runtime: Halide's own probes (its per-instance profiler ABI) report through Tally's
 // profiler. Each pipeline is called once as a bounds query (an input with no host memory) and
 // then `kRuns` times, on a testing clock that the pipeline advances itself, once per iteration
@@ -20,7 +20,7 @@
 #include "tally_runtime_testing.h"
 
 #ifndef TALLY_HALIDE21_DIR
-#error "TALLY_HALIDE21_DIR must name test/e2e/halide21"
+#error "TALLY_HALIDE21_DIR must name test/e2e/inputs/halide21"
 #endif
 
 namespace {
@@ -73,7 +73,7 @@ private:
 };
 
 struct Case {
-    const char *file;                  // in test/e2e/halide21
+    const char *file;                  // in test/e2e/inputs/halide21
     const char *pipeline;              // the name Halide's probes give the run
     std::vector<std::string> slots;    // Halide's func table, in id order
     std::vector<std::string> looping;  // Funcs whose loops must be billed
