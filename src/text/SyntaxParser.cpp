@@ -775,8 +775,8 @@ private:
             s->branches.push_back(parse_braced_body("to open a fork branch"));
         }
         if (s->branches.size() < 2) {
-            lex.error(s->loc, "a fork needs at least two branches, `fork { ... } { ... }`, each "
-                              "'{' on the line of the '}' before it");
+            lex.error(s->loc, "malformed 'fork' statement: it needs two or more branches, "
+                              "`fork { ... } { ... }`, each '{' on the line of the '}' before it");
         }
     }
 
