@@ -27,7 +27,9 @@
 //    around each task, in the slot current where the loop starts (every run starts with
 //    TALLY_PROFILER_FLAG_POOL_CONTEXTS): a task makes no profiler call of its own unless it
 //    switches slots inside, on `tally_profiler_current_context()`. The task functions of
-//    halide_do_parallel_tasks (async) announce their worker context and set its slot themselves.
+//    halide_do_parallel_tasks (async) announce their worker context and set its slot themselves,
+//    and so do the tasks of a `fork` or `acquire` (each branch, after the acquires it starts
+//    with: the runtime takes those before the task runs).
 //
 // Strategy: 1. find the pipeline functions and the closures they call; 2. collect the slot table
 // by walking each pipeline (and its closures, at their call sites) in order; 3. rewrite each
@@ -357,6 +359,48 @@ private:
         Stmt body = with_task_context(names, mutate(op->body));
         ctx = saved;
         return For::make(op->name, op->min, op->extent, op->for_type, op->device_api, body);
+    }
+
+    // Async tasks (a fork's branches, the body of an acquire that does not start a branch) run
+    // on worker threads, one task each, as halide_do_parallel_tasks runs Halide's task
+    // functions: each opens its worker context (the thread counts as active from there) in the
+    // slot current where the tasks start, and ends it when done. The acquires a task starts
+    // with stay outside: the runtime takes them before the task runs, on no thread's time.
+    Stmt visit(const Fork *op) override {
+        std::vector<Stmt> tasks;
+        collect_tasks(Stmt(op), &tasks);
+        Stmt out = tasks.back();
+        for (size_t i = tasks.size() - 1; i-- > 0;) {
+            out = Fork::make(tasks[i], out);
+        }
+        return out;
+    }
+    Stmt visit(const Acquire *op) override { return async_task(Stmt(op)); }
+
+    void collect_tasks(const Stmt &s, std::vector<Stmt> *tasks) {
+        if (const Fork *f = s.as<Fork>()) {
+            collect_tasks(f->first, tasks);
+            collect_tasks(f->rest, tasks);
+            return;
+        }
+        tasks->push_back(async_task(s));
+    }
+
+    Stmt async_task(const Stmt &s) {
+        if (const Acquire *a = s.as<Acquire>()) {
+            return Acquire::make(a->semaphore, a->count, async_task(a->body));
+        }
+        Expr saved = ctx;
+        ctx = handle_var(names.ctx);
+        Stmt body = mutate(s);
+        ctx = saved;
+        Expr worker = handle_var(names.ctx);
+        return LetStmt::make(
+            names.ctx,
+            Call::make(Handle(), runtime::tally_profiler_thread_begin, {inst}, Call::Extern),
+            Block::make(set_current(worker, current.back()),
+                        append_inside(body, Evaluate::make(call_i32(
+                                                runtime::tally_profiler_thread_end, {worker})))));
     }
 
     /** Splits a let body into its leading `assert(name == 0, ...)` and the rest. */

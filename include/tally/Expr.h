@@ -62,6 +62,8 @@ enum class IRNodeType : uint8_t {
     IfThenElse,
     Evaluate,
     Atomic,
+    Fork,
+    Acquire,
 };
 
 /** The base of every node: a reference count and a tag. */

@@ -413,6 +413,33 @@ struct Atomic : StmtNode<Atomic> {
     static Stmt make(const std::string &producer_name, const std::string &mutex_name, Stmt body);
 };
 
+/** Halide's `fork { first } { rest }` (async schedules, before lowering ends): the two run
+ * concurrently and the statement ends when both have. Chains nest to the right and print flat,
+ * `fork { a } { b } { c }` being Fork(a, Fork(b, c)). Host code runs every branch of a chain as
+ * one task of a single halide_do_parallel_tasks call. */
+struct Fork : StmtNode<Fork> {
+    static const IRNodeType _node_type = IRNodeType::Fork;
+    Stmt first, rest;
+    static Stmt make(Stmt first, Stmt rest);
+    /** Right-nested forks of two or more branches. */
+    static Stmt make(const std::vector<Stmt> &branches);
+};
+
+/** The branches of a fork chain, in order (the `rest` of each link that is a Fork continues the
+ * chain; `first` never does: a Fork there is a branch of its own). */
+std::vector<Stmt> fork_branches(const Fork *op);
+
+/** Halide's `acquire (semaphore, count) { body }`: body runs once `count` units have been taken
+ * from `semaphore` (a `halide_semaphore_t *` that halide_semaphore_init made and
+ * halide_semaphore_release feeds). At the start of a fork branch it is a precondition of the
+ * branch's task, so no thread blocks waiting for it; elsewhere it is a task of its own. */
+struct Acquire : StmtNode<Acquire> {
+    static const IRNodeType _node_type = IRNodeType::Acquire;
+    Expr semaphore, count;
+    Stmt body;
+    static Stmt make(Expr semaphore, Expr count, Stmt body);
+};
+
 /** Halide 14 names a Func's mutex `<producer>.mutex`: true when `name` is such a name, with the
  * producer's name in *producer. (A single name in `atomic (NAME) {` is Halide 14's mutex exactly
  * then, and Halide 21's producer otherwise.) */

@@ -60,6 +60,8 @@ protected:
     virtual Stmt visit(const Block *);
     virtual Stmt visit(const IfThenElse *);
     virtual Stmt visit(const Atomic *);
+    virtual Stmt visit(const Fork *);
+    virtual Stmt visit(const Acquire *);
     virtual Stmt visit(const Evaluate *);
 
     /** Mutates each element; returns true if any changed. */

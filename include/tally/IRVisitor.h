@@ -54,6 +54,8 @@ public:
     virtual void visit(const Block *);
     virtual void visit(const IfThenElse *);
     virtual void visit(const Atomic *);
+    virtual void visit(const Fork *);
+    virtual void visit(const Acquire *);
     virtual void visit(const Evaluate *);
 };
 

@@ -25,6 +25,15 @@ struct UsedNames {
 /** Collects the names `s` refers to. */
 UsedNames used_names(const Stmt &s);
 
+/** The min_threads of an async task whose body (after its leading acquires) is `body`: how many
+ * threads it needs to finish, 0 when it never blocks. As Halide counts them (its
+ * LowerParallelTasks): a standalone acquire needs one more thread than its body; a fork, the
+ * sum of its branches' needs plus one, unless every branch needs none and none starts with an
+ * acquire; a parallel loop, one more than its body when its body needs any; any other
+ * statement, the most any part of it needs. The runtime gives a task that may block a thread
+ * of its own. */
+int async_min_threads(const Stmt &body);
+
 /** A gpu_block or gpu_thread loop (what becomes a block or thread id on the device). */
 bool is_gpu_loop(const For *op);
 

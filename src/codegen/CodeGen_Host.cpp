@@ -149,6 +149,9 @@ private:
         // data may alias the descriptor, so reloading it at every access would stay in loops.
         std::map<std::string, llvm::Value *> arg_hosts;
         std::map<std::string, std::vector<size_t>> heap;  // allocation -> destructor index
+        // An async task's task_parent argument, passed on by the halide_do_parallel_tasks calls
+        // it makes; null elsewhere (a pipeline, a par_for task).
+        llvm::Value *task_parent = nullptr;
     };
     FnState *fs = nullptr;
 
@@ -1053,86 +1056,211 @@ private:
         serial_loop(op);
     }
 
-    /** Outlines the body into a task and runs it with halide_do_par_for. */
-    void parallel_loop(const For *op, llvm::Value *min, llvm::Value *extent) {
-        UsedNames used = used_names(op->body);
+    /** What a statement outlined into a task function uses from the function it leaves: every
+     * variable and buffer it names that is visible here, stored in a struct on this function's
+     * stack (a task runs before the call that starts it returns). */
+    struct Closure {
+        std::vector<std::string> var_names, buf_names;
+        std::vector<llvm::Type *> types;
+        llvm::StructType *type = nullptr;
+        llvm::Value *ptr = nullptr;
+    };
+
+    /** The closure of `bodies`, leaving out `bound` (what the task binds itself: a loop index). */
+    Closure make_closure(const std::vector<Stmt> &bodies, const std::string &bound,
+                         const std::string &label) {
+        UsedNames used;
+        for (const Stmt &b : bodies) {
+            UsedNames u = used_names(b);
+            used.vars.insert(u.vars.begin(), u.vars.end());
+            used.loaded.insert(u.loaded.begin(), u.loaded.end());
+            used.stored.insert(u.stored.begin(), u.stored.end());
+        }
         std::set<std::string> used_buffers = used.loaded;
         used_buffers.insert(used.stored.begin(), used.stored.end());
-        // Capture every variable and buffer the body names that is visible here.
-        std::vector<std::string> var_names, buf_names;
+        Closure c;
         std::vector<llvm::Value *> vals;
-        std::vector<llvm::Type *> types;
         for (const std::string &n : used.vars) {
-            if (n == op->name || n.compare(0, 2, "::") == 0 || !vars.count(n)) {
+            if (n == bound || n.compare(0, 2, "::") == 0 || !vars.count(n)) {
                 continue;
             }
-            var_names.push_back(n);
+            c.var_names.push_back(n);
             vals.push_back(vars[n].back());
         }
         for (const std::string &n : used_buffers) {
             if (!buffers.count(n) && vars.count(n)) {
                 // The memory is named by a handle variable: capture the variable.
-                if (std::find(var_names.begin(), var_names.end(), n) == var_names.end()) {
-                    var_names.push_back(n);
-                    vals.insert(vals.begin() + (var_names.size() - 1), vars[n].back());
+                if (std::find(c.var_names.begin(), c.var_names.end(), n) == c.var_names.end()) {
+                    c.var_names.push_back(n);
+                    vals.insert(vals.begin() + (c.var_names.size() - 1), vars[n].back());
                 }
                 continue;
             }
             if (!buffers.count(n) && !fs->arg_hosts.count(n)) {
                 continue;  // not visible here: the body must bind it itself
             }
-            buf_names.push_back(n);
+            c.buf_names.push_back(n);
             vals.push_back(buffer_base(n));
         }
         for (llvm::Value *v : vals) {
-            types.push_back(v->getType());
+            c.types.push_back(v->getType());
         }
-        llvm::StructType *st = llvm::StructType::get(ctx, types);
-        llvm::Value *closure = entry_alloca(st, op->name + ".closure");
+        c.type = llvm::StructType::get(ctx, c.types);
+        c.ptr = entry_alloca(c.type, label + ".closure");
         for (size_t i = 0; i < vals.size(); i++) {
-            builder.CreateStore(vals[i], builder.CreateStructGEP(st, closure, i));
+            builder.CreateStore(vals[i], builder.CreateStructGEP(c.type, c.ptr, i));
         }
+        return c;
+    }
 
-        llvm::FunctionType *task_t = llvm::FunctionType::get(i32, {ptr, i32, ptr}, false);
-        llvm::Function *task = llvm::Function::Create(task_t, llvm::Function::InternalLinkage,
-                                                      fn->getName() + "_par_for_" + op->name, mod);
+    /** Compiles `body` as the function `task`, a function of its own with empty scopes: the
+     * closure (its argument `closure_arg`) binds what the body uses from outside, then `bind`
+     * binds what the task's other arguments give. `task_parent` is what nested
+     * halide_do_parallel_tasks calls in the body pass on (null: none). */
+    void outline(llvm::Function *task, const Closure &c, unsigned closure_arg,
+                 llvm::Value *task_parent, const Stmt &body, const std::function<void()> &bind) {
         llvm::IRBuilderBase::InsertPoint saved_ip = builder.saveIP();
-        // The task is a function of its own: it starts with empty scopes.
         FnState *outer = fs;
         llvm::Function *outer_fn = fn;
         Scope outer_vars = std::exchange(vars, {}), outer_buffers = std::exchange(buffers, {});
         FnState inner;
         begin_function(task, &inner, task->getArg(0));
-        llvm::Value *cl = task->getArg(2);
-        for (size_t i = 0; i < var_names.size(); i++) {
-            llvm::Value *v =
-                builder.CreateLoad(types[i], builder.CreateStructGEP(st, cl, i), var_names[i]);
-            push_var(var_names[i], v);
+        inner.task_parent = task_parent;
+        llvm::Value *cl = task->getArg(closure_arg);
+        for (size_t i = 0; i < c.var_names.size(); i++) {
+            llvm::Value *v = builder.CreateLoad(c.types[i], builder.CreateStructGEP(c.type, cl, i),
+                                                c.var_names[i]);
+            push_var(c.var_names[i], v);
         }
-        for (size_t j = 0; j < buf_names.size(); j++) {
-            size_t i = var_names.size() + j;
-            llvm::Value *v =
-                builder.CreateLoad(types[i], builder.CreateStructGEP(st, cl, i), buf_names[j]);
-            push_buffer(buf_names[j], v);
+        for (size_t j = 0; j < c.buf_names.size(); j++) {
+            size_t i = c.var_names.size() + j;
+            llvm::Value *v = builder.CreateLoad(c.types[i], builder.CreateStructGEP(c.type, cl, i),
+                                                c.buf_names[j]);
+            push_buffer(c.buf_names[j], v);
         }
-        llvm::Value *idx = task->getArg(1);
-        if (idx->getType() != min->getType()) {
-            idx = builder.CreateIntCast(idx, min->getType(), true);
-        }
-        push_var(op->name, idx);
-        codegen(op->body);
+        bind();
+        codegen(body);
         end_function();
         fs = outer;
         fn = outer_fn;
         vars = std::move(outer_vars);
         buffers = std::move(outer_buffers);
         builder.restoreIP(saved_ip);
+    }
 
+    /** Outlines the body into a task and runs it with halide_do_par_for. */
+    void parallel_loop(const For *op, llvm::Value *min, llvm::Value *extent) {
+        Closure c = make_closure({op->body}, op->name, op->name);
+        llvm::FunctionType *task_t = llvm::FunctionType::get(i32, {ptr, i32, ptr}, false);
+        llvm::Function *task = llvm::Function::Create(task_t, llvm::Function::InternalLinkage,
+                                                      fn->getName() + "_par_for_" + op->name, mod);
+        outline(task, c, 2, nullptr, op->body, [&]() {
+            llvm::Value *idx = task->getArg(1);
+            if (idx->getType() != min->getType()) {
+                idx = builder.CreateIntCast(idx, min->getType(), true);
+            }
+            push_var(op->name, idx);
+        });
         llvm::FunctionCallee par_for =
             declare_extern(runtime::halide_do_par_for, i32, {ptr, ptr, i32, i32, ptr});
         llvm::Value *r = builder.CreateCall(
             par_for, {fs->user_context, task, builder.CreateIntCast(min, i32, true),
-                      builder.CreateIntCast(extent, i32, true), closure});
+                      builder.CreateIntCast(extent, i32, true), c.ptr});
+        fail_unless(builder.CreateICmpEQ(r, builder.getInt32(0)), [&]() { return r; });
+    }
+
+    // --- async tasks (fork and acquire) ----------------------------------------------------
+    //
+    // As Halide lowers them (LowerParallelTasks): the branches of a fork chain, nested forks in
+    // a branch's place included, are the tasks of one halide_do_parallel_tasks call; the
+    // acquires a task starts with become its semaphore list, which the runtime takes before it
+    // runs the task, so no thread blocks waiting for them; an acquire anywhere else is a call
+    // of its own with one task. Every task is called once (min 0, extent 1). Its min_threads
+    // (async_min_threads) tells the runtime whether it may block inside, so that it gets a
+    // thread of its own. The semaphores themselves are made by halide_semaphore_init and fed by
+    // halide_semaphore_release calls already in the text.
+
+    struct AsyncTask {
+        Stmt body;                              // after its leading acquires
+        std::vector<const Acquire *> acquires;  // its leading acquires, outermost first
+    };
+
+    static void collect_async_tasks(const Stmt &s, std::vector<AsyncTask> *tasks) {
+        if (const Fork *f = s.as<Fork>()) {
+            collect_async_tasks(f->first, tasks);
+            collect_async_tasks(f->rest, tasks);
+            return;
+        }
+        AsyncTask t;
+        t.body = s;
+        while (const Acquire *a = t.body.as<Acquire>()) {
+            t.acquires.push_back(a);
+            t.body = a->body;
+        }
+        tasks->push_back(std::move(t));
+    }
+
+    void visit(const Fork *op) override { run_async_tasks(Stmt(op), "fork"); }
+    void visit(const Acquire *op) override { run_async_tasks(Stmt(op), "acquire"); }
+
+    /** One halide_do_parallel_tasks call running the tasks of `s`, checked. */
+    void run_async_tasks(const Stmt &s, const std::string &kind) {
+        std::vector<AsyncTask> tasks;
+        collect_async_tasks(s, &tasks);
+        std::vector<Stmt> bodies;
+        for (const AsyncTask &t : tasks) {
+            bodies.push_back(t.body);
+        }
+        std::string label = fn->getName().str() + "." + kind;
+        Closure c = make_closure(bodies, "", label);
+
+        // halide_semaphore_acquire_t and halide_parallel_task_t (tally_runtime.h).
+        llvm::StructType *acquire_t = llvm::StructType::get(ctx, {ptr, i32});
+        llvm::StructType *task_t =
+            llvm::StructType::get(ctx, {ptr, ptr, ptr, ptr, i32, i32, i32, i32, i8});
+        llvm::Value *array = entry_alloca(llvm::ArrayType::get(task_t, tasks.size()), label);
+        llvm::FunctionType *fn_t = llvm::FunctionType::get(i32, {ptr, i32, i32, ptr, ptr}, false);
+        for (size_t i = 0; i < tasks.size(); i++) {
+            const AsyncTask &t = tasks[i];
+            std::string name = label + "." + std::to_string(i);
+            llvm::Function *task = llvm::Function::Create(
+                fn_t, llvm::Function::InternalLinkage,
+                fn->getName() + "_" + kind + "_task_" + std::to_string(i), mod);
+            outline(task, c, 3, task->getArg(4), t.body, []() {});
+            llvm::Value *sems = llvm::ConstantPointerNull::get(builder.getPtrTy());
+            if (!t.acquires.empty()) {
+                sems = entry_alloca(llvm::ArrayType::get(acquire_t, t.acquires.size()),
+                                    name + ".semaphores");
+                for (size_t j = 0; j < t.acquires.size(); j++) {
+                    llvm::Value *sem = codegen(t.acquires[j]->semaphore);
+                    llvm::Value *count = codegen(t.acquires[j]->count);
+                    llvm::Value *a = builder.CreateConstInBoundsGEP1_32(acquire_t, sems, j);
+                    builder.CreateStore(sem, builder.CreateStructGEP(acquire_t, a, 0));
+                    builder.CreateStore(count, builder.CreateStructGEP(acquire_t, a, 1));
+                }
+            }
+            llvm::Value *slot = builder.CreateConstInBoundsGEP1_32(task_t, array, i);
+            llvm::Value *fields[] = {
+                task,
+                c.ptr,
+                builder.CreateGlobalStringPtr(name, "task_name", 0, mod),
+                sems,
+                builder.getInt32(int(t.acquires.size())),
+                builder.getInt32(0),
+                builder.getInt32(1),
+                builder.getInt32(async_min_threads(t.body)),
+                builder.getInt8(0),
+            };
+            for (unsigned k = 0; k < 9; k++) {
+                builder.CreateStore(fields[k], builder.CreateStructGEP(task_t, slot, k));
+            }
+        }
+        llvm::Value *parent =
+            fs->task_parent ? fs->task_parent : llvm::ConstantPointerNull::get(builder.getPtrTy());
+        llvm::FunctionCallee run =
+            declare_extern(runtime::halide_do_parallel_tasks, i32, {ptr, i32, ptr, ptr});
+        llvm::Value *r = builder.CreateCall(
+            run, {fs->user_context, builder.getInt32(int(tasks.size())), array, parent});
         fail_unless(builder.CreateICmpEQ(r, builder.getInt32(0)), [&]() { return r; });
     }
 

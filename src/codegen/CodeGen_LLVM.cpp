@@ -894,6 +894,14 @@ void CodeGen_LLVM::visit(const AssertStmt *op) {
     unsupported("the assert '" + to_string(Stmt(op)) + "'");
 }
 
+void CodeGen_LLVM::visit(const Fork *) {
+    unsupported("a fork (async tasks)");
+}
+
+void CodeGen_LLVM::visit(const Acquire *) {
+    unsupported("an acquire (async tasks)");
+}
+
 void CodeGen_LLVM::visit(const LetStmt *op) {
     llvm::Value *v = codegen(op->value);
     if (!v->hasName() && !llvm::isa<llvm::Constant>(v)) {

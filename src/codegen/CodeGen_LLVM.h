@@ -242,6 +242,10 @@ protected:
     void visit(const Store *op) override;
     /** Halide's atomic updates (CodeGen_Atomic.cpp). */
     void visit(const Atomic *op) override;
+    /** Async tasks run on the host's thread pool: a device back end has none (CodeGen_Host
+     * overrides these). */
+    void visit(const Fork *op) override;
+    void visit(const Acquire *op) override;
     /** The store of an atomic block without a mutex, as one atomic operation per lane. */
     void atomic_store(const Store *st);
 

@@ -881,6 +881,8 @@ private:
     }
     void visit(const Free *) override {}
     void visit(const Atomic *) override { unsupported("an atomic update"); }
+    void visit(const Fork *) override { unsupported("a fork (async tasks)"); }
+    void visit(const Acquire *) override { unsupported("an acquire (async tasks)"); }
     void visit(const Block *op) override {
         op->first.accept(this);
         op->rest.accept(this);

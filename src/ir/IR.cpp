@@ -513,6 +513,46 @@ Stmt Atomic::make(const std::string &producer_name, const std::string &mutex_nam
     return n;
 }
 
+Stmt Fork::make(Stmt first, Stmt rest) {
+    internal_assert(first.defined() && rest.defined()) << "Fork without two branches";
+    Fork *n = new Fork;
+    n->first = std::move(first);
+    n->rest = std::move(rest);
+    return n;
+}
+
+Stmt Fork::make(const std::vector<Stmt> &branches) {
+    internal_assert(branches.size() >= 2) << "Fork of fewer than two branches";
+    Stmt s = branches.back();
+    for (size_t i = branches.size() - 1; i-- > 0;) {
+        s = Fork::make(branches[i], s);
+    }
+    return s;
+}
+
+std::vector<Stmt> fork_branches(const Fork *op) {
+    std::vector<Stmt> out;
+    while (true) {
+        out.push_back(op->first);
+        const Fork *next = op->rest.as<Fork>();
+        if (!next) {
+            out.push_back(op->rest);
+            return out;
+        }
+        op = next;
+    }
+}
+
+Stmt Acquire::make(Expr semaphore, Expr count, Stmt body) {
+    internal_assert(semaphore.defined() && count.defined() && body.defined())
+        << "Acquire without semaphore, count or body";
+    Acquire *n = new Acquire;
+    n->semaphore = std::move(semaphore);
+    n->count = std::move(count);
+    n->body = std::move(body);
+    return n;
+}
+
 Stmt ProducerConsumer::make(const std::string &name, bool is_producer, Stmt body) {
     internal_assert(body.defined()) << "ProducerConsumer " << name << " without body";
     ProducerConsumer *n = new ProducerConsumer;

@@ -132,6 +132,15 @@ public:
             return x->producer_name == y->producer_name && x->mutex_name == y->mutex_name &&
                    stmt(x->body, y->body);
         }
+        case IRNodeType::Fork: {
+            const Fork *x = a.as<Fork>(), *y = b.as<Fork>();
+            return stmt(x->first, y->first) && stmt(x->rest, y->rest);
+        }
+        case IRNodeType::Acquire: {
+            const Acquire *x = a.as<Acquire>(), *y = b.as<Acquire>();
+            return expr(x->semaphore, y->semaphore) && expr(x->count, y->count) &&
+                   stmt(x->body, y->body);
+        }
         case IRNodeType::For: {
             const For *x = a.as<For>(), *y = b.as<For>();
             return x->name == y->name && x->for_type == y->for_type &&

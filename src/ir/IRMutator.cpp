@@ -81,6 +81,8 @@ Stmt IRMutator::visit_stmt(const Stmt &s) {
         TALLY_CASE(IfThenElse)
         TALLY_CASE(Evaluate)
         TALLY_CASE(Atomic)
+        TALLY_CASE(Fork)
+        TALLY_CASE(Acquire)
 #undef TALLY_CASE
     default:
         internal_error << "IRMutator::mutate(Stmt) on an expression node";
@@ -232,6 +234,23 @@ Stmt IRMutator::visit(const ProducerConsumer *op) {
 Stmt IRMutator::visit(const Atomic *op) {
     Stmt b = mutate(op->body);
     return b.same_as(op->body) ? Stmt(op) : Atomic::make(op->producer_name, op->mutex_name, b);
+}
+
+Stmt IRMutator::visit(const Fork *op) {
+    Stmt f = mutate(op->first), r = mutate(op->rest);
+    if (f.same_as(op->first) && r.same_as(op->rest)) {
+        return op;
+    }
+    return Fork::make(f, r);
+}
+
+Stmt IRMutator::visit(const Acquire *op) {
+    Expr s = mutate(op->semaphore), c = mutate(op->count);
+    Stmt b = mutate(op->body);
+    if (s.same_as(op->semaphore) && c.same_as(op->count) && b.same_as(op->body)) {
+        return op;
+    }
+    return Acquire::make(s, c, b);
 }
 
 Stmt IRMutator::visit(const For *op) {

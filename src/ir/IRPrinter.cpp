@@ -590,6 +590,33 @@ private:
         do_indent();
         os << "}\n";
     }
+    void visit(const Fork *op) override {
+        // Halide's form: a chain prints flat, every branch a braced block, the next `{` on the
+        // line of the previous `}` (SyntaxParser's parse_fork).
+        do_indent();
+        os << "fork ";
+        std::vector<Stmt> branches = fork_branches(op);
+        for (size_t i = 0; i < branches.size(); i++) {
+            os << (i ? " {\n" : "{\n");
+            indent++;
+            print_stmt(branches[i]);
+            indent--;
+            do_indent();
+            os << "}";
+        }
+        os << "\n";
+    }
+    void visit(const Acquire *op) override {
+        do_indent();
+        os << "acquire (";
+        print_list({op->semaphore, op->count});
+        os << ") {\n";
+        indent++;
+        print_stmt(op->body);
+        indent--;
+        do_indent();
+        os << "}\n";
+    }
     void visit(const For *op) override {
         do_indent();
         os << for_type_name(op->for_type);

@@ -99,6 +99,17 @@ void IRVisitor::visit(const Atomic *op) {
     op->body.accept(this);
 }
 
+void IRVisitor::visit(const Fork *op) {
+    op->first.accept(this);
+    op->rest.accept(this);
+}
+
+void IRVisitor::visit(const Acquire *op) {
+    op->semaphore.accept(this);
+    op->count.accept(this);
+    op->body.accept(this);
+}
+
 void IRVisitor::visit(const For *op) {
     op->min.accept(this);
     op->extent.accept(this);

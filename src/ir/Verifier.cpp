@@ -245,6 +245,20 @@ private:
             fail("free of '" + op->name + "', which is not an allocation in scope");
         }
     }
+    void visit(const Acquire *op) override {
+        stmt_stack.push_back(op);
+        op->semaphore.accept(this);
+        op->count.accept(this);
+        if (!op->semaphore.type().is_handle()) {
+            fail("acquire of a semaphore that is not a handle (a halide_semaphore_t *), but " +
+                 op->semaphore.type().to_string());
+        }
+        if (op->count.type() != Int(32)) {
+            fail("acquire count must be int32, not " + op->count.type().to_string());
+        }
+        stmt_stack.pop_back();
+        op->body.accept(this);
+    }
     void visit(const IfThenElse *op) override { scoped_stmt(op); }
     void visit(const Evaluate *op) override { scoped_stmt(op); }
 };

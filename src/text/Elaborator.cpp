@@ -1042,9 +1042,38 @@ private:
             Stmt body = elab_block(p.body);
             return learning ? Stmt() : Atomic::make(p.producer, p.name, body);
         }
+        case PStmt::ForkS: {
+            std::vector<Stmt> branches;
+            for (const std::vector<PStmt> &b : p.branches) {
+                branches.push_back(elab_block(b));
+            }
+            return learning ? Stmt() : Fork::make(branches);
+        }
+        case PStmt::AcquireS:
+            return elab_acquire(p);
         default:
             internal_error << "binder statement in elab_stmt";
         }
+    }
+
+    Stmt elab_acquire(const PStmt &p) {
+        Type h = Handle("halide_semaphore_t"), i32 = Int(32);
+        Expr sem = require(p.exprs[0], &h);
+        Expr count = require(p.exprs[1], &i32);
+        Stmt body = elab_block(p.body);
+        if (learning) {
+            return Stmt();
+        }
+        if (!sem.type().is_handle()) {
+            error(p.exprs[0].loc, "an acquire's semaphore must be a handle (a halide_semaphore_t "
+                                  "*), not " +
+                                      sem.type().to_string());
+        }
+        if (count.type() != i32) {
+            error(p.exprs[1].loc,
+                  "an acquire's count must be int32, not " + count.type().to_string());
+        }
+        return Acquire::make(sem, count, body);
     }
 
     Stmt elab_assert(const PStmt &p) {

@@ -75,7 +75,9 @@ struct PStmt {
         IfS,
         EvalS,
         ScopeS,
-        AtomicS  // name: the mutex, or empty; producer: the producer, or empty
+        AtomicS,  // name: the mutex, or empty; producer: the producer, or empty
+        ForkS,    // branches: two or more
+        AcquireS  // exprs: semaphore, count; body
     };
     Kind kind = EvalS;
     Loc loc;
@@ -83,6 +85,7 @@ struct PStmt {
     std::vector<PExpr> exprs;  // let: value; assert: cond,msg; for: min,extent; store: index,
                                // value[,pred]; allocate: extents...; if: cond; eval: value
     std::vector<PStmt> body, else_body;
+    std::vector<std::vector<PStmt>> branches;  // fork
     bool has_else = false;
     ForType for_type = ForType::Serial;
     DeviceAPI device_api = DeviceAPI::None;

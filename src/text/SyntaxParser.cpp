@@ -710,9 +710,11 @@ private:
                         "`atomic {`, `atomic (NAME) {` or `atomic (PRODUCER, MUTEX) {`");
             parse_atomic(&s);
         } else if (w == "acquire") {
-            unlowered_statement(t.loc, "acquire (semaphore, count) { ... }");
+            expect_form(is_punct("(", 1), "`acquire (semaphore, count) {`");
+            parse_acquire(&s);
         } else if (w == "fork") {
-            unlowered_statement(t.loc, "fork { ... } { ... }");
+            expect_form(is_punct("{", 1) && !lex.peek(1).newline_before, "`fork { ... } { ... }`");
+            parse_fork(&s);
         } else if (w == "realize") {
             unlowered_statement(t.loc, "realize");
         } else if (w == "else") {
@@ -826,8 +828,36 @@ private:
         s->body = parse_braced_body("to open the atomic body");
     }
 
-    /** Statements Halide 14 prints only before its lowering is done (and so never in the IR
-     * `compile_to_lowered_stmt` writes): `acquire (sem, n) {`, `fork {`, `realize f(...)`,
+    // fork { ... } { ... } [{ ... } ...]: Halide prints a chain of forks flat, each branch's
+    // `{` on the line of the previous `}`; a `{` on a line of its own is a new statement.
+    void parse_fork(PStmt *s) {
+        s->kind = PStmt::ForkS;
+        s->branches.push_back(parse_braced_body("to open the fork's first branch"));
+        while (is_punct("{") && !lex.peek().newline_before) {
+            s->branches.push_back(parse_braced_body("to open a fork branch"));
+        }
+        if (s->branches.size() < 2) {
+            lex.error(s->loc, "malformed 'fork' statement: it needs two or more branches, "
+                              "`fork { ... } { ... }`, each '{' on the line of the '}' before it");
+        }
+    }
+
+    // acquire (SEMAPHORE, COUNT) { ... }
+    void parse_acquire(PStmt *s) {
+        s->kind = PStmt::AcquireS;
+        {
+            expect_punct("(", "after 'acquire'");
+            Group g(this);
+            s->exprs.push_back(parse_expr());
+            expect_punct(",", "between the acquire's semaphore and count");
+            s->exprs.push_back(parse_expr());
+            expect_punct(")", "to close the acquire's semaphore and count");
+        }
+        s->body = parse_braced_body("to open the acquire body");
+    }
+
+    /** Statements Halide prints only before its lowering is done (and so never in the IR
+     * `compile_to_lowered_stmt` writes, nor in its conceptual statement): `realize f(...)`,
      * `prefetch f(...)`, a Provide `f(x) = v`. Tally's IR has no such statement; each is named
      * in the error rather than misread. */
     [[noreturn]] void unlowered_statement(const Loc &loc, const std::string &what) {
@@ -878,9 +908,8 @@ private:
     }
 
     /** An evaluated expression is a whole statement: a `{` right after it on the same line
-     * means the text is some statement form the grammar does not have (Halide's `atomic {`,
-     * `fork {`, `acquire (s, 1) {`), which must not be read as a variable followed by a
-     * nested block. */
+     * means the text is some statement form the grammar does not have, which must not be
+     * read as a variable followed by a nested block. */
     void reject_unknown_block_statement(const PExpr &e) {
         const Token &next = lex.peek();
         if (next.kind != Token::Punct || next.text != "{" || next.newline_before) {

@@ -357,6 +357,53 @@ TEST(IRBlock, BuildsFromAListSkippingUndefinedEntries) {
     EXPECT_EQ(flatten_block(a).size(), 1u);
 }
 
+// Halide's Fork is binary; a chain nests to the right and lists its branches in order, while a
+// fork as a first branch is a branch of its own. Fork and Acquire need every part.
+TEST(IRFork, ChainsNestToTheRightAndListTheirBranchesInOrder) {
+    Stmt a = eval("a"), b = eval("b"), c = eval("c");
+    Stmt s = Fork::make(std::vector<Stmt>{a, b, c});
+    const Fork *top = s.as<Fork>();
+    ASSERT_NE(top, nullptr);
+    EXPECT_TRUE(top->first.same_as(a));
+    ASSERT_NE(top->rest.as<Fork>(), nullptr);
+    std::vector<Stmt> branches = fork_branches(top);
+    ASSERT_EQ(branches.size(), 3u);
+    EXPECT_TRUE(branches[2].same_as(c));
+    Stmt nested = Fork::make(Fork::make(a, b), c);
+    EXPECT_EQ(fork_branches(nested.as<Fork>()).size(), 2u);
+    EXPECT_FALSE(equal(s, nested));
+    EXPECT_TRUE(equal(s, Fork::make(a, Fork::make(b, c))));
+    EXPECT_THROW(Fork::make(a, Stmt()), InternalError);
+    EXPECT_THROW(Fork::make(std::vector<Stmt>{a}), InternalError);
+    Expr sem = Variable::make(Handle("halide_semaphore_t"), "s");
+    EXPECT_THROW(Acquire::make(sem, Expr(), a), InternalError);
+    EXPECT_THROW(Acquire::make(sem, make_one(Int(32)), Stmt()), InternalError);
+}
+
+// A mutator that changes nothing returns the same Fork and Acquire nodes; one that changes a
+// branch rebuilds only the path to it.
+TEST(IRFork, MutatorsKeepUnchangedForksAndAcquires) {
+    Expr sem = Variable::make(Handle("halide_semaphore_t"), "s");
+    Stmt a = eval("a"), b = eval("b");
+    Stmt acq = Acquire::make(sem, make_one(Int(32)), b);
+    Stmt s = Fork::make(a, acq);
+    IRMutator none;
+    EXPECT_TRUE(none.mutate(s).same_as(s));
+    class RenameB : public IRMutator {
+        using IRMutator::visit;
+        Expr visit(const Call *op) override {
+            return op->name == "b" ? Call::make(op->type, "b2", op->args, op->call_type) : op;
+        }
+    } rename;
+    Stmt t = rename.mutate(s);
+    ASSERT_FALSE(t.same_as(s));
+    EXPECT_TRUE(t.as<Fork>()->first.same_as(a));
+    const Acquire *t_acq = t.as<Fork>()->rest.as<Acquire>();
+    ASSERT_NE(t_acq, nullptr);
+    EXPECT_TRUE(t_acq->semaphore.same_as(sem));
+    EXPECT_FALSE(equal(t, s));
+}
+
 // Long statement lists are common in generated code. Walking, rebuilding, comparing, printing
 // or releasing a Block spine must not recurse once per statement (~Block -> ~Stmt -> ~Block ...),
 // or a million-statement block overflows the 8 MiB stack. A death test keeps a crash in a child
