@@ -85,6 +85,7 @@ public:
         has_prefetchw = tm.getMCSubtargetInfo()->checkFeatures("+prfchw");
         has_avx = tm.getMCSubtargetInfo()->checkFeatures("+avx");
         set_fast_math(!m.target.has_feature(Target::StrictFloat));
+        float_le_ge_unordered = true;  // the host is x86
         buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
                                             "struct.halide_buffer_t");
     }

@@ -51,6 +51,12 @@ protected:
     Scope vars;     // variables
     Scope buffers;  // the memory a Load/Store name refers to (element 0)
 
+    /** Float a <= b and a >= b as Halide's x86 back end computes them, !(a > b) and !(b > a)
+     * (CodeGen_X86.cpp visit(LE/GE), Halide 14 and 21 alike), so true when either is NaN; else
+     * ordered, as Halide's CodeGen_LLVM (the NVPTX back end's). Visible without fast-math
+     * flags only: strict_le, strict_float targets. */
+    bool float_le_ge_unordered = false;
+
     // --- what each back end says for itself --------------------------------------------------
 
     /** Reports IR the back end cannot compile (`what` names the node); throws CompileError. */
