@@ -155,6 +155,8 @@ protected:
      * and saturating arithmetic, mul_shift_right, sorted_avg, shifts, lerp, mux, undef. Sets
      * `value` and returns true, or returns false if `op` is none of them. */
     bool call_arith_intrinsic(const Call *op);
+    /** Halide 21's intrinsics that ir/IntrinsicLowering.h lowers; false if `op` is none. */
+    bool call_lowered_intrinsic(const Call *op);
     /** Halide's if_then_else: with a scalar condition only the chosen value is computed; with a
      * vector condition lane by lane (as Halide 14's scalarize does: a lane's print runs only
      * when that lane's condition holds), unless both values can be computed for every lane

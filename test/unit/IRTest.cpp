@@ -785,13 +785,16 @@ TEST(Intrinsics, CallsKnowTheirIntrinsicByTypeAndName) {
 // Purity (what a back end may evaluate speculatively) is the list's second column: arithmetic
 // is pure; effects, memory and calls undefined for some arguments are not.
 TEST(Intrinsics, PurityIsTheListsColumn) {
-    for (Call::IntrinsicOp op : {Call::abs, Call::bitwise_and, Call::shift_left, Call::lerp,
-                                 Call::saturating_cast, Call::likely, Call::mux}) {
+    for (Call::IntrinsicOp op :
+         {Call::abs, Call::bitwise_and, Call::shift_left, Call::lerp, Call::saturating_cast,
+          Call::likely, Call::mux, Call::round, Call::widen_right_add, Call::concat_bits,
+          Call::strict_div, Call::strict_le}) {
         EXPECT_TRUE(Call::is_pure_intrinsic(op)) << Call::intrinsic_name(op);
     }
     for (Call::IntrinsicOp op :
          {Call::div_round_to_zero, Call::mod_round_to_zero, Call::require, Call::prefetch,
-          Call::alloca, Call::if_then_else, Call::debug_to_file, Call::tally_kernel_table}) {
+          Call::alloca, Call::if_then_else, Call::debug_to_file, Call::tally_kernel_table,
+          Call::extract_bits}) {
         EXPECT_FALSE(Call::is_pure_intrinsic(op)) << Call::intrinsic_name(op);
     }
 }
