@@ -460,6 +460,22 @@ TEST(Type, PrintsHalideStyleNames) {
     EXPECT_EQ(Type().to_string(), "<unknown>");
 }
 
+// Halide 21 spells pointees with `struct` and `const`; comparisons see Halide 14's spelling.
+TEST(Type, HandlePointeesCompareAcrossHalide14And21Spellings) {
+    EXPECT_EQ(normalize_handle_name("struct halide_buffer_t"), "halide_buffer_t");
+    EXPECT_EQ(normalize_handle_name("struct halide_device_interface_t const"),
+              "halide_device_interface_t");
+    EXPECT_EQ(normalize_handle_name("char const"), "char");
+    EXPECT_EQ(normalize_handle_name("const char"), "char");
+    EXPECT_EQ(normalize_handle_name("unsigned  char"), "unsigned char");
+    EXPECT_TRUE(Handle("struct halide_buffer_t").is_handle_to("halide_buffer_t"));
+    EXPECT_TRUE(Handle("halide_buffer_t").is_handle_to("halide_buffer_t"));
+    EXPECT_TRUE(Handle("char const").is_handle_to("char"));
+    EXPECT_FALSE(Handle("void").is_handle_to("halide_buffer_t"));
+    EXPECT_FALSE(Handle("struct halide_buffer_t").is_handle_to("halide_dimension_t"));
+    EXPECT_FALSE(Int(64).is_handle_to("halide_buffer_t"));
+}
+
 TEST(Type, ConstructorRejectsImpossibleWidthsAndLanes) {
     EXPECT_THROW(Type(Type::Int, 0, 1), InternalError);
     EXPECT_THROW(Type(Type::Int, 65, 1), InternalError);
