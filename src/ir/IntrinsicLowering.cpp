@@ -29,6 +29,26 @@ Expr float_const(const Type &t, double v) {
     return t.is_vector() ? Broadcast::make(e, t.lanes()) : e;
 }
 
+/** Halide's Min and Max, spelled out for floats as its CodeGen_LLVM generates them
+ * (select(a < b, a, b), select(a > b, a, b)), so that a NaN goes where those comparisons send it
+ * on every back end, GLSL's min and max (undefined for NaN) included. */
+Expr float_select_min_max(bool is_min, const Expr &a, const Expr &b) {
+    // `a` is used twice: bound by a Let unless it is a variable or constant (the name is one no
+    // text can spell; an inner one shadows an outer only inside its own value's scope).
+    if (!a.as<Variable>() && !is_const(a)) {
+        const std::string n = "<clamped value>";
+        Expr v = Variable::make(a.type(), n);
+        return Let::make(n, a, float_select_min_max(is_min, v, b));
+    }
+    return Select::make(is_min ? LT::make(a, b) : GT::make(a, b), a, b);
+}
+Expr min_of(const Expr &a, const Expr &b) {
+    return a.type().is_float() ? float_select_min_max(true, a, b) : Min::make(a, b);
+}
+Expr max_of(const Expr &a, const Expr &b) {
+    return a.type().is_float() ? float_select_min_max(false, a, b) : Max::make(a, b);
+}
+
 /** An unsigned constant of type t, any value up to 2^64 - 1. */
 Expr uint_const(const Type &t, uint64_t v) {
     Expr e = UIntImm::make(t.element_of(), v);
@@ -53,11 +73,10 @@ Expr saturating_cast(const Type &t, const Expr &a) {
     if (t.is_float() && at.is_float()) {
         // Clamped to [-inf, inf]: only NaN changes (Min(NaN, inf) is inf), then converted.
         if (t.bits() < at.bits()) {
-            return Cast::make(t,
-                              Max::make(Min::make(a, float_const(at, inf)), float_const(at, -inf)));
+            return Cast::make(t, max_of(min_of(a, float_const(at, inf)), float_const(at, -inf)));
         }
         Expr c = at == t ? a : Cast::make(t, a);
-        return Max::make(Min::make(c, float_const(t, inf)), float_const(t, -inf));
+        return max_of(min_of(c, float_const(t, inf)), float_const(t, -inf));
     }
     if (at == t) {
         return a;
@@ -69,14 +88,14 @@ Expr saturating_cast(const Type &t, const Expr &a) {
         // (The clamped value is used twice: a Let, named as no text can name a variable.)
         const std::string n = "<saturating_cast value>";
         Expr e = Variable::make(at, n);
-        return Let::make(n, Max::make(a, float_const(at, double(t.min_int()))),
+        return Let::make(n, max_of(a, float_const(at, double(t.min_int()))),
                          Select::make(GE::make(e, float_const(at, int_max_as_double(t))),
                                       int_max(t), Cast::make(t, e)));
     }
     if (at.is_float() && t.is_bool()) {
         // Halide converts a float to bool as to any unsigned type, truncating (fptoui to i1),
         // so of the clamped value in [0, 1] only 1 is true.
-        return GE::make(Max::make(Min::make(a, float_const(at, 1.0)), float_const(at, 0.0)),
+        return GE::make(max_of(min_of(a, float_const(at, 1.0)), float_const(at, 0.0)),
                         float_const(at, 1.0));
     }
     // Clamped to t's limits where the source type has them (Halide's lossless_cast of each
@@ -97,10 +116,10 @@ Expr saturating_cast(const Type &t, const Expr &a) {
     }
     Expr e = a;
     if (hi.defined()) {
-        e = Min::make(e, hi);
+        e = min_of(e, hi);
     }
     if (lo.defined()) {
-        e = Max::make(e, lo);
+        e = max_of(e, lo);
     }
     return Cast::make(t, e);
 }
@@ -184,9 +203,9 @@ Expr unstrict(const Call *op, const std::vector<Expr> &args) {
     case Call::strict_div:
         return Div::make(a, b);
     case Call::strict_min:
-        return Min::make(a, b);
+        return min_of(a, b);
     case Call::strict_max:
-        return Max::make(a, b);
+        return max_of(a, b);
     case Call::strict_lt:
         return LT::make(a, b);
     case Call::strict_le:
