@@ -25,9 +25,15 @@ public:
     int bits() const { return bits_; }
     int lanes() const { return lanes_; }
     int bytes() const { return (bits_ + 7) / 8; }
-    /** For handles, the pointee spelling, e.g. "void" or "halide_buffer_t"; for a handle
-     * spelled by a pointer typedef (is_pointer_typedef), the typedef. */
+    /** For handles, the pointee spelling as the text had it, e.g. "void", "halide_buffer_t" or
+     * Halide 21's "struct halide_buffer_t"; for a handle spelled by a pointer typedef
+     * (is_pointer_typedef), the typedef. Compare pointees with is_handle_to. */
     const std::string &handle_name() const { return handle_name_; }
+    /** A handle to `pointee` (written as Halide 14 prints it: "halide_buffer_t", "char"),
+     * whichever way the text spelled it: Halide 21 adds `struct` and `const`
+     * (`struct halide_buffer_t *`, `char const *`), so names are compared after
+     * normalize_handle_name. */
+    bool is_handle_to(const std::string &pointee) const;
     /** A handle whose C type is a typedef of a pointer, spelled without a `*`: Halide 21
      * prints a task function as `(halide_task_t)::f`. The same 64-bit handle as any other; the
      * spelling is kept so that the text round-trips. */
@@ -89,6 +95,11 @@ inline Type Bool(int lanes = 1) {
 inline Type Handle(const std::string &pointee = "void", int lanes = 1) {
     return Type(Type::Handle, 64, lanes, pointee);
 }
+
+/** A handle's pointee spelling without the `struct` and `const` Halide 21 prints and Halide 14
+ * does not: "struct halide_buffer_t" and "halide_buffer_t" are "halide_buffer_t", "char const"
+ * and "const char" are "char" (words separated by one space). */
+std::string normalize_handle_name(const std::string &name);
 
 /** Equal types, except that any two handles of the same lane count are compatible. */
 bool types_compatible(const Type &a, const Type &b);

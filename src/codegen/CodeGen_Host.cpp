@@ -85,6 +85,7 @@ public:
         has_prefetchw = tm.getMCSubtargetInfo()->checkFeatures("+prfchw");
         has_avx = tm.getMCSubtargetInfo()->checkFeatures("+avx");
         set_fast_math(!m.target.has_feature(Target::StrictFloat));
+        float_le_ge_unordered = true;  // the host is x86
         buffer_t = llvm::StructType::create(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr},
                                             "struct.halide_buffer_t");
     }
@@ -845,13 +846,13 @@ private:
             }
             if (s) {
                 size += int(std::min<size_t>(s->value.size(), 8 * 1024));
-            } else if (t.is_handle() && t.handle_name() == "char") {
+            } else if (t.is_handle_to("char")) {
                 size += 1024;
             } else if (t.is_int() || t.is_uint()) {
                 size += 20;
             } else if (t.is_float()) {
                 size += t.bits() == 64 ? 14 : 47;
-            } else if (t.is_handle() && t.handle_name() == "halide_buffer_t") {
+            } else if (t.is_handle_to("halide_buffer_t")) {
                 size += 512;
             } else {
                 size += 18;
@@ -882,14 +883,14 @@ private:
             const Expr &a = op->args[k];
             const Type t = a.type().element_of();
             llvm::Value *v = lane_of(values[k], lane);
-            if (a.as<StringImm>() || (t.is_handle() && t.handle_name() == "char") ||
+            if (a.as<StringImm>() || (t.is_handle_to("char")) ||
                 (a.as<Broadcast>() && a.as<Broadcast>()->value.as<StringImm>())) {
                 append(runtime::halide_string_to_string, "s", {v});
             } else if (t.is_bool()) {
                 append(runtime::halide_string_to_string, "s",
                        {builder.CreateSelect(v, builder.CreateGlobalStringPtr("true"),
                                              builder.CreateGlobalStringPtr("false"))});
-            } else if (t.is_handle() && t.handle_name() == "halide_buffer_t") {
+            } else if (t.is_handle_to("halide_buffer_t")) {
                 append(runtime::halide_buffer_to_string, "B", {v});
             } else if (t.is_handle()) {
                 append(runtime::halide_pointer_to_string, "p", {v});

@@ -17,6 +17,11 @@
 // - lerp: Halide's lower_lerp, including its integer rounding ((x + M/2) / M with M = 2^N - 1),
 //   its bias trick for signed types and its rescaling of weights of another width.
 // - mux(i, v0, v1, ...): v_i, or the last value when i is out of range.
+//
+// Halide 21's saturating_cast, round, widen_right_*, concat_bits, extract_bits and strict_* are
+// the expressions ir/IntrinsicLowering.h gives (Halide's own lowerings), generated here with the
+// arguments evaluated first under the back end's flags and the expression itself with no
+// fast-math flags, as Halide generates strict_* (CodeGen_LLVM.cpp, is_strict_float_intrinsic).
 
 #include "codegen/CodeGen_LLVM.h"
 
@@ -24,6 +29,7 @@
 
 #include <llvm/IR/Intrinsics.h>
 
+#include "ir/IntrinsicLowering.h"
 #include "tally/Error.h"
 
 namespace tally {
@@ -329,7 +335,41 @@ bool CodeGen_LLVM::call_arith_intrinsic(const Call *op) {
         user_error << "codegen: signed_integer_overflow: Halide found signed integer overflow "
                       "while constant-folding; int32 and int64 overflow is undefined behaviour";
     } else {
+        return call_lowered_intrinsic(op);
+    }
+    return true;
+}
+
+bool CodeGen_LLVM::call_lowered_intrinsic(const Call *op) {
+    std::string removed = intrinsic_removed_before_printing(op);
+    user_assert(removed.empty()) << "codegen: the intrinsic '" << op->name
+                                 << "' cannot be compiled: " << removed;
+    // Each argument evaluated once, outside the strict scope, and named by a variable that no
+    // text can spell (the lowered expression refers to nothing else, so nothing is shadowed).
+    std::vector<Expr> args;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < op->args.size(); i++) {
+        names.push_back("<intrinsic argument " + std::to_string(i) + ">");
+        args.push_back(Variable::make(op->args[i].type(), names.back()));
+    }
+    Expr lowered = lower_halide21_intrinsic(op, args);
+    if (!lowered.defined()) {
         return false;
+    }
+    std::vector<llvm::Value *> values;
+    for (const Expr &a : op->args) {
+        values.push_back(codegen(a));
+    }
+    for (size_t i = 0; i < names.size(); i++) {
+        push_var(names[i], values[i]);
+    }
+    {
+        llvm::IRBuilderBase::FastMathFlagGuard strict(builder);
+        builder.clearFastMathFlags();
+        value = codegen(lowered);
+    }
+    for (const std::string &n : names) {
+        pop(vars, n);
     }
     return true;
 }

@@ -276,11 +276,11 @@ llvm::Value *CodeGen_LLVM::compare(IRNodeType k, const Type &t, llvm::Value *x, 
         case IRNodeType::LT:
             return b.CreateFCmpOLT(x, y);
         case IRNodeType::LE:
-            return b.CreateFCmpOLE(x, y);
+            return float_le_ge_unordered ? b.CreateFCmpULE(x, y) : b.CreateFCmpOLE(x, y);
         case IRNodeType::GT:
             return b.CreateFCmpOGT(x, y);
         default:
-            return b.CreateFCmpOGE(x, y);
+            return float_le_ge_unordered ? b.CreateFCmpUGE(x, y) : b.CreateFCmpOGE(x, y);
         }
     }
     bool s = t.is_int();

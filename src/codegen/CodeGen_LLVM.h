@@ -51,6 +51,12 @@ protected:
     Scope vars;     // variables
     Scope buffers;  // the memory a Load/Store name refers to (element 0)
 
+    /** Float a <= b and a >= b as Halide's x86 back end computes them, !(a > b) and !(b > a)
+     * (CodeGen_X86.cpp visit(LE/GE), Halide 14 and 21 alike), so true when either is NaN; else
+     * ordered, as Halide's CodeGen_LLVM (the NVPTX back end's). Visible without fast-math
+     * flags only: strict_le, strict_float targets. */
+    bool float_le_ge_unordered = false;
+
     // --- what each back end says for itself --------------------------------------------------
 
     /** Reports IR the back end cannot compile (`what` names the node); throws CompileError. */
@@ -149,6 +155,8 @@ protected:
      * and saturating arithmetic, mul_shift_right, sorted_avg, shifts, lerp, mux, undef. Sets
      * `value` and returns true, or returns false if `op` is none of them. */
     bool call_arith_intrinsic(const Call *op);
+    /** Halide 21's intrinsics that ir/IntrinsicLowering.h lowers; false if `op` is none. */
+    bool call_lowered_intrinsic(const Call *op);
     /** Halide's if_then_else: with a scalar condition only the chosen value is computed; with a
      * vector condition lane by lane (as Halide 14's scalarize does: a lane's print runs only
      * when that lane's condition holds), unless both values can be computed for every lane

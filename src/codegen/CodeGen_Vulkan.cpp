@@ -34,6 +34,7 @@
 #include "codegen/CodeGen_Vulkan.h"
 
 #include "codegen/Analysis.h"
+#include "ir/IntrinsicLowering.h"
 
 #include <cmath>
 #include <cstdio>
@@ -671,6 +672,28 @@ private:
         return false;
     }
 
+    /** Halide 21's intrinsics that ir/IntrinsicLowering.h lowers (saturating_cast, round,
+     * widen_right_*, concat_bits, extract_bits, strict_*): the lowered expression, each
+     * argument bound once by a Let. GLSL has no fast-math flags to clear (Halide's own Vulkan
+     * back end emits strict_* as the plain operations too). False if `op` is none of them. */
+    bool call_lowered_intrinsic(const Call *op) {
+        std::vector<Expr> args;
+        std::vector<std::string> names;
+        for (size_t i = 0; i < op->args.size(); i++) {
+            names.push_back("<intrinsic argument " + std::to_string(i) + ">");
+            args.push_back(Variable::make(op->args[i].type(), names.back()));
+        }
+        Expr lowered = lower_halide21_intrinsic(op, args);
+        if (!lowered.defined()) {
+            return false;
+        }
+        for (size_t i = names.size(); i-- > 0;) {
+            lowered = Let::make(names[i], op->args[i], lowered);
+        }
+        value = emit(lowered);
+        return true;
+    }
+
     /** The if_then_else intrinsic: only the chosen side is evaluated. */
     void if_then_else(const Call *op) {
         user_assert(op->args.size() == 2 || op->args.size() == 3)
@@ -758,7 +781,10 @@ private:
             line("memoryBarrierBuffer();");
             line("barrier();");
             value = {int_literal(op->type, 0)};
-        } else {
+        } else if (!call_lowered_intrinsic(op)) {
+            std::string removed = intrinsic_removed_before_printing(op);
+            user_assert(removed.empty())
+                << "Vulkan back end: the intrinsic '" << n << "' cannot be compiled: " << removed;
             unsupported("intrinsic '" + n + "'");
         }
         if (value.size() == 1 && op->type.lanes() > 1) {

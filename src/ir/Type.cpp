@@ -34,6 +34,29 @@ Type Type::pointer_typedef(const std::string &name, int lanes) {
     return t;
 }
 
+bool Type::is_handle_to(const std::string &pointee) const {
+    return is_handle() && normalize_handle_name(handle_name_) == normalize_handle_name(pointee);
+}
+
+std::string normalize_handle_name(const std::string &name) {
+    std::string out, word;
+    auto flush = [&] {
+        if (!word.empty() && word != "struct" && word != "const") {
+            out += (out.empty() ? "" : " ") + word;
+        }
+        word.clear();
+    };
+    for (char c : name) {
+        if (c == ' ' || c == '\t') {
+            flush();
+        } else {
+            word.push_back(c);
+        }
+    }
+    flush();
+    return out;
+}
+
 int64_t Type::min_int() const {
     if (is_uint() || bits_ == 0) {
         return 0;

@@ -507,6 +507,22 @@ TEST(Type, PrintsHalideStyleNames) {
     EXPECT_EQ(Type().to_string(), "<unknown>");
 }
 
+// Halide 21 spells pointees with `struct` and `const`; comparisons see Halide 14's spelling.
+TEST(Type, HandlePointeesCompareAcrossHalide14And21Spellings) {
+    EXPECT_EQ(normalize_handle_name("struct halide_buffer_t"), "halide_buffer_t");
+    EXPECT_EQ(normalize_handle_name("struct halide_device_interface_t const"),
+              "halide_device_interface_t");
+    EXPECT_EQ(normalize_handle_name("char const"), "char");
+    EXPECT_EQ(normalize_handle_name("const char"), "char");
+    EXPECT_EQ(normalize_handle_name("unsigned  char"), "unsigned char");
+    EXPECT_TRUE(Handle("struct halide_buffer_t").is_handle_to("halide_buffer_t"));
+    EXPECT_TRUE(Handle("halide_buffer_t").is_handle_to("halide_buffer_t"));
+    EXPECT_TRUE(Handle("char const").is_handle_to("char"));
+    EXPECT_FALSE(Handle("void").is_handle_to("halide_buffer_t"));
+    EXPECT_FALSE(Handle("struct halide_buffer_t").is_handle_to("halide_dimension_t"));
+    EXPECT_FALSE(Int(64).is_handle_to("halide_buffer_t"));
+}
+
 TEST(Type, ConstructorRejectsImpossibleWidthsAndLanes) {
     EXPECT_THROW(Type(Type::Int, 0, 1), InternalError);
     EXPECT_THROW(Type(Type::Int, 65, 1), InternalError);
@@ -832,13 +848,16 @@ TEST(Intrinsics, CallsKnowTheirIntrinsicByTypeAndName) {
 // Purity (what a back end may evaluate speculatively) is the list's second column: arithmetic
 // is pure; effects, memory and calls undefined for some arguments are not.
 TEST(Intrinsics, PurityIsTheListsColumn) {
-    for (Call::IntrinsicOp op : {Call::abs, Call::bitwise_and, Call::shift_left, Call::lerp,
-                                 Call::saturating_cast, Call::likely, Call::mux}) {
+    for (Call::IntrinsicOp op :
+         {Call::abs, Call::bitwise_and, Call::shift_left, Call::lerp, Call::saturating_cast,
+          Call::likely, Call::mux, Call::round, Call::widen_right_add, Call::concat_bits,
+          Call::strict_div, Call::strict_le}) {
         EXPECT_TRUE(Call::is_pure_intrinsic(op)) << Call::intrinsic_name(op);
     }
     for (Call::IntrinsicOp op :
          {Call::div_round_to_zero, Call::mod_round_to_zero, Call::require, Call::prefetch,
-          Call::alloca, Call::if_then_else, Call::debug_to_file, Call::tally_kernel_table}) {
+          Call::alloca, Call::if_then_else, Call::debug_to_file, Call::tally_kernel_table,
+          Call::extract_bits}) {
         EXPECT_FALSE(Call::is_pure_intrinsic(op)) << Call::intrinsic_name(op);
     }
 }
