@@ -148,9 +148,16 @@ public:
             pointee.pop_back();
             inner = pointer_to(pointee, &inner_key);
         } else {
+            // Halide 14 writes `const char`, Halide 21 `char const`: the same type.
+            const std::string suffix = " const";
             bool is_const = pointee.compare(0, 6, "const ") == 0;
             if (is_const) {
                 pointee = pointee.substr(6);
+            } else if (pointee.size() > suffix.size() &&
+                       pointee.compare(pointee.size() - suffix.size(), suffix.size(), suffix) ==
+                           0) {
+                is_const = true;
+                pointee.resize(pointee.size() - suffix.size());
             }
             inner_key = builtin(pointee);
             inner = inner_key;

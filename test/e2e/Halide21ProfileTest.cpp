@@ -1,7 +1,7 @@
-// Halide 21's -profile IR, as Halide 21 printed it (test/e2e/inputs/halide21/), compiled by Tally and run
-// on Tally's runtime: Halide's own probes (its per-instance profiler ABI) report through Tally's
-// profiler. Each pipeline is called once as a bounds query (an input with no host memory) and
-// then `kRuns` times, on a testing clock that the pipeline advances itself, once per iteration
+// Halide 21's -profile IR, as Halide 21 printed it (test/e2e/inputs/halide21/), compiled by Tally
+// and run on Tally's runtime: Halide's own probes (its per-instance profiler ABI) report through
+// Tally's profiler. Each pipeline is called once as a bounds query (an input with no host memory)
+// and then `kRuns` times, on a testing clock that the pipeline advances itself, once per iteration
 // of each innermost loop (TickPerIteration). The report must name the pipeline's slots in
 // Halide's order, Halide's special slots included, count the runs and not the bounds query, and
 // bill every tick and nothing else. Where every tick lands in one known slot (blur3x3, its tasks

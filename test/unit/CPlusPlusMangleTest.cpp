@@ -42,6 +42,15 @@ TEST(CPlusPlusMangle, MatchesTheItaniumAbiAsGccMangles) {
     EXPECT_EQ(itanium_mangled_name("n::h", {Handle("void *"), Handle("const char *"),
                                             Handle("n::S *"), Handle("n::S")}),
               "_ZN1n1hEPPvPPKcPPNS_1SES6_");
+    // Halide 21's spellings of the same types mangle the same: `struct` dropped, `T const` as
+    // `const T`.
+    EXPECT_EQ(itanium_mangled_name("a::b::f", {Handle("void"), Handle("void"), Handle("char const"),
+                                               Handle("const char"), Int(8), UInt(8), Int(16),
+                                               UInt(16), UInt(32), Int(64), UInt(64)}),
+              "_ZN1a1b1fEPvS1_PKcS3_ahstjlm");
+    EXPECT_EQ(itanium_mangled_name("my_ns::scale_stage",
+                                   {Handle("struct halide_buffer_t"), Int(32), buf}),
+              "_ZN5my_ns11scale_stageEP15halide_buffer_tiS1_");
 }
 
 TEST(CPlusPlusMangle, EntrySymbolsAreHalide14s) {
