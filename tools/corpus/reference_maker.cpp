@@ -1,10 +1,11 @@
-// reference_maker: runs Halide 14's own compiled pipelines on fixed inputs and writes the
-// conformance corpus's data.
+// reference_maker: runs Halide's own compiled pipelines on fixed inputs and writes a conformance
+// corpus's data. The same source serves the Halide 14 and the Halide 21 corpus.
 //
 //   reference_maker LIB.so GENDIR OUTDIR NAME...
 //
-// LIB.so is libhalide14_corpus.so (every pipeline's Halide object and Halide's runtime, built by
-// tools/halide14/CMakeLists.txt); GENDIR holds the generator's NAME.spec files. For each NAME it
+// LIB.so is libhalide<V>_corpus.so (every pipeline's Halide object and Halide's runtime, built by
+// tools/corpus/CorpusTools.cmake); GENDIR holds the generator's NAME.spec files, which name the
+// Halide version and the variants written. For each NAME it
 // reads the spec, makes the inputs, calls NAME_argv from LIB.so (and NAME_strict_argv for float
 // pipelines) and writes OUTDIR/NAME/: input.<arg>.npy, ref.<output>.npy, ref_strict.<output>.npy
 // and manifest.json. It needs Halide's runtime header only; the code comes from LIB.so by dlopen.
@@ -52,6 +53,9 @@ struct ArgSpec {
 
 struct Spec {
     std::string name;
+    std::string halide;
+    /** The variants of the .stmt files, by form (Halide 14's corpus has lowered ones only). */
+    std::vector<std::string> variants, conceptual, gpu;
     bool is_float = false;
     std::string rtol = "0", atol = "0";
     std::vector<std::string> funcs;
@@ -108,10 +112,16 @@ Spec read_spec(const std::string &path) {
             l >> f;
             s.files.push_back(f);
             continue;
-        } else if (key == "funcs") {
+        } else if (key == "halide") {
+            l >> s.halide;
+        } else if (key == "funcs" || key == "variants" || key == "conceptual" || key == "gpu") {
+            std::vector<std::string> &words = key == "funcs"        ? s.funcs
+                                              : key == "variants"   ? s.variants
+                                              : key == "conceptual" ? s.conceptual
+                                                                    : s.gpu;
             std::string f;
             while (l >> f) {
-                s.funcs.push_back(f);
+                words.push_back(f);
             }
             continue;
         } else if (key == "input" || key == "output") {
@@ -357,6 +367,14 @@ std::string json_ints(const std::vector<int> &v) {
     return s + "]";
 }
 
+std::string json_strings(const std::vector<std::string> &v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); i++) {
+        s += (i ? ", \"" : "\"") + v[i] + "\"";
+    }
+    return s + "]";
+}
+
 std::string json_real(double v) {
     char buf[40];
     std::snprintf(buf, sizeof(buf), "%.17g", v);
@@ -430,6 +448,9 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     if (s.name != name) {
         fail(name + ".spec names pipeline '" + s.name + "'");
     }
+    if (s.halide.empty() || s.variants.empty()) {
+        fail(name + ".spec names no Halide version or no variants");
+    }
     using Meta = const halide_filter_metadata_t *(*)();
     Meta meta = reinterpret_cast<Meta>(entry_point(lib, name + "_metadata", "v"));
     if (!meta) {
@@ -483,18 +504,21 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     set_print(previous);
     std::ostringstream j;
     j << "{\n  \"pipeline\": \"" << name << "\",\n";
-    j << "  \"halide\": \"14\",\n";
+    j << "  \"halide\": \"" << s.halide << "\",\n";
     j << "  \"base_target\": \"x86-64-linux-sse41-avx-avx2\",\n";
-    j << "  \"variants\": [\"host\", \"profile\", \"debug\"" << (s.is_float ? ", \"strict\"" : "")
-      << "],\n";
+    j << "  \"variants\": " << json_strings(s.variants) << ",\n";
+    if (!s.conceptual.empty()) {
+        // NAME.<variant>.conceptual.stmt: what compile_to_conceptual_stmt printed.
+        j << "  \"conceptual\": " << json_strings(s.conceptual) << ",\n";
+    }
+    if (!s.gpu.empty()) {
+        // NAME.<variant>.stmt and NAME.<variant>.conceptual.stmt of the GPU schedule.
+        j << "  \"gpu\": " << json_strings(s.gpu) << ",\n";
+    }
     j << "  \"float\": " << (s.is_float ? "true" : "false") << ",\n";
     j << "  \"runs\": " << kRuns << ",\n";
     if (!s.files.empty()) {
-        j << "  \"files\": [";
-        for (size_t i = 0; i < s.files.size(); i++) {
-            j << (i ? ", " : "") << "\"" << s.files[i] << "\"";
-        }
-        j << "],\n";
+        j << "  \"files\": " << json_strings(s.files) << ",\n";
     }
     if (!s.constants.empty()) {
         // The buffers the pipeline embeds, which Tally is given (--buffer-constant): the
@@ -530,11 +554,7 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     j << "  \"tolerance\": {\"rtol\": " << s.rtol << ", \"atol\": " << s.atol
       << ", \"applies_to\": \"host, profile and debug outputs of float type; integer outputs and "
          "strict outputs must match exactly\"},\n";
-    j << "  \"funcs\": [";
-    for (size_t i = 0; i < s.funcs.size(); i++) {
-        j << (i ? ", " : "") << "\"" << s.funcs[i] << "\"";
-    }
-    j << "],\n";
+    j << "  \"funcs\": " << json_strings(s.funcs) << ",\n";
     // What Halide's <name>_metadata() returns (Tally's must describe the arguments the same):
     // the name, and per argument its name, kind (0 scalar, 1 input, 2 output buffer), rank, type
     // [code, bits, lanes], whether it has a buffer_estimates array, how many range bounds it has

@@ -1,11 +1,14 @@
-// corpus_generator: defines the Halide 14 pipelines of Tally's conformance corpus and writes,
-// for one of them, what the reference maker and the conformance harness need.
+// corpus_generator: defines the pipelines of Tally's conformance corpora and writes, for one of
+// them, what the reference maker and the conformance harness need. The same source builds against
+// Halide 14 (tools/halide14) and Halide 21 (tools/halide21): the Halide 14 corpus is every
+// pipeline below but those under `TALLY_HALIDE_VERSION >= 21`; the Halide 21 corpus is all of
+// them, in more forms (conceptual statements, GPU schedules).
 //
 //   corpus_generator --list                  prints the pipelines' names, one a line
 //   corpus_generator --runtime OBJ           writes Halide's standalone runtime for the base target
-//   corpus_generator NAME DIR                writes DIR/NAME.{host,profile,debug[,strict]}.stmt,
-//                                            DIR/NAME.o (and DIR/NAME_strict.o for float
-//                                            pipelines) and DIR/NAME.spec
+//   corpus_generator NAME DIR                writes DIR/NAME.<variant>.stmt (below), DIR/NAME.o
+//                                            (and DIR/NAME_strict.o for float pipelines) and
+//                                            DIR/NAME.spec
 //
 // Each pipeline is compiled in its own process (the script runs this program once a pipeline):
 // Halide numbers its temporaries with process-wide counters, so a fresh process makes each
@@ -13,15 +16,23 @@
 //
 // The base target is x86-64-linux-sse41-avx-avx2. The .stmt variants are `host` (the base),
 // `profile` (base-profile), `debug` (base-debug) and, for pipelines that compute in floating
-// point, `strict` (base-strict_float). The objects are the host and strict twins, compiled with
-// no_runtime (the runtime comes once, from --runtime) so that one shared object can hold them all;
-// the strict twin's function is NAME_strict.
+// point, `strict` (base-strict_float), each as compile_to_lowered_stmt prints it. Halide 21 adds
+// the host variant as compile_to_conceptual_stmt prints it (NAME.host.conceptual.stmt: the
+// statement before closures and GPU offload), and, for pipelines with a GPU schedule, the
+// variants `cuda`, `opencl` and `vulkan` and their `-profile` twins in both forms (the GPU
+// schedule is a second definition of the same algorithm; only its text is written). The objects
+// are the host and strict twins, compiled with no_runtime (the runtime comes once, from --runtime)
+// so that one shared object can hold them all; the strict twin's function is NAME_strict.
 //
 // NAME.spec tells the reference maker how to call the pipeline (one record a line):
 //   pipeline NAME
+//   halide VERSION            the Halide major version that made it
 //   float 0|1                 whether the pipeline has a strict twin
 //   tolerance RTOL ATOL       for the host (non-strict) float outputs
 //   funcs F...                Funcs the profiler's report must name
+//   variants V...             the lowered host variants (host, profile, debug[, strict])
+//   conceptual V...           (Halide 21) the variants also written in conceptual form (host)
+//   gpu V...                  (Halide 21, GPU schedules) the GPU variants
 //   input NAME TYPE DIMS EXTENTS... MINS... LO HI      a buffer, filled from [LO, HI]
 //   scalar NAME TYPE VALUE
 //   output TYPE DIMS EXTENTS... MINS...
@@ -46,6 +57,13 @@
 #include <vector>
 
 using namespace Halide;
+
+// Halide 14's Halide.h defines no version macro; later ones define HALIDE_VERSION_MAJOR.
+#if defined(HALIDE_VERSION_MAJOR)
+#define TALLY_HALIDE_VERSION HALIDE_VERSION_MAJOR
+#else
+#define TALLY_HALIDE_VERSION 14
+#endif
 
 namespace {
 
@@ -1253,6 +1271,274 @@ Def compute_with_p() {
     return d;
 }
 
+#if TALLY_HALIDE_VERSION >= 21
+// ---------------------------------------------------------------------------------------------
+// Pipelines of what Halide added after 14 (the Halide 21 corpus only).
+
+/** The blending tail strategies: two updates of a compute_root Func 62 wide, vectorized by 8,
+ * one with RoundUpAndBlend and one with ShiftInwardsAndBlend (a plain RoundUp or ShiftInwards
+ * would recompute, and so double-apply, the updates' tail elements). */
+Def blend_tails() {
+    Def d;
+    ImageParam in(Int(16), 2, "in");
+    Func acc("acc"), bt("bt");
+    acc(x, y) = cast<int32_t>(in(x, y));
+    acc(x, y) += cast<int32_t>(in(x, y)) * 3;
+    acc(x, y) = acc(x, y) * 2 - 5;
+    bt(x, y) = acc(x, y) + acc(x + 1, y);
+    acc.compute_root().vectorize(x, 8);
+    acc.update(0).vectorize(x, 8, TailStrategy::RoundUpAndBlend);
+    acc.update(1).vectorize(x, 8, TailStrategy::ShiftInwardsAndBlend);
+    bt.vectorize(x, 8, TailStrategy::GuardWithIf);
+    d.pipeline = Pipeline(bt);
+    // RoundUpAndBlend rounds the first update up to 64 columns, which read `in`.
+    add_input(d, in, {64, 13}, {0, 0}, -1000, 1000);
+    add_output(d, {61, 13});
+    d.funcs = {"acc", "bt"};
+    return d;
+}
+
+/** Storage hoisting and ring buffers: a producer computed per 8-row strip, its storage hoisted
+ * to the root (hoist_storage_root) and given two slots (ring_buffer(2)) so that an async
+ * producer can fill one strip while the consumer reads the other; a second producer whose
+ * storage is hoisted to the consumer's strip loop (hoist_storage) with a bounded extent
+ * (bound_storage). */
+Def hoist_ring() {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func cl = BoundaryConditions::repeat_edge(in);
+    Func hp("hp"), hq("hq"), hr("hr");
+    hp(x, y) = cast<uint16_t>(cl(x, y)) * 3;
+    hq(x, y) = cast<uint16_t>(cl(x, y)) + 7;
+    hr(x, y) = hp(x, y) + hp(x + 1, y) + hq(x, y);
+    Var yo("yo"), yi("yi");
+    hr.split(y, yo, yi, 8).vectorize(x, 8);
+    hp.compute_at(hr, yo).hoist_storage_root().ring_buffer(2).async().vectorize(x, 8);
+    hq.compute_at(hr, yi).hoist_storage(hr, yo).bound_storage(x, 64);
+    d.pipeline = Pipeline(hr);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_output(d, {64, 48});
+    d.funcs = {"hp", "hq", "hr"};
+    return d;
+}
+
+/** Loop partitioning control: three 3-tap blurs of a boundary-conditioned input, one
+ * partitioned never (partition(x, Never)), one always (always_partition), one with every loop
+ * left whole (never_partition_all). */
+Def partition_p() {
+    Def d;
+    ImageParam in(UInt(16), 2, "in");
+    Func cl = BoundaryConditions::repeat_edge(in);
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name) {
+        Func f(name);
+        f(x, y) = cast<uint32_t>(cl(x - 1, y)) + cl(x, y) * 2 + cl(x + 1, y) + cl(x, y + 1);
+        f.vectorize(x, 8);
+        outs.push_back(f);
+        add_output(d, {64, 24});
+        d.funcs.push_back(name);
+        return f;
+    };
+    out("pn").partition(x, Partition::Never);
+    out("pa").always_partition(x, y);
+    out("pz").never_partition_all();
+    d.pipeline = Pipeline(outs);
+    add_input(d, in, {64, 24}, {0, 0}, 0, 65535);
+    return d;
+}
+
+/** Vector reductions: updates over an RDom made atomic and vectorized along the RDom, which
+ * Halide lowers to vector_reduce_* of a vector of partial results (a sum, a max, and a widening
+ * uint8 dot product). */
+Def vector_reduce() {
+    Def d;
+    ImageParam a(UInt(8), 2, "a"), b(UInt(8), 2, "b"), v(Int(32), 2, "v");
+    Func vs("vs"), vm("vm"), vd("vd");
+    RDom r(0, 64, "r");
+    vs(y) = 0;
+    vs(y) += v(r, y);
+    vm(y) = v(0, y);
+    vm(y) = max(vm(y), v(r, y));
+    vd(y) = cast<uint32_t>(0);
+    vd(y) += cast<uint32_t>(widening_mul(a(r, y), b(r, y)));
+    vs.update().atomic().vectorize(r, 8);
+    vm.update().atomic().vectorize(r, 16);
+    vd.update().atomic().vectorize(r, 16);
+    d.pipeline = Pipeline({vs, vm, vd});
+    add_input(d, a, {64, 24}, {0, 0}, 0, 255);
+    add_input(d, b, {64, 24}, {0, 0}, 0, 255);
+    add_input(d, v, {64, 24}, {0, 0}, -100000, 100000);
+    add_output(d, {24});
+    add_output(d, {24});
+    add_output(d, {24});
+    d.funcs = {"vs", "vm", "vd"};
+    return d;
+}
+
+/** Integer operators added since Halide 14 (or printed differently since): widen_right_add,
+ * widen_right_mul and widen_right_sub, widening_shift_right, extract_bits and concat_bits,
+ * div_round_to_zero and mod_round_to_zero of negatives, saturating_cast between signed and
+ * unsigned, unsafe_promise_clamped; vectorized, so most print as vector intrinsics. */
+Def int_ops21() {
+    Def d;
+    ImageParam a(Int(16), 2, "a"), b(Int(16), 2, "b"), u(UInt(8), 2, "u");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func f(name);
+        f(x, y) = e;
+        f.vectorize(x, 8);
+        outs.push_back(f);
+        add_output(d, {32, 16});
+        d.funcs.push_back(name);
+    };
+    Expr ea = a(x, y), eb = b(x, y), eu = u(x, y);
+    out("i_wradd", widen_right_add(cast<int32_t>(ea), eb));
+    out("i_wrmul", widen_right_mul(cast<int32_t>(ea), eb));
+    out("i_wrsub", widen_right_sub(cast<int32_t>(ea), eb));
+    out("i_wshr", widening_shift_right(ea, 3));
+    out("i_xbits", extract_bits(UInt(8), ea, 4));
+    out("i_cbits", concat_bits({eu, cast<uint8_t>(eb)}));
+    out("i_divz", div_round_to_zero(ea, eb));
+    out("i_modz", mod_round_to_zero(ea, eb));
+    out("i_scast", saturating_cast<uint8_t>(ea) + saturating_cast<int8_t>(eu));
+    out("i_promise", unsafe_promise_clamped(eu, 0, 255) * 3 + cast<uint8_t>(ea));
+    d.pipeline = Pipeline(outs);
+    add_input(d, a, {32, 16}, {0, 0}, -3000, 3000);
+    // b is never zero: div_round_to_zero and mod_round_to_zero of 0 are not defined alike.
+    add_input(d, b, {32, 16}, {0, 0}, 1, 200);
+    add_input(d, u, {32, 16}, {0, 0}, 0, 255);
+    return d;
+}
+
+/** Float operators added since Halide 14: strict_float on one expression (its arithmetic stays
+ * IEEE whatever the target says), fast_sin and fast_cos, erf, saturating_cast from float to
+ * int16, and float16 and bfloat16 intermediates (stored as such; the buffers outside are
+ * float32). */
+Def float_ops21() {
+    Def d;
+    ImageParam f(Float(32), 2, "f"), g(Float(32), 2, "g");
+    std::vector<Func> outs;
+    auto out = [&](const std::string &name, Expr e) {
+        Func fn(name);
+        fn(x, y) = e;
+        fn.vectorize(x, 8);
+        outs.push_back(fn);
+        add_output(d, {32, 16});
+        d.funcs.push_back(name);
+        return fn;
+    };
+    Expr ef = f(x, y), eg = g(x, y);
+    out("o_strict", strict_float(ef * eg + ef) - eg * 0.5f);
+    out("o_fsin", fast_sin(ef) + fast_cos(eg));
+    out("o_erf", erf(ef * 0.5f));
+    out("o_scast", saturating_cast<int16_t>(ef * 16384.0f));
+    Func h16("h16"), b16("b16");
+    h16(x, y) = cast<float16_t>(ef) * cast<float16_t>(eg);
+    b16(x, y) = cast(BFloat(16), ef) + cast(BFloat(16), eg);
+    h16.compute_root().vectorize(x, 8);
+    b16.compute_root().vectorize(x, 8);
+    out("o_half", cast<float>(h16(x, y)) + cast<float>(b16(x, y)));
+    d.pipeline = Pipeline(outs);
+    add_input(d, f, {32, 16}, {0, 0}, -2, 2);
+    add_input(d, g, {32, 16}, {0, 0}, -2, 2);
+    d.funcs.insert(d.funcs.end(), {h16.name(), b16.name()});  // Halide renames them (`h16$0`)
+    d.is_float = true;
+    // fast_sin, fast_cos and erf are polynomials of Halide's; float16 and bfloat16 round coarsely.
+    d.rtol = 1e-5;
+    d.atol = 1e-5;
+    return d;
+}
+
+// Pipelines with a GPU schedule: `gpu` false gives the host schedule (the host variants and the
+// reference objects), true the GPU one (only its text is written).
+
+/** Separable blur on the GPU: the horizontal pass computed per block in shared memory
+ * (compute_at the block, threads over its tile), the vertical pass tiled 16x8. */
+Def gpu_blur(bool gpu) {
+    Def d;
+    ImageParam in(UInt(16), 2, "in");
+    Func cl = BoundaryConditions::repeat_edge(in);
+    Func gx("gx"), gy("gy");
+    gx(x, y) = cast<uint16_t>((cast<uint32_t>(cl(x - 1, y)) + cl(x, y) + cl(x + 1, y)) / 3);
+    gy(x, y) = cast<uint16_t>((cast<uint32_t>(gx(x, y - 1)) + gx(x, y) + gx(x, y + 1)) / 3);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    if (gpu) {
+        gy.gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
+        gx.compute_at(gy, xo).gpu_threads(x, y);
+    } else {
+        gy.split(y, yo, yi, 16).parallel(yo).vectorize(x, 8);
+        gx.compute_at(gy, yo).vectorize(x, 8);
+    }
+    d.pipeline = Pipeline(gy);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 65535);
+    add_output(d, {64, 48});
+    d.funcs = {"gx", "gy"};
+    return d;
+}
+
+/** Matrix multiply on the GPU: each block computes a 16x16 tile, the reduction split by 4 and
+ * unrolled per thread. */
+Def gpu_matmul(bool gpu) {
+    Def d;
+    ImageParam ma(Float(32), 2, "ma"), mb(Float(32), 2, "mb");
+    Func gp("gp"), gm("gm");
+    RDom r(0, 32, "r");
+    gp(x, y) = 0.0f;
+    gp(x, y) += ma(r, y) * mb(x, r);
+    gm(x, y) = gp(x, y) * 0.5f;
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    RVar ro("ro"), ri("ri");
+    if (gpu) {
+        gm.gpu_tile(x, y, xo, yo, xi, yi, 16, 16);
+        gp.compute_at(gm, xi);
+        gp.update().split(r, ro, ri, 4).unroll(ri);
+    } else {
+        gm.tile(x, y, xo, yo, xi, yi, 16, 8).vectorize(xi, 8).parallel(yo);
+        gp.compute_at(gm, xo).vectorize(x, 8);
+        gp.update().split(r, ro, ri, 4).reorder(x, y, ri, ro).unroll(ri).vectorize(x, 8);
+    }
+    d.pipeline = Pipeline(gm);
+    add_input(d, ma, {32, 32}, {0, 0}, -1, 1);
+    add_input(d, mb, {48, 32}, {0, 0}, -1, 1);
+    add_output(d, {48, 32});
+    d.is_float = true;
+    d.rtol = 1e-5;
+    d.atol = 1e-5;
+    d.funcs = {"gp", "gm"};
+    return d;
+}
+
+/** A GPU-GPU-CPU chain: two stages on the device (compute_root, tiled) and a host stage that
+ * reads both, so the text copies buffers to and from the device between them. */
+Def gpu_chain(bool gpu) {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Func c1("c1"), c2("c2"), c3("c3");
+    c1(x, y) = in(x, y) * 0.5f + 0.25f;
+    c2(x, y) = c1(x, y) * c1(x + 1, y) - 0.125f;
+    c3(x, y) = max(c2(x, y), 0.0f) * 4.0f + c1(x, y);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    c1.compute_root();
+    c2.compute_root();
+    if (gpu) {
+        c1.gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
+        c2.gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
+    } else {
+        c1.parallel(y).vectorize(x, 8);
+        c2.parallel(y).vectorize(x, 8);
+    }
+    c3.parallel(y).vectorize(x, 8);
+    d.pipeline = Pipeline(c3);
+    add_input(d, in, {65, 32}, {0, 0}, -2, 2);
+    add_output(d, {64, 32});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {c1.name(), c2.name(), c3.name()};  // Halide renames them (`c3$0`)
+    return d;
+}
+#endif  // TALLY_HALIDE_VERSION >= 21
+
 const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
     static const std::vector<std::pair<std::string, std::function<Def()>>> defs = {
         {"sep_blur", sep_blur},
@@ -1296,6 +1582,29 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"embedded_lut", embedded_lut},
         {"fast_math", fast_math},
         {"debug_files", debug_files},
+#if TALLY_HALIDE_VERSION >= 21
+        {"blend_tails", blend_tails},
+        {"hoist_ring", hoist_ring},
+        {"partition_p", partition_p},
+        {"vector_reduce", vector_reduce},
+        {"int_ops21", int_ops21},
+        {"float_ops21", float_ops21},
+        {"gpu_blur", [] { return gpu_blur(false); }},
+        {"gpu_matmul", [] { return gpu_matmul(false); }},
+        {"gpu_chain", [] { return gpu_chain(false); }},
+#endif
+    };
+    return defs;
+}
+
+/** The GPU schedules of the pipelines that have one (none before Halide 21's corpus). */
+const std::map<std::string, std::function<Def()>> &gpu_defs() {
+    static const std::map<std::string, std::function<Def()>> defs = {
+#if TALLY_HALIDE_VERSION >= 21
+        {"gpu_blur", [] { return gpu_blur(true); }},
+        {"gpu_matmul", [] { return gpu_matmul(true); }},
+        {"gpu_chain", [] { return gpu_chain(true); }},
+#endif
     };
     return defs;
 }
@@ -1308,11 +1617,29 @@ std::string join_ints(const std::vector<int> &v) {
     return s;
 }
 
-void write_spec(const std::string &path, const std::string &name, const Def &d) {
+/** The variants of a pipeline that were written, by form. */
+struct Variants {
+    std::vector<std::string> lowered, conceptual, gpu;
+};
+
+/** `KEY W...` (nothing when `words` is empty). */
+void write_words(std::ostream &out, const std::string &key, const std::vector<std::string> &words) {
+    if (words.empty()) {
+        return;
+    }
+    out << key;
+    for (const std::string &w : words) {
+        out << " " << w;
+    }
+    out << "\n";
+}
+
+void write_spec(const std::string &path, const std::string &name, const Def &d, const Variants &v) {
     std::ofstream out(path);
     char tol[64];
     std::snprintf(tol, sizeof(tol), "%.3g %.3g", d.rtol, d.atol);
     out << "pipeline " << name << "\n";
+    out << "halide " << TALLY_HALIDE_VERSION << "\n";
     out << "float " << (d.is_float ? 1 : 0) << "\n";
     out << "tolerance " << tol << "\n";
     out << "funcs";
@@ -1320,6 +1647,9 @@ void write_spec(const std::string &path, const std::string &name, const Def &d) 
         out << " " << f;
     }
     out << "\n";
+    write_words(out, "variants", v.lowered);
+    write_words(out, "conceptual", v.conceptual);
+    write_words(out, "gpu", v.gpu);
     size_t ii = 0, si = 0;
     for (char o : d.order) {
         if (o == 'i') {
@@ -1355,26 +1685,66 @@ void write_spec(const std::string &path, const std::string &name, const Def &d) 
     }
 }
 
+/** The output types of `d`'s pipeline (a Tuple gives one output per element), set on its
+ * output shapes; false (after saying why) when the counts differ. */
+bool set_output_types(const std::string &name, Def &d) {
+    std::vector<Type> types;
+    for (const Func &f : d.pipeline.outputs()) {
+#if TALLY_HALIDE_VERSION >= 21
+        const std::vector<Type> &fn_types = f.types();
+#else
+        const std::vector<Type> &fn_types = f.output_types();
+#endif
+        types.insert(types.end(), fn_types.begin(), fn_types.end());
+    }
+    if (types.size() != d.outputs.size()) {
+        std::cerr << "corpus_generator: error: " << name << " lists " << d.outputs.size()
+                  << " output shapes for " << types.size() << " outputs\n";
+        return false;
+    }
+    for (size_t i = 0; i < types.size(); i++) {
+        d.outputs[i].type = types[i];
+    }
+    return true;
+}
+
+/** Writes the statements of `d` compiled for `t` as function `fn`: lowered to PREFIX.stmt and,
+ * from Halide 21 on when `conceptual` is set, conceptual to PREFIX.conceptual.stmt. */
+void write_stmts(Def &d, const Target &t, const std::string &fn, const std::string &prefix,
+                 bool conceptual) {
+    std::map<OutputFileType, std::string> files = {{OutputFileType::stmt, prefix + ".stmt"}};
+#if TALLY_HALIDE_VERSION >= 21
+    if (conceptual) {
+        files[OutputFileType::conceptual_stmt] = prefix + ".conceptual.stmt";
+    }
+#else
+    (void)conceptual;
+#endif
+    d.pipeline.compile_to_module(d.args, fn, t).compile(files);
+}
+
+/** The GPU variants (Halide 21's corpus): name and target features, each also with -profile. */
+const std::vector<std::pair<std::string, std::vector<Target::Feature>>> &gpu_apis() {
+    static const std::vector<std::pair<std::string, std::vector<Target::Feature>>> apis = {
+#if TALLY_HALIDE_VERSION >= 21
+        {"cuda", {Target::CUDA}},
+        {"opencl", {Target::OpenCL}},
+        // 8- and 16-bit integers in shaders are optional Vulkan features: the corpus's kernels
+        // use them.
+        {"vulkan", {Target::Vulkan, Target::VulkanInt8, Target::VulkanInt16}},
+#endif
+    };
+    return apis;
+}
+
 int generate(const std::string &name, const std::string &dir) {
     for (const auto &kv : all_defs()) {
         if (kv.first != name) {
             continue;
         }
         Def d = kv.second();
-        // Output types come from the Funcs themselves (a Tuple gives one output per element).
-        std::vector<Type> types;
-        for (const Func &f : d.pipeline.outputs()) {
-            for (const Type &t : f.output_types()) {
-                types.push_back(t);
-            }
-        }
-        if (types.size() != d.outputs.size()) {
-            std::cerr << "corpus_generator: error: " << name << " lists " << d.outputs.size()
-                      << " output shapes for " << types.size() << " outputs\n";
+        if (!set_output_types(name, d)) {
             return 1;
-        }
-        for (size_t i = 0; i < types.size(); i++) {
-            d.outputs[i].type = types[i];
         }
         // compile_to_module names the function (compile_to_lowered_stmt would name it after the
         // first output Func). The objects add no_runtime, which would show in the text's target.
@@ -1383,22 +1753,46 @@ int generate(const std::string &name, const std::string &dir) {
             base = base.with_feature(f);
         }
         std::string p = dir + "/" + name;
-        auto emit = [&](const Target &t, const std::string &fn, const std::string &stmt,
+        Variants v;
+        auto emit = [&](const std::string &variant, const Target &t, const std::string &fn,
                         const std::string &object) {
-            d.pipeline.compile_to_module(d.args, fn, t).compile({{OutputFileType::stmt, stmt}});
+            // The conceptual form of the host variant only: the other host variants' differ
+            // from it as their lowered forms do, and would double the corpus's size.
+            const bool conceptual = TALLY_HALIDE_VERSION >= 21 && variant == "host";
+            write_stmts(d, t, fn, p + "." + variant, conceptual);
+            v.lowered.push_back(variant);
+            if (conceptual) {
+                v.conceptual.push_back(variant);
+            }
             if (!object.empty()) {
                 d.pipeline.compile_to_module(d.args, fn, t.with_feature(Target::NoRuntime))
                     .compile({{OutputFileType::object, object}});
             }
         };
-        emit(base, name, p + ".host.stmt", p + ".o");
-        emit(base.with_feature(Target::Profile), name, p + ".profile.stmt", "");
-        emit(base.with_feature(Target::Debug), name, p + ".debug.stmt", "");
+        emit("host", base, name, p + ".o");
+        emit("profile", base.with_feature(Target::Profile), name, "");
+        emit("debug", base.with_feature(Target::Debug), name, "");
         if (d.is_float) {
-            emit(base.with_feature(Target::StrictFloat), name + "_strict", p + ".strict.stmt",
+            emit("strict", base.with_feature(Target::StrictFloat), name + "_strict",
                  p + "_strict.o");
         }
-        write_spec(p + ".spec", name, d);
+        auto gpu = gpu_defs().find(name);
+        if (gpu != gpu_defs().end()) {
+            // Same arguments as the host schedule: the reference outputs serve both.
+            Def g = gpu->second();
+            for (const auto &api : gpu_apis()) {
+                Target t = base;
+                for (Target::Feature f : api.second) {
+                    t = t.with_feature(f);
+                }
+                for (const std::string &variant : {api.first, api.first + "-profile"}) {
+                    write_stmts(g, t, name, p + "." + variant, true);
+                    v.gpu.push_back(variant);
+                    t = t.with_feature(Target::Profile);
+                }
+            }
+        }
+        write_spec(p + ".spec", name, d, v);
         return 0;
     }
     std::cerr << "corpus_generator: error: no pipeline named '" << name << "'\n";
