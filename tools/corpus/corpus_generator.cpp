@@ -155,6 +155,38 @@ Expr u64c(uint64_t v) {
 
 Var x("x"), y("y"), c("c"), n("n"), k("k");
 
+/** The outputs of a pipeline of many small Funcs of one shape, each of (x) or (x, y) and
+ * vectorized along x: each becomes an output of the Def (in the order added) and a Func the
+ * profiler must name. */
+class FuncOutputs {
+public:
+    FuncOutputs(Def &d, std::vector<int> extents, int lanes)
+        : d(d), extents(std::move(extents)), lanes(lanes) {}
+
+    /** Adds the Func `name` computing `e`; returns it for more scheduling. */
+    Func add(const std::string &name, const Expr &e) {
+        Func f(name);
+        if (extents.size() == 1) {
+            f(x) = e;
+        } else {
+            f(x, y) = e;
+        }
+        f.vectorize(x, lanes);
+        funcs.push_back(f);
+        add_output(d, extents);
+        d.funcs.push_back(name);
+        return f;
+    }
+
+    Pipeline pipeline() const { return Pipeline(funcs); }
+
+private:
+    Def &d;
+    std::vector<int> extents;
+    int lanes;
+    std::vector<Func> funcs;
+};
+
 // ---------------------------------------------------------------------------------------------
 // The pipelines. Each returns a Def; names are unique (they become symbols).
 
@@ -420,31 +452,23 @@ Def boundary_modes() {
 Def fixed_point_u8() {
     Def d;
     ImageParam a(UInt(8), 2, "a"), b(UInt(8), 2, "b"), w(UInt(8), 2, "w");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func f(name);
-        f(x, y) = e;
-        f.vectorize(x, 16);
-        outs.push_back(f);
-        add_output(d, {64, 48});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {64, 48}, 16);
     Expr ea = a(x, y), eb = b(x, y), ew = w(x, y);
-    out("u_wmul", widening_mul(ea, eb));
-    out("u_wadd", widening_add(ea, eb));
-    out("u_wsub", widening_sub(ea, eb));
-    out("u_hadd", halving_add(ea, eb));
-    out("u_rhadd", rounding_halving_add(ea, eb));
-    out("u_hsub", halving_sub(ea, eb));
-    out("u_rshr", rounding_shift_right(widening_mul(ea, eb), 5));
-    out("u_sadd", saturating_add(ea, eb));
-    out("u_ssub", saturating_sub(ea, eb));
-    out("u_msr", mul_shift_right(ea, eb, 8));
-    out("u_rmsr", rounding_mul_shift_right(ea, eb, 8));
-    out("u_absd", absd(ea, eb));
-    out("u_lerp", lerp(ea, eb, ew));
-    out("u_scast", saturating_cast<uint8_t>(widening_add(ea, eb)));
-    d.pipeline = Pipeline(outs);
+    out.add("u_wmul", widening_mul(ea, eb));
+    out.add("u_wadd", widening_add(ea, eb));
+    out.add("u_wsub", widening_sub(ea, eb));
+    out.add("u_hadd", halving_add(ea, eb));
+    out.add("u_rhadd", rounding_halving_add(ea, eb));
+    out.add("u_hsub", halving_sub(ea, eb));
+    out.add("u_rshr", rounding_shift_right(widening_mul(ea, eb), 5));
+    out.add("u_sadd", saturating_add(ea, eb));
+    out.add("u_ssub", saturating_sub(ea, eb));
+    out.add("u_msr", mul_shift_right(ea, eb, 8));
+    out.add("u_rmsr", rounding_mul_shift_right(ea, eb, 8));
+    out.add("u_absd", absd(ea, eb));
+    out.add("u_lerp", lerp(ea, eb, ew));
+    out.add("u_scast", saturating_cast<uint8_t>(widening_add(ea, eb)));
+    d.pipeline = out.pipeline();
     add_input(d, a, {64, 48}, {0, 0}, 0, 255);
     add_input(d, b, {64, 48}, {0, 0}, 0, 255);
     add_input(d, w, {64, 48}, {0, 0}, 0, 255);
@@ -455,31 +479,24 @@ Def fixed_point_u8() {
 Def fixed_point_s16() {
     Def d;
     ImageParam a(Int(16), 2, "a"), b(Int(16), 2, "b"), s(Int(16), 2, "s");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func f(name);
-        f(x, y) = e;
-        f.vectorize(x, 8);
-        outs.push_back(f);
-        add_output(d, {64, 48});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {64, 48}, 8);
     Expr ea = a(x, y), eb = b(x, y), es = s(x, y);
-    out("s_wmul", widening_mul(ea, eb));
-    out("s_wsub", widening_sub(ea, eb));
-    out("s_sadd", saturating_add(ea, eb));
-    out("s_ssub", saturating_sub(ea, eb));
-    out("s_hsub", halving_sub(ea, eb));
-    out("s_rhadd", rounding_halving_add(ea, eb));
-    out("s_rshr", rounding_shift_right(ea, es));
-    out("s_rshl", rounding_shift_left(ea, es));
-    out("s_q15", rounding_mul_shift_right(ea, eb, 15));
-    out("s_msr", mul_shift_right(ea, eb, 15));
-    out("s_absd", absd(ea, eb));
-    out("s_wshl", widening_shift_left(ea, 3));
-    out("s_lerp", lerp(cast<uint16_t>(cast<int32_t>(ea) + 32768),
-                       cast<uint16_t>(cast<int32_t>(eb) + 32768), cast<uint16_t>(es + 4) * 4000));
-    d.pipeline = Pipeline(outs);
+    out.add("s_wmul", widening_mul(ea, eb));
+    out.add("s_wsub", widening_sub(ea, eb));
+    out.add("s_sadd", saturating_add(ea, eb));
+    out.add("s_ssub", saturating_sub(ea, eb));
+    out.add("s_hsub", halving_sub(ea, eb));
+    out.add("s_rhadd", rounding_halving_add(ea, eb));
+    out.add("s_rshr", rounding_shift_right(ea, es));
+    out.add("s_rshl", rounding_shift_left(ea, es));
+    out.add("s_q15", rounding_mul_shift_right(ea, eb, 15));
+    out.add("s_msr", mul_shift_right(ea, eb, 15));
+    out.add("s_absd", absd(ea, eb));
+    out.add("s_wshl", widening_shift_left(ea, 3));
+    out.add("s_lerp",
+            lerp(cast<uint16_t>(cast<int32_t>(ea) + 32768),
+                 cast<uint16_t>(cast<int32_t>(eb) + 32768), cast<uint16_t>(es + 4) * 4000));
+    d.pipeline = out.pipeline();
     add_input(d, a, {64, 48}, {0, 0}, -32768, 32767);
     add_input(d, b, {64, 48}, {0, 0}, -32768, 32767);
     add_input(d, s, {64, 48}, {0, 0}, -4, 12);
@@ -490,26 +507,18 @@ Def fixed_point_s16() {
 Def bit_ops() {
     Def d;
     ImageParam a(UInt(32), 1, "a"), b(Int(64), 1, "b"), u(UInt(64), 1, "u");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func f(name);
-        f(x) = e;
-        f.vectorize(x, 4);
-        outs.push_back(f);
-        add_output(d, {256});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {256}, 4);
     Expr ea = a(x), eb = b(x), eu = u(x);
-    out("b_clz32", count_leading_zeros(ea));
-    out("b_ctz32", count_trailing_zeros(ea));
-    out("b_pop32", popcount(ea));
-    out("b_clz64", count_leading_zeros(eb));
-    out("b_pop64", popcount(eu));
-    out("b_ctz64", count_trailing_zeros(eu));
-    out("b_mix32", (ea ^ (ea >> 7)) | (~ea & cast<uint32_t>(0x00ff00ff)));
-    out("b_mix64", (eu << 3) ^ (eu >> 11) ^ cast<uint64_t>(eb));
-    out("b_sshr64", (eb >> 13) + (eb & cast<int64_t>(0xffff)));
-    d.pipeline = Pipeline(outs);
+    out.add("b_clz32", count_leading_zeros(ea));
+    out.add("b_ctz32", count_trailing_zeros(ea));
+    out.add("b_pop32", popcount(ea));
+    out.add("b_clz64", count_leading_zeros(eb));
+    out.add("b_pop64", popcount(eu));
+    out.add("b_ctz64", count_trailing_zeros(eu));
+    out.add("b_mix32", (ea ^ (ea >> 7)) | (~ea & cast<uint32_t>(0x00ff00ff)));
+    out.add("b_mix64", (eu << 3) ^ (eu >> 11) ^ cast<uint64_t>(eb));
+    out.add("b_sshr64", (eb >> 13) + (eb & cast<int64_t>(0xffff)));
+    d.pipeline = out.pipeline();
     add_input(d, a, {256}, {0}, 0, 4294967295.0);
     add_input(d, b, {256}, {0}, -1e18, 1e18);
     add_input(d, u, {256}, {0}, 0, 1.8e19);
@@ -523,25 +532,17 @@ Def types_int() {
     ImageParam i8(Int(8), 2, "i8"), u8(UInt(8), 2, "u8"), i16(Int(16), 2, "i16"),
         u16(UInt(16), 2, "u16"), i32(Int(32), 2, "i32"), u32(UInt(32), 2, "u32"),
         i64(Int(64), 2, "i64"), u64(UInt(64), 2, "u64");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func f(name);
-        f(x, y) = e;
-        f.vectorize(x, 8);
-        outs.push_back(f);
-        add_output(d, {32, 16});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {32, 16}, 8);
     Expr a = i8(x, y), b = u8(x, y), e = i16(x, y), f = u16(x, y), g = i32(x, y), h = u32(x, y),
          p = i64(x, y), q = u64(x, y);
-    out("t_i8", cast<int8_t>(a * 3) + cast<int8_t>(b));
-    out("t_u8", cast<uint8_t>(e) ^ b);
-    out("t_i16", cast<int16_t>(f) - e / 3);
-    out("t_u16", cast<uint16_t>(h >> 8) + f);
-    out("t_i32", g / 7 + cast<int32_t>(a) * cast<int32_t>(e));
-    out("t_u32", h * u32c(2654435761u) + cast<uint32_t>(g));
-    out("t_i64", p + cast<int64_t>(g) * cast<int64_t>(h));
-    out("t_u64", q * u64c(6364136223846793005ull) + cast<uint64_t>(p));
+    out.add("t_i8", cast<int8_t>(a * 3) + cast<int8_t>(b));
+    out.add("t_u8", cast<uint8_t>(e) ^ b);
+    out.add("t_i16", cast<int16_t>(f) - e / 3);
+    out.add("t_u16", cast<uint16_t>(h >> 8) + f);
+    out.add("t_i32", g / 7 + cast<int32_t>(a) * cast<int32_t>(e));
+    out.add("t_u32", h * u32c(2654435761u) + cast<uint32_t>(g));
+    out.add("t_i64", p + cast<int64_t>(g) * cast<int64_t>(h));
+    out.add("t_u64", q * u64c(6364136223846793005ull) + cast<uint64_t>(p));
     for (ImageParam *ip : {&i8, &u8, &i16, &u16, &i32, &u32, &i64, &u64}) {
         d.args.push_back(*ip);
         d.order += 'i';
@@ -554,7 +555,7 @@ Def types_int() {
                 {"u32", UInt(32), {32, 16}, {0, 0}, 0, 4294967295.0},
                 {"i64", Int(64), {32, 16}, {0, 0}, -1e15, 1e15},
                 {"u64", UInt(64), {32, 16}, {0, 0}, 0, 1.8e19}};
-    d.pipeline = Pipeline(outs);
+    d.pipeline = out.pipeline();
     return d;
 }
 
@@ -563,23 +564,15 @@ Def types_int() {
 Def types_float() {
     Def d;
     ImageParam h(Float(16), 2, "h"), f(Float(32), 2, "f"), g(Float(64), 2, "g");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func fn(name);
-        fn(x, y) = e;
-        fn.vectorize(x, 8);
-        outs.push_back(fn);
-        add_output(d, {32, 16});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {32, 16}, 8);
     Expr eh = h(x, y), ef = f(x, y), eg = g(x, y);
-    out("f_f16", eh * eh + cast<float16_t>(ef));
-    out("f_f32", floor(ef * 4.0f) + ceil(ef) - round(ef * 0.5f) + abs(ef) * cast<float>(eh) +
-                     min(ef, 0.25f) - max(ef, -0.75f));
-    out("f_f64", sqrt(abs(eg)) * eg + cast<double>(ef) - cast<double>(eh) * f64c(0.125));
-    out("f_i32", cast<int32_t>(eg * f64c(1000.0)) + cast<int32_t>(ef * 64.0f));
-    out("f_h2d", cast<double>(eh) * cast<double>(eh));
-    d.pipeline = Pipeline(outs);
+    out.add("f_f16", eh * eh + cast<float16_t>(ef));
+    out.add("f_f32", floor(ef * 4.0f) + ceil(ef) - round(ef * 0.5f) + abs(ef) * cast<float>(eh) +
+                         min(ef, 0.25f) - max(ef, -0.75f));
+    out.add("f_f64", sqrt(abs(eg)) * eg + cast<double>(ef) - cast<double>(eh) * f64c(0.125));
+    out.add("f_i32", cast<int32_t>(eg * f64c(1000.0)) + cast<int32_t>(ef * 64.0f));
+    out.add("f_h2d", cast<double>(eh) * cast<double>(eh));
+    d.pipeline = out.pipeline();
     add_input(d, h, {32, 16}, {0, 0}, -4, 4);
     add_input(d, f, {32, 16}, {0, 0}, -8, 8);
     add_input(d, g, {32, 16}, {0, 0}, -100, 100);
@@ -596,27 +589,22 @@ Def types_float() {
 Def math_funcs() {
     Def d;
     ImageParam f(Float(32), 1, "f"), g(Float(64), 1, "g"), bits(UInt(32), 1, "bits");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func fn(name);
-        fn(x) = e;
-        fn.vectorize(x, 8);
-        outs.push_back(fn);
-        add_output(d, {256});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {256}, 8);
     Expr ef = f(x), eg = g(x);
     // Inputs lie in (-0.9, 0.9): in range for asin, acos and atanh.
-    out("m_trig", sin(ef) + cos(ef) * 0.5f + tan(ef) * 0.25f + asin(ef) + acos(ef) * 0.5f +
-                      atan(ef) + atan2(ef, ef + 2.0f));
-    out("m_hyp", sinh(ef) + cosh(ef) + tanh(ef) + asinh(ef) + acosh(ef * ef + 1.0f) + atanh(ef));
-    out("m_exp", exp(ef) + log(ef * ef + 0.5f) + pow(ef + 1.0f, ef) + sqrt(ef + 1.0f));
-    out("m_f64", sin(eg) + cos(eg) + tan(eg) + asin(eg) + acos(eg) + atan(eg) + atan2(eg, eg + 2) +
-                     sinh(eg) + tanh(eg) + exp(eg) + log(eg + 2) + pow(eg + 2, eg) + sqrt(eg + 1) +
-                     floor(eg * 8) + ceil(eg * 8) + round(eg * 8) + trunc(eg * 8));
+    out.add("m_trig", sin(ef) + cos(ef) * 0.5f + tan(ef) * 0.25f + asin(ef) + acos(ef) * 0.5f +
+                          atan(ef) + atan2(ef, ef + 2.0f));
+    out.add("m_hyp",
+            sinh(ef) + cosh(ef) + tanh(ef) + asinh(ef) + acosh(ef * ef + 1.0f) + atanh(ef));
+    out.add("m_exp", exp(ef) + log(ef * ef + 0.5f) + pow(ef + 1.0f, ef) + sqrt(ef + 1.0f));
+    out.add("m_f64", sin(eg) + cos(eg) + tan(eg) + asin(eg) + acos(eg) + atan(eg) +
+                         atan2(eg, eg + 2) + sinh(eg) + tanh(eg) + exp(eg) + log(eg + 2) +
+                         pow(eg + 2, eg) + sqrt(eg + 1) + floor(eg * 8) + ceil(eg * 8) +
+                         round(eg * 8) + trunc(eg * 8));
     Expr r = reinterpret<float>(bits(x));
-    out("m_class", select(is_nan(r), 1, 0) + select(is_inf(r), 2, 0) + select(is_finite(r), 4, 0));
-    d.pipeline = Pipeline(outs);
+    out.add("m_class",
+            select(is_nan(r), 1, 0) + select(is_inf(r), 2, 0) + select(is_finite(r), 4, 0));
+    d.pipeline = out.pipeline();
     add_input(d, f, {256}, {0}, -0.875, 0.875);
     add_input(d, g, {256}, {0}, -0.875, 0.875);
     // Every exponent field occurs: the high bits of the draws are uniform.
@@ -1329,20 +1317,12 @@ Def partition_p() {
     Def d;
     ImageParam in(UInt(16), 2, "in");
     Func cl = BoundaryConditions::repeat_edge(in);
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name) {
-        Func f(name);
-        f(x, y) = cast<uint32_t>(cl(x - 1, y)) + cl(x, y) * 2 + cl(x + 1, y) + cl(x, y + 1);
-        f.vectorize(x, 8);
-        outs.push_back(f);
-        add_output(d, {64, 24});
-        d.funcs.push_back(name);
-        return f;
-    };
-    out("pn").partition(x, Partition::Never);
-    out("pa").always_partition(x, y);
-    out("pz").never_partition_all();
-    d.pipeline = Pipeline(outs);
+    FuncOutputs out(d, {64, 24}, 8);
+    Expr blur = cast<uint32_t>(cl(x - 1, y)) + cl(x, y) * 2 + cl(x + 1, y) + cl(x, y + 1);
+    out.add("pn", blur).partition(x, Partition::Never);
+    out.add("pa", blur).always_partition(x, y);
+    out.add("pz", blur).never_partition_all();
+    d.pipeline = out.pipeline();
     add_input(d, in, {64, 24}, {0, 0}, 0, 65535);
     return d;
 }
@@ -1382,27 +1362,19 @@ Def vector_reduce() {
 Def int_ops21() {
     Def d;
     ImageParam a(Int(16), 2, "a"), b(Int(16), 2, "b"), u(UInt(8), 2, "u");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func f(name);
-        f(x, y) = e;
-        f.vectorize(x, 8);
-        outs.push_back(f);
-        add_output(d, {32, 16});
-        d.funcs.push_back(name);
-    };
+    FuncOutputs out(d, {32, 16}, 8);
     Expr ea = a(x, y), eb = b(x, y), eu = u(x, y);
-    out("i_wradd", widen_right_add(cast<int32_t>(ea), eb));
-    out("i_wrmul", widen_right_mul(cast<int32_t>(ea), eb));
-    out("i_wrsub", widen_right_sub(cast<int32_t>(ea), eb));
-    out("i_wshr", widening_shift_right(ea, 3));
-    out("i_xbits", extract_bits(UInt(8), ea, 4));
-    out("i_cbits", concat_bits({eu, cast<uint8_t>(eb)}));
-    out("i_divz", div_round_to_zero(ea, eb));
-    out("i_modz", mod_round_to_zero(ea, eb));
-    out("i_scast", saturating_cast<uint8_t>(ea) + saturating_cast<int8_t>(eu));
-    out("i_promise", unsafe_promise_clamped(eu, 0, 255) * 3 + cast<uint8_t>(ea));
-    d.pipeline = Pipeline(outs);
+    out.add("i_wradd", widen_right_add(cast<int32_t>(ea), eb));
+    out.add("i_wrmul", widen_right_mul(cast<int32_t>(ea), eb));
+    out.add("i_wrsub", widen_right_sub(cast<int32_t>(ea), eb));
+    out.add("i_wshr", widening_shift_right(ea, 3));
+    out.add("i_xbits", extract_bits(UInt(8), ea, 4));
+    out.add("i_cbits", concat_bits({eu, cast<uint8_t>(eb)}));
+    out.add("i_divz", div_round_to_zero(ea, eb));
+    out.add("i_modz", mod_round_to_zero(ea, eb));
+    out.add("i_scast", saturating_cast<uint8_t>(ea) + saturating_cast<int8_t>(eu));
+    out.add("i_promise", unsafe_promise_clamped(eu, 0, 255) * 3 + cast<uint8_t>(ea));
+    d.pipeline = out.pipeline();
     add_input(d, a, {32, 16}, {0, 0}, -3000, 3000);
     // b is never zero: div_round_to_zero and mod_round_to_zero of 0 are not defined alike.
     add_input(d, b, {32, 16}, {0, 0}, 1, 200);
@@ -1417,28 +1389,19 @@ Def int_ops21() {
 Def float_ops21() {
     Def d;
     ImageParam f(Float(32), 2, "f"), g(Float(32), 2, "g");
-    std::vector<Func> outs;
-    auto out = [&](const std::string &name, Expr e) {
-        Func fn(name);
-        fn(x, y) = e;
-        fn.vectorize(x, 8);
-        outs.push_back(fn);
-        add_output(d, {32, 16});
-        d.funcs.push_back(name);
-        return fn;
-    };
+    FuncOutputs out(d, {32, 16}, 8);
     Expr ef = f(x, y), eg = g(x, y);
-    out("o_strict", strict_float(ef * eg + ef) - eg * 0.5f);
-    out("o_fsin", fast_sin(ef) + fast_cos(eg));
-    out("o_erf", erf(ef * 0.5f));
-    out("o_scast", saturating_cast<int16_t>(ef * 16384.0f));
+    out.add("o_strict", strict_float(ef * eg + ef) - eg * 0.5f);
+    out.add("o_fsin", fast_sin(ef) + fast_cos(eg));
+    out.add("o_erf", erf(ef * 0.5f));
+    out.add("o_scast", saturating_cast<int16_t>(ef * 16384.0f));
     Func h16("h16"), b16("b16");
     h16(x, y) = cast<float16_t>(ef) * cast<float16_t>(eg);
     b16(x, y) = cast(BFloat(16), ef) + cast(BFloat(16), eg);
     h16.compute_root().vectorize(x, 8);
     b16.compute_root().vectorize(x, 8);
-    out("o_half", cast<float>(h16(x, y)) + cast<float>(b16(x, y)));
-    d.pipeline = Pipeline(outs);
+    out.add("o_half", cast<float>(h16(x, y)) + cast<float>(b16(x, y)));
+    d.pipeline = out.pipeline();
     add_input(d, f, {32, 16}, {0, 0}, -2, 2);
     add_input(d, g, {32, 16}, {0, 0}, -2, 2);
     d.funcs.insert(d.funcs.end(), {h16.name(), b16.name()});  // Halide renames them (`h16$0`)
