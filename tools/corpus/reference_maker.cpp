@@ -381,6 +381,22 @@ std::string json_real(double v) {
     return buf;
 }
 
+/** What the pipeline printed through halide_print (print, print_when, tracing) while captured. */
+std::string printed;
+
+void capture_print(void *, const char *msg) {
+    printed += msg;
+}
+
+/** What Halide's runtime reported through halide_error: its default handler prints (into
+ * `printed`, while that is captured) and aborts; this one keeps the message, so that a failing
+ * pipeline returns its error code and the message is shown. */
+std::string halide_errors;
+
+void keep_error(void *, const char *msg) {
+    halide_errors += msg;
+}
+
 /** Runs `fn` on freshly made arguments; returns the output buffers (in spec order). */
 std::vector<Buffer> run(void *lib, const std::string &fn, const Spec &s,
                         const std::vector<ArgSpec> &named) {
@@ -418,9 +434,10 @@ std::vector<Buffer> run(void *lib, const std::string &fn, const Spec &s,
         }
         args[i] = &bufs[i].buf;
     }
+    halide_errors.clear();
     int rc = argv(args.data());
     if (rc != 0) {
-        fail(fn + " failed with error " + std::to_string(rc));
+        fail(fn + " failed with error " + std::to_string(rc) + ": " + halide_errors);
     }
     std::vector<Buffer> outs;
     for (size_t i = 0; i < named.size(); i++) {
@@ -429,13 +446,6 @@ std::vector<Buffer> run(void *lib, const std::string &fn, const Spec &s,
         }
     }
     return outs;
-}
-
-/** What the pipeline printed through halide_print (print, print_when, tracing) while captured. */
-std::string printed;
-
-void capture_print(void *, const char *msg) {
-    printed += msg;
 }
 
 /** The number of times the harness runs each pipeline, and so the references: the second run
@@ -472,8 +482,14 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
     if (!set_print) {
         fail("the library has no halide_set_custom_print");
     }
+    using SetError = PrintFn (*)(PrintFn);
+    SetError set_error = reinterpret_cast<SetError>(dlsym(lib, "halide_set_error_handler"));
+    if (!set_error) {
+        fail("the library has no halide_set_error_handler");
+    }
     printed.clear();
     PrintFn previous = set_print(capture_print);
+    PrintFn previous_error = set_error(keep_error);
     // The files the pipeline writes (debug_to_file) land in a scratch folder, from which the
     // host runs' are kept as debug.<file>.
     const std::string scratch = gendir + "/run." + name;
@@ -502,6 +518,7 @@ void make_reference(void *lib, const std::string &gendir, const std::string &out
         }
     }
     set_print(previous);
+    set_error(previous_error);
     std::ostringstream j;
     j << "{\n  \"pipeline\": \"" << name << "\",\n";
     j << "  \"halide\": \"" << s.halide << "\",\n";
