@@ -47,6 +47,7 @@
 
 #include "Halide.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -109,6 +110,8 @@ struct Def {
     /** Buffers the pipeline embeds (Halide prints them `buffer NAME = {...}`, without their
      * data): the reference maker writes each to the corpus as a .npy file. */
     std::vector<Buffer<>> constants;
+    /** GPU APIs (gpu_apis() names) Halide cannot compile the GPU schedule for. */
+    std::vector<std::string> gpu_unsupported;
 };
 
 /** Adds an input buffer argument. */
@@ -1500,6 +1503,36 @@ Def gpu_chain(bool gpu) {
     d.funcs = {c1.name(), c2.name(), c3.name()};  // Halide renames them (`c3$0`)
     return d;
 }
+/** A histogram with atomic updates on the GPU (one thread per input pixel, `atomic()` over a
+ * gpu_tile of the RDom; host: parallel rows) and its lookup, 64 bins. CUDA and OpenCL only:
+ * Halide 21 has no atomics in Vulkan kernels. */
+Def gpu_hist(bool gpu) {
+    Def d;
+    ImageParam in(UInt(8), 2, "in");
+    Func gh("gh"), gq("gq");
+    RDom r(0, 64, 0, 48, "r");
+    gh(x) = 0;
+    gh(cast<int32_t>(in(r.x, r.y)) / 4) += 1;
+    gq(x, y) = gh(cast<int32_t>(in(x, y)) / 4) * 2 + x;
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    RVar rxo("rxo"), ryo("ryo"), rxi("rxi"), ryi("ryi");
+    gh.compute_root();
+    if (gpu) {
+        gh.gpu_tile(x, xo, xi, 16);
+        gh.update().atomic().gpu_tile(r.x, r.y, rxo, ryo, rxi, ryi, 16, 16);
+        gq.gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
+        // "Atomic updates are not supported inside Vulkan kernels" (Halide 21).
+        d.gpu_unsupported = {"vulkan"};
+    } else {
+        gh.update().atomic().parallel(r.y);
+        gq.vectorize(x, 8).parallel(y);
+    }
+    d.pipeline = Pipeline(gq);
+    add_input(d, in, {64, 48}, {0, 0}, 0, 255);
+    add_output(d, {64, 48});
+    d.funcs = {"gh", "gq"};
+    return d;
+}
 #endif  // TALLY_HALIDE_VERSION >= 21
 
 const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
@@ -1555,6 +1588,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"gpu_blur", [] { return gpu_blur(false); }},
         {"gpu_matmul", [] { return gpu_matmul(false); }},
         {"gpu_chain", [] { return gpu_chain(false); }},
+        {"gpu_hist", [] { return gpu_hist(false); }},
 #endif
     };
     return defs;
@@ -1567,6 +1601,7 @@ const std::map<std::string, std::function<Def()>> &gpu_defs() {
         {"gpu_blur", [] { return gpu_blur(true); }},
         {"gpu_matmul", [] { return gpu_matmul(true); }},
         {"gpu_chain", [] { return gpu_chain(true); }},
+        {"gpu_hist", [] { return gpu_hist(true); }},
 #endif
     };
     return defs;
@@ -1744,6 +1779,10 @@ int generate(const std::string &name, const std::string &dir) {
             // Same arguments as the host schedule: the reference outputs serve both.
             Def g = gpu->second();
             for (const auto &api : gpu_apis()) {
+                const auto &skip = g.gpu_unsupported;
+                if (std::find(skip.begin(), skip.end(), api.first) != skip.end()) {
+                    continue;
+                }
                 Target t = base;
                 for (Target::Feature f : api.second) {
                     t = t.with_feature(f);
@@ -1777,7 +1816,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (args.size() == 2) {
-        return generate(args[0], args[1]);
+        // Halide reports a schedule it cannot compile by throwing: say what and for which.
+        try {
+            return generate(args[0], args[1]);
+        } catch (const Halide::Error &e) {
+            std::cerr << "corpus_generator: error: " << args[0] << ": " << e.what() << "\n";
+            return 1;
+        }
     }
     std::cerr << "usage: corpus_generator --list | --runtime OBJ | NAME DIR\n";
     return 2;
