@@ -190,7 +190,10 @@ def run_object(args, manifest, pdir, obj, function, mangled, outdir):
     symbol = function + "_argv"
     if mangled:
         symbol = "_Z%d%sPPv" % (len(symbol), symbol)
-    loaded = ctypes.CDLL(lib)
+    try:
+        loaded = ctypes.CDLL(lib)
+    except OSError as e:  # an undefined symbol: a runtime function Tally's runtime lacks
+        raise CheckFailed("loading %s: %s" % (lib, e))
     entry = getattr(loaded, symbol)
     check_metadata(loaded, function, mangled, manifest)
     entry.restype = ctypes.c_int
