@@ -9,10 +9,12 @@
 //   corpus_generator NAME DIR                writes DIR/NAME.<variant>.stmt (below), DIR/NAME.o
 //                                            (and DIR/NAME_strict.o for float pipelines) and
 //                                            DIR/NAME.spec
+//   corpus_generator --gpu NAME DIR          writes the GPU variants' DIR/NAME.<variant>.stmt
+//                                            (nothing for a pipeline without a GPU schedule)
 //
-// Each pipeline is compiled in its own process (the script runs this program once a pipeline):
-// Halide numbers its temporaries with process-wide counters, so a fresh process makes each
-// pipeline's text independent of the others and of their order.
+// Each pipeline is compiled in its own process (the script runs this program once a pipeline,
+// and once more for its GPU schedule): Halide numbers its temporaries with process-wide counters,
+// so a fresh process makes each pipeline's text independent of the others and of their order.
 //
 // The base target is x86-64-linux-sse41-avx-avx2. The .stmt variants are `host` (the base),
 // `profile` (base-profile), `debug` (base-debug) and, for pipelines that compute in floating
@@ -110,8 +112,6 @@ struct Def {
     /** Buffers the pipeline embeds (Halide prints them `buffer NAME = {...}`, without their
      * data): the reference maker writes each to the corpus as a .npy file. */
     std::vector<Buffer<>> constants;
-    /** GPU APIs (gpu_apis() names) Halide cannot compile the GPU schedule for. */
-    std::vector<std::string> gpu_unsupported;
 };
 
 /** Adds an input buffer argument. */
@@ -1521,8 +1521,6 @@ Def gpu_hist(bool gpu) {
         gh.gpu_tile(x, xo, xi, 16);
         gh.update().atomic().gpu_tile(r.x, r.y, rxo, ryo, rxi, ryi, 16, 16);
         gq.gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
-        // "Atomic updates are not supported inside Vulkan kernels" (Halide 21).
-        d.gpu_unsupported = {"vulkan"};
     } else {
         gh.update().atomic().parallel(r.y);
         gq.vectorize(x, 8).parallel(y);
@@ -1594,14 +1592,21 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
     return defs;
 }
 
+/** A pipeline's GPU schedule, and the GPU APIs (gpu_apis() names) Halide cannot compile it for. */
+struct GpuSchedule {
+    std::function<Def()> make;
+    std::vector<std::string> unsupported;
+};
+
 /** The GPU schedules of the pipelines that have one (none before Halide 21's corpus). */
-const std::map<std::string, std::function<Def()>> &gpu_defs() {
-    static const std::map<std::string, std::function<Def()>> defs = {
+const std::map<std::string, GpuSchedule> &gpu_defs() {
+    static const std::map<std::string, GpuSchedule> defs = {
 #if TALLY_HALIDE_VERSION >= 21
-        {"gpu_blur", [] { return gpu_blur(true); }},
-        {"gpu_matmul", [] { return gpu_matmul(true); }},
-        {"gpu_chain", [] { return gpu_chain(true); }},
-        {"gpu_hist", [] { return gpu_hist(true); }},
+        {"gpu_blur", {[] { return gpu_blur(true); }, {}}},
+        {"gpu_matmul", {[] { return gpu_matmul(true); }, {}}},
+        {"gpu_chain", {[] { return gpu_chain(true); }, {}}},
+        // "Atomic updates are not supported inside Vulkan kernels" (Halide 21).
+        {"gpu_hist", {[] { return gpu_hist(true); }, {"vulkan"}}},
 #endif
     };
     return defs;
@@ -1735,6 +1740,55 @@ const std::vector<std::pair<std::string, std::vector<Target::Feature>>> &gpu_api
     return apis;
 }
 
+/** The target of `d`'s host variant: the base plus the features the pipeline needs. */
+Target base_target(const Def &d) {
+    Target base(kBaseTarget);
+    for (Target::Feature f : d.features) {
+        base = base.with_feature(f);
+    }
+    return base;
+}
+
+/** The GPU variants of pipeline `name` (none without a GPU schedule), each with its target:
+ * every API Halide can compile its schedule for, plain and -profile. */
+std::vector<std::pair<std::string, Target>> gpu_variants(const std::string &name,
+                                                         const Target &base) {
+    std::vector<std::pair<std::string, Target>> variants;
+    auto gpu = gpu_defs().find(name);
+    if (gpu == gpu_defs().end()) {
+        return variants;
+    }
+    const std::vector<std::string> &skip = gpu->second.unsupported;
+    for (const auto &api : gpu_apis()) {
+        if (std::find(skip.begin(), skip.end(), api.first) != skip.end()) {
+            continue;
+        }
+        Target t = base;
+        for (Target::Feature f : api.second) {
+            t = t.with_feature(f);
+        }
+        variants.emplace_back(api.first, t);
+        variants.emplace_back(api.first + "-profile", t.with_feature(Target::Profile));
+    }
+    return variants;
+}
+
+/** Writes the GPU variants of pipeline `name`, lowered and conceptual (nothing without a GPU
+ * schedule). A process of its own, as the host variants: Halide would rename the schedule's
+ * Funcs (`gm` to `gm$1`) if the host definition had been made in the same process, and the
+ * argument names would no longer be the manifest's. */
+int generate_gpu(const std::string &name, const std::string &dir) {
+    auto gpu = gpu_defs().find(name);
+    if (gpu == gpu_defs().end()) {
+        return 0;
+    }
+    Def g = gpu->second.make();
+    for (const auto &variant : gpu_variants(name, base_target(g))) {
+        write_stmts(g, variant.second, name, dir + "/" + name + "." + variant.first, true);
+    }
+    return 0;
+}
+
 int generate(const std::string &name, const std::string &dir) {
     for (const auto &kv : all_defs()) {
         if (kv.first != name) {
@@ -1746,10 +1800,7 @@ int generate(const std::string &name, const std::string &dir) {
         }
         // compile_to_module names the function (compile_to_lowered_stmt would name it after the
         // first output Func). The objects add no_runtime, which would show in the text's target.
-        Target base(kBaseTarget);
-        for (Target::Feature f : d.features) {
-            base = base.with_feature(f);
-        }
+        const Target base = base_target(d);
         std::string p = dir + "/" + name;
         Variants v;
         auto emit = [&](const std::string &variant, const Target &t, const std::string &fn,
@@ -1774,25 +1825,10 @@ int generate(const std::string &name, const std::string &dir) {
             emit("strict", base.with_feature(Target::StrictFloat), name + "_strict",
                  p + "_strict.o");
         }
-        auto gpu = gpu_defs().find(name);
-        if (gpu != gpu_defs().end()) {
-            // Same arguments as the host schedule: the reference outputs serve both.
-            Def g = gpu->second();
-            for (const auto &api : gpu_apis()) {
-                const auto &skip = g.gpu_unsupported;
-                if (std::find(skip.begin(), skip.end(), api.first) != skip.end()) {
-                    continue;
-                }
-                Target t = base;
-                for (Target::Feature f : api.second) {
-                    t = t.with_feature(f);
-                }
-                for (const std::string &variant : {api.first, api.first + "-profile"}) {
-                    write_stmts(g, t, name, p + "." + variant, true);
-                    v.gpu.push_back(variant);
-                    t = t.with_feature(Target::Profile);
-                }
-            }
+        // The GPU schedule has the same arguments: the host references serve it too. Its text
+        // comes from `--gpu NAME DIR`, in a process of its own.
+        for (const auto &variant : gpu_variants(name, base)) {
+            v.gpu.push_back(variant.first);
         }
         write_spec(p + ".spec", name, d, v);
         return 0;
@@ -1815,15 +1851,17 @@ int main(int argc, char **argv) {
         compile_standalone_runtime(args[1], Target(kBaseTarget));
         return 0;
     }
-    if (args.size() == 2) {
+    const bool gpu = args.size() == 3 && args[0] == "--gpu";
+    if (args.size() == 2 || gpu) {
+        const std::string &name = args[gpu ? 1 : 0], &dir = args[gpu ? 2 : 1];
         // Halide reports a schedule it cannot compile by throwing: say what and for which.
         try {
-            return generate(args[0], args[1]);
+            return gpu ? generate_gpu(name, dir) : generate(name, dir);
         } catch (const Halide::Error &e) {
-            std::cerr << "corpus_generator: error: " << args[0] << ": " << e.what() << "\n";
+            std::cerr << "corpus_generator: error: " << name << ": " << e.what() << "\n";
             return 1;
         }
     }
-    std::cerr << "usage: corpus_generator --list | --runtime OBJ | NAME DIR\n";
+    std::cerr << "usage: corpus_generator --list | --runtime OBJ | NAME DIR | --gpu NAME DIR\n";
     return 2;
 }
