@@ -17,6 +17,9 @@ Checks (each a ctest):
            as `host` does
   vulkan   (Halide 21, GPU schedules) tally-run on the Vulkan variant, target host-vulkan
            (lavapipe where there is no GPU), matches Halide's host output
+  gpu      (Halide 21, GPU schedules) tally-run on the conceptual statement of each GPU variant
+           (cuda, opencl, vulkan: Tally offloads their GPU loops itself, retargeted to Vulkan),
+           target host-vulkan, matches Halide's host output
   strict   (float pipelines) tally-run on the strict_float variant is bit-exact with Halide's
            strict_float output
   aot      tallyc compiles every variant to an object and a header; the host (and strict)
@@ -30,9 +33,9 @@ Checks (each a ctest):
 Comparison: integer and bool outputs exactly; strict outputs bit for bit; other float outputs
 within the manifest's tolerance, |out - ref| <= atol + rtol * |ref|, with NaNs in the same places.
 
-The corpus's xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today. Like lit's XFAIL, an
-xfail check that fails passes (printing the reason), and one that passes fails, so that the list
-only shrinks when the failure is really fixed.
+The corpus's xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today. Like
+lit's XFAIL, an xfail check that fails passes (printing the reason), and one that passes fails, so
+that the list only shrinks when the failure is really fixed.
 """
 
 import argparse
@@ -109,12 +112,13 @@ def variant_target(pdir, name, variant):
     return VARIANT_TARGETS[lowered] + "".join("-" + f for f in NAMING_FEATURES if f in features)
 
 
-def run_variant(args, manifest, pdir, variant, outdir, env=None):
-    """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
+def run_variant(args, manifest, pdir, variant, outdir, env=None, target=None):
+    """Runs one variant with tally-run on the committed inputs (for `target`, by default the
+    variant's own); returns (what it printed, {output name: file})."""
     name = manifest["pipeline"]
     cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
-           "-target", variant_target(pdir, name, variant), "--extern-lib", args.extern_lib,
-           "--runs", str(manifest.get("runs", 1))] + constant_args(manifest, pdir)
+           "-target", target or variant_target(pdir, name, variant),
+           "--extern-lib", args.extern_lib, "--runs", str(manifest.get("runs", 1))] + constant_args(manifest, pdir)
     outputs = {}
     os.makedirs(outdir, exist_ok=True)
     for a in manifest["args"]:
@@ -309,9 +313,9 @@ def compare(manifest, pdir, outputs, strict):
                             "expected %r" % (a["name"], int(bad.sum()), bad.size, idx,
                                              got[idx].item(), ref[idx].item()))
     if problems:
+        how = "bit-exact" if strict else "tolerance rtol=%g atol=%g" % (tol["rtol"], tol["atol"])
         raise CheckFailed("output differs from Halide %s's (%s):\n  %s" %
-                          (manifest["halide"], "bit-exact" if strict else "tolerance rtol=%g atol=%g" %
-                           (tol["rtol"], tol["atol"]), "\n  ".join(problems)))
+                          (manifest["halide"], how, "\n  ".join(problems)))
 
 
 def tiff_short_value_pads(data):
@@ -392,6 +396,19 @@ def check(args, manifest, pdir):
             compare_printed(manifest, pdir, text)
         if c in ("host", "conceptual"):
             compare_files(manifest, pdir, os.path.join(args.work, c))
+    elif c == "gpu":
+        failures = []
+        apis = [v for v in manifest.get("gpu", []) if not v.endswith("-profile")]
+        for v in apis:
+            try:
+                _, outputs = run_variant(args, manifest, pdir, v + ".conceptual",
+                                         os.path.join(args.work, v), target="host-vulkan")
+                compare(manifest, pdir, outputs, strict=False)
+            except CheckFailed as e:
+                failures.append("%s: %s" % (v, str(e).strip().splitlines()[-1]))
+        if failures:
+            raise CheckFailed("%d of %d GPU variants fail:\n  %s" %
+                              (len(failures), len(apis), "\n  ".join(failures)))
     elif c == "aot":
         for v in variants:
             d = os.path.join(args.work, "aot", v)
