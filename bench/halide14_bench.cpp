@@ -1,7 +1,7 @@
-// Tally's code against Halide 14's own, for the same lowered IR: every pipeline of the
-// conformance corpus (test/conformance/<name>/, made by tools/halide14/), Halide's AOT objects
-// from libhalide14_corpus.so (built by tools/halide14 where Halide 14 is installed) and Tally's
-// JIT of the `<name>.host.stmt` Halide printed in the same compilation, in one process.
+// Tally's code against Halide 14's own, for the same lowered IR: every pipeline of the Halide 14
+// conformance corpus (test/conformance/halide14/<name>/, made by tools/halide14/), Halide's AOT
+// objects from libhalide14_corpus.so (built by tools/halide14 where Halide 14 is installed) and
+// Tally's JIT of the `<name>.host.stmt` Halide printed in the same compilation, in one process.
 //
 // Halide's library is loaded with dlopen(RTLD_LOCAL | RTLD_DEEPBIND) and linked -Bsymbolic, so
 // its calls into its own runtime (thread pool, halide_malloc, ...) stay inside it and the two

@@ -1,8 +1,9 @@
 // How truthful the profiler's shares are, and what profiling costs, in exact and sampling mode.
 //
 // Pipelines: `float_chain` as Halide 14 lowered it
-// (test/conformance/float_chain/float_chain.host.stmt: three pointwise float32 stages s1 -> s2 ->
-// s3, each compute_root, rows parallel, x vectorized by 8) and the `blur` app (blur_x -> blur_y).
+// (test/conformance/halide14/float_chain/float_chain.host.stmt: three pointwise float32 stages
+// s1 -> s2 -> s3, each compute_root, rows parallel, x vectorized by 8) and the `blur` app (blur_x
+// -> blur_y).
 // Tally compiles each for `host-profile` (its own instrumentation: one slot per Func, worker
 // contexts per parallel task) and, for the truths, once per stage and once per prefix for `host`
 // with the other `produce`s emptied: each stage run alone as its own pipeline (the stage-alone
@@ -84,7 +85,7 @@
 #include "tally_runtime.h"
 
 #ifndef TALLY_CONFORMANCE_DIR
-#error "TALLY_CONFORMANCE_DIR must name test/conformance"
+#error "TALLY_CONFORMANCE_DIR must name test/conformance/halide14"
 #endif
 #ifndef TALLY_APPS_DIR
 #error "TALLY_APPS_DIR must name apps/"

@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
-"""One conformance check of one pipeline of the Halide 14 corpus (test/conformance/<pipeline>/).
+"""One conformance check of one pipeline of a Halide conformance corpus
+(test/conformance/halide14/<pipeline>/ or test/conformance/halide21/<pipeline>/).
 
-    check.py --bin BUILD/bin --corpus test/conformance --work DIR --extern-lib LIB.so
+    check.py --bin BUILD/bin --corpus test/conformance/halide21 --work DIR --extern-lib LIB.so
              PIPELINE CHECK
 
 --extern-lib is libconformance_externs.so, the C functions of the corpus's extern stages
 (extern_stages.c): tally-run gets it as --extern-lib, and the AOT objects are linked with it.
 
 Checks (each a ctest):
-  verify   every variant (.host/.profile/.debug/.strict.stmt) parses and verifies
-           (tally-opt --passes=verify)
+  verify   every .stmt file of the pipeline (every variant, lowered, conceptual and GPU) parses
+           and verifies (tally-opt --passes=verify)
   host     tally-run on the host variant, with the committed inputs, matches Halide's output
+  conceptual  (Halide 21) tally-run on the host variant's conceptual statement
+           (<pipeline>.host.conceptual.stmt, which Tally lowers itself) matches Halide's output
+           as `host` does
+  vulkan   (Halide 21, GPU schedules) tally-run on the Vulkan variant, target host-vulkan
+           (lavapipe where there is no GPU), matches Halide's host output
+  gpu      (Halide 21, GPU schedules) tally-run on the conceptual statement of each GPU variant
+           (cuda, opencl, vulkan: Tally offloads their GPU loops itself, retargeted to Vulkan),
+           target host-vulkan, matches Halide's host output
   strict   (float pipelines) tally-run on the strict_float variant is bit-exact with Halide's
            strict_float output
   aot      tallyc compiles every variant to an object and a header; the host (and strict)
@@ -24,9 +33,9 @@ Checks (each a ctest):
 Comparison: integer and bool outputs exactly; strict outputs bit for bit; other float outputs
 within the manifest's tolerance, |out - ref| <= atol + rtol * |ref|, with NaNs in the same places.
 
-xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today. Like lit's XFAIL, an
-xfail check that fails passes (printing the reason), and one that passes fails, so that the list
-only shrinks when the failure is really fixed.
+The corpus's xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today. Like
+lit's XFAIL, an xfail check that fails passes (printing the reason), and one that passes fails, so
+that the list only shrinks when the failure is really fixed.
 """
 
 import argparse
@@ -46,6 +55,7 @@ VARIANT_TARGETS = {
     "profile": "host-profile",
     "debug": "host-debug",
     "strict": "host-strict_float",
+    "vulkan": "host-vulkan",
 }
 
 
@@ -92,19 +102,23 @@ NAMING_FEATURES = ("c_plus_plus_name_mangling",)
 
 
 def variant_target(pdir, name, variant):
-    """The -target for a variant: its VARIANT_TARGETS entry plus the text's naming features."""
-    with open(os.path.join(pdir, "%s.%s.stmt" % (name, variant)), encoding="utf-8") as f:
-        m = re.search(r"\btarget=(\S+)", f.readline())
+    """The -target for a variant (`host`, or `host.conceptual` for its conceptual statement,
+    which has no target line: the lowered twin's is read): its VARIANT_TARGETS entry plus the
+    text's naming features."""
+    lowered = variant.split(".")[0]
+    with open(os.path.join(pdir, "%s.%s.stmt" % (name, lowered)), "rb") as f:
+        m = re.search(r"\btarget=(\S+)", f.readline().decode("utf-8", "replace"))
     features = m.group(1).split("-") if m else []
-    return VARIANT_TARGETS[variant] + "".join("-" + f for f in NAMING_FEATURES if f in features)
+    return VARIANT_TARGETS[lowered] + "".join("-" + f for f in NAMING_FEATURES if f in features)
 
 
-def run_variant(args, manifest, pdir, variant, outdir, env=None):
-    """Runs one variant with tally-run on the committed inputs; returns {output name: file}."""
+def run_variant(args, manifest, pdir, variant, outdir, env=None, target=None):
+    """Runs one variant with tally-run on the committed inputs (for `target`, by default the
+    variant's own); returns (what it printed, {output name: file})."""
     name = manifest["pipeline"]
     cmd = [os.path.join(args.bin, "tally-run"), os.path.join(pdir, "%s.%s.stmt" % (name, variant)),
-           "-target", variant_target(pdir, name, variant), "--extern-lib", args.extern_lib,
-           "--runs", str(manifest.get("runs", 1))] + constant_args(manifest, pdir)
+           "-target", target or variant_target(pdir, name, variant),
+           "--extern-lib", args.extern_lib, "--runs", str(manifest.get("runs", 1))] + constant_args(manifest, pdir)
     outputs = {}
     os.makedirs(outdir, exist_ok=True)
     for a in manifest["args"]:
@@ -124,7 +138,8 @@ def run_variant(args, manifest, pdir, variant, outdir, env=None):
     return run(cmd, env=env, cwd=outdir), outputs
 
 
-# halide_buffer_t and its parts, as runtime/include/tally_runtime.h (and Halide 14) lay them out.
+# halide_buffer_t and its parts, as runtime/include/tally_runtime.h (and Halide 14 and 21) lay them
+# out.
 class HalideDimension(ctypes.Structure):
     _fields_ = [("min", ctypes.c_int32), ("extent", ctypes.c_int32),
                 ("stride", ctypes.c_int32), ("flags", ctypes.c_uint32)]
@@ -179,7 +194,10 @@ def run_object(args, manifest, pdir, obj, function, mangled, outdir):
     symbol = function + "_argv"
     if mangled:
         symbol = "_Z%d%sPPv" % (len(symbol), symbol)
-    loaded = ctypes.CDLL(lib)
+    try:
+        loaded = ctypes.CDLL(lib)
+    except OSError as e:  # an undefined symbol: a runtime function Tally's runtime lacks
+        raise CheckFailed("loading %s: %s" % (lib, e))
     entry = getattr(loaded, symbol)
     check_metadata(loaded, function, mangled, manifest)
     entry.restype = ctypes.c_int
@@ -295,9 +313,9 @@ def compare(manifest, pdir, outputs, strict):
                             "expected %r" % (a["name"], int(bad.sum()), bad.size, idx,
                                              got[idx].item(), ref[idx].item()))
     if problems:
-        raise CheckFailed("output differs from Halide 14's (%s):\n  %s" %
-                          ("bit-exact" if strict else "tolerance rtol=%g atol=%g" %
-                           (tol["rtol"], tol["atol"]), "\n  ".join(problems)))
+        how = "bit-exact" if strict else "tolerance rtol=%g atol=%g" % (tol["rtol"], tol["atol"])
+        raise CheckFailed("output differs from Halide %s's (%s):\n  %s" %
+                          (manifest["halide"], how, "\n  ".join(problems)))
 
 
 def tiff_short_value_pads(data):
@@ -354,18 +372,43 @@ def check(args, manifest, pdir):
     variants = manifest["variants"]
     c = args.check
     if c == "verify":
-        for v in variants:
-            run([os.path.join(args.bin, "tally-opt"),
-                 os.path.join(pdir, "%s.%s.stmt" % (name, v)), "--passes=verify"])
-    elif c in ("host", "debug", "strict"):
-        if c not in variants:
-            raise CheckFailed("pipeline %s has no %s variant" % (name, c))
-        text, outputs = run_variant(args, manifest, pdir, c, os.path.join(args.work, c))
+        # Every file, so that no committed statement goes unread (conceptual and GPU ones too).
+        stmts = sorted(f for f in os.listdir(pdir) if f.endswith(".stmt"))
+        failures = []
+        for f in stmts:
+            try:
+                run([os.path.join(args.bin, "tally-opt"), os.path.join(pdir, f),
+                     "--passes=verify"])
+            except CheckFailed as e:
+                failures.append("%s: %s" % (f, str(e).splitlines()[-1]))
+        if failures:
+            raise CheckFailed("%d of %d files fail:\n  %s" %
+                              (len(failures), len(stmts), "\n  ".join(failures)))
+    elif c in ("host", "debug", "strict", "conceptual", "vulkan"):
+        variant = {"conceptual": "host.conceptual"}.get(c, c)
+        available = variants + ["%s.conceptual" % v for v in manifest.get("conceptual", [])] + \
+            manifest.get("gpu", [])
+        if variant not in available:
+            raise CheckFailed("pipeline %s has no %s variant" % (name, variant))
+        text, outputs = run_variant(args, manifest, pdir, variant, os.path.join(args.work, c))
         compare(manifest, pdir, outputs, strict=(c == "strict"))
-        if c == "host" and "printed" in manifest:
+        if c in ("host", "conceptual") and "printed" in manifest:
             compare_printed(manifest, pdir, text)
-        if c == "host":
+        if c in ("host", "conceptual"):
             compare_files(manifest, pdir, os.path.join(args.work, c))
+    elif c == "gpu":
+        failures = []
+        apis = [v for v in manifest.get("gpu", []) if not v.endswith("-profile")]
+        for v in apis:
+            try:
+                _, outputs = run_variant(args, manifest, pdir, v + ".conceptual",
+                                         os.path.join(args.work, v), target="host-vulkan")
+                compare(manifest, pdir, outputs, strict=False)
+            except CheckFailed as e:
+                failures.append("%s: %s" % (v, str(e).strip().splitlines()[-1]))
+        if failures:
+            raise CheckFailed("%d of %d GPU variants fail:\n  %s" %
+                              (len(failures), len(apis), "\n  ".join(failures)))
     elif c == "aot":
         for v in variants:
             d = os.path.join(args.work, "aot", v)

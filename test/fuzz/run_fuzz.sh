@@ -21,8 +21,8 @@
 #
 # Configures test/fuzz/CMakeLists.txt with clang-19 (libFuzzer + ASan + UBSan), builds the
 # targets, seeds each one (the IR targets from every .stmt file of test/corpus/halide14,
-# test/conformance and test/ir, split at `// -----` lines, and test/fuzz/regressions/; the
-# others from test/fuzz/seeds/<target>/), runs libFuzzer for SECONDS, and fails on any crash,
+# test/conformance/halide14 and test/ir, split at `// -----` lines, and test/fuzz/regressions/;
+# the others from test/fuzz/seeds/<target>/), runs libFuzzer for SECONDS, and fails on any crash,
 # leak, timeout, out-of-memory or violated property (the input is kept as
 # BUILD/artifacts/<target>/crash-* etc.: copy it to test/fuzz/regressions/ once the bug is
 # fixed). Prints each target's executions, rate and corpus size.
@@ -55,7 +55,7 @@ stmt_seeds() {
             BEGIN { part = 0; file = prefix "_0.stmt"; printf "" > file }
             /^\/\/ -----/ { close(file); part++; file = prefix "_" part ".stmt"; printf "" > file; next }
             { print > file }' "$f"
-    done < <(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance" "$ROOT/test/ir" \
+    done < <(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance/halide14" "$ROOT/test/ir" \
         -name '*.stmt' -print0 | sort -z)
     while IFS= read -r -d '' f; do
         cp "$f" "$out/regression_$(basename "$f")"
@@ -66,8 +66,9 @@ stmt_seeds() {
     # more (the campaigns), or any run with TALLY_FUZZ_BLOCKS=1 (0 leaves them out).
     if [[ "${TALLY_FUZZ_BLOCKS:-$((SECONDS_TO_RUN >= 120 ? 1 : 0))}" == 1 ]]; then
         local blocks
-        blocks=$(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance" -name '*.stmt' \
-            -print0 | xargs -0 python3 "$ROOT/test/fuzz/stmt_blocks.py" "$max" "$out")
+        blocks=$(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance/halide14" \
+            -name '*.stmt' -print0 |
+            xargs -0 python3 "$ROOT/test/fuzz/stmt_blocks.py" "$max" "$out")
         log "seeds: $blocks blocks of the Halide listings"
     fi
 }

@@ -99,7 +99,7 @@ TEST(CorpusJit, HalideBlurComputesTheBlurExactly) {
 // Halide's memoize: the allocation's `custom_delete` releases each cached buffer when the
 // realization ends, so between runs nothing is in use, and the second run reads the cache.
 TEST(CorpusJit, MemoizedBuffersAreReleasedWhenTheRealizationEnds) {
-    auto jit = compile_file(corpus + "/../../conformance/memoize_p/memoize_p.host.stmt");
+    auto jit = compile_file(corpus + "/../../conformance/halide14/memoize_p/memoize_p.host.stmt");
     halide_memoization_cache_cleanup();
     const int W = 24, H = 16;
     std::vector<float> in(W * H), out1(W * H), out2(W * H);
