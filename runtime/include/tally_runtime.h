@@ -75,6 +75,9 @@ typedef enum tally_error_code_t {
     TALLY_ERROR_INCOMPATIBLE_DEVICE_INTERFACE = -42,
     TALLY_ERROR_BAD_DIMENSIONS = -43,
     TALLY_ERROR_DEVICE_DIRTY_WITH_NO_DEVICE_SUPPORT = -44,
+    /** Halide 21: a Func's explicit storage bound (bound_storage) is smaller than the region
+     * it must hold. */
+    TALLY_ERROR_STORAGE_BOUND_TOO_SMALL = -45,
     /** Halide 21: a split factor computed at run time was not positive. */
     TALLY_ERROR_SPLIT_FACTOR_NOT_POSITIVE = -46,
     /** An argument to a runtime call was invalid (NULL, out of range). */
@@ -441,6 +444,12 @@ int32_t halide_error_debug_to_file_failed(void *user_context, const char *func,
                                           const char *filename, int32_t error_code);
 int32_t halide_error_requirement_failed(void *user_context, const char *condition,
                                         const char *message);
+/** Halide 21's check of an explicit storage bound (`Func::bound_storage`): dimension `var_name`
+ * of `func_name` was given `provided_size` elements where `required_size` are needed. Returns
+ * TALLY_ERROR_STORAGE_BOUND_TOO_SMALL. */
+int32_t halide_error_storage_bound_too_small(void *user_context, const char *func_name,
+                                             const char *var_name, int32_t provided_size,
+                                             int32_t required_size);
 /** Halide 21's check of a split factor computed at run time (`split(x, xo, xi, factor)` with a
  * Param factor): `orig` was split into `outer` and `inner` by `factor_str`, which evaluated to
  * `factor` <= 0. Returns TALLY_ERROR_SPLIT_FACTOR_NOT_POSITIVE. */

@@ -126,6 +126,7 @@ struct RuntimeSymbol {
     X(tally_halide21_profiler_set_current_func, "i:pip")                          \
     /* Halide's other calls (Halide 14 and 21) */                                 \
     X(halide_error_split_factor_not_positive, "i:Usssssi")                        \
+    X(halide_error_storage_bound_too_small, "i:Ussii")                            \
     X(halide_mutex_array_create,        "p:q")                                    \
     X(halide_mutex_array_destroy,       "v:Up")                                   \
     X(halide_mutex_array_lock,          "i:pi")                                   \

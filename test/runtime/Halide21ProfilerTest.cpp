@@ -242,4 +242,17 @@ TEST(HalideSplitFactor, ReportsTheFactorAndReturnsHalide21sCode) {
     EXPECT_STREQ(tally_error_code_name(-46), "ERROR_SPLIT_FACTOR_NOT_POSITIVE");
 }
 
+TEST(HalideStorageBound, ReportsBothSizesAndReturnsHalide21sCode) {
+    tally_test::MessageCapture capture;
+    EXPECT_EQ(halide_error_storage_bound_too_small(nullptr, "f", "y", 4, 6),
+              TALLY_ERROR_STORAGE_BOUND_TOO_SMALL);
+    EXPECT_EQ(TALLY_ERROR_STORAGE_BOUND_TOO_SMALL, -45);
+    ASSERT_EQ(capture.errors().size(), 1u);
+    EXPECT_NE(capture.errors()[0].find("The explicit allocation bound (4) of dimension y of f is "
+                                       "too small to store the required region (6)."),
+              std::string::npos)
+        << capture.errors()[0];
+    EXPECT_STREQ(tally_error_code_name(-45), "ERROR_STORAGE_BOUND_TOO_SMALL");
+}
+
 }  // namespace

@@ -145,6 +145,7 @@ const char *tally_error_code_name(int32_t code) {
         TALLY_CODE_NAME(ERROR_INCOMPATIBLE_DEVICE_INTERFACE)
         TALLY_CODE_NAME(ERROR_BAD_DIMENSIONS)
         TALLY_CODE_NAME(ERROR_DEVICE_DIRTY_WITH_NO_DEVICE_SUPPORT)
+        TALLY_CODE_NAME(ERROR_STORAGE_BOUND_TOO_SMALL)
         TALLY_CODE_NAME(ERROR_SPLIT_FACTOR_NOT_POSITIVE)
         TALLY_CODE_NAME(ERROR_BAD_ARGUMENT)
         TALLY_CODE_NAME(ERROR_THREAD_START_FAILED)
@@ -336,6 +337,16 @@ int32_t halide_error_device_dirty_with_no_device_support(void *user_context,
                               "The buffer %s is dirty on device, but this pipeline was compiled "
                               "with no support for device to host copies",
                               str_or_null(buffer_name));
+}
+
+int32_t halide_error_storage_bound_too_small(void *user_context, const char *func_name,
+                                             const char *var_name, int32_t provided_size,
+                                             int32_t required_size) {
+    return tally_report_error(user_context, TALLY_ERROR_STORAGE_BOUND_TOO_SMALL,
+                              "The explicit allocation bound (%d) of dimension %s of %s is too "
+                              "small to store the required region (%d).",
+                              (int)provided_size, str_or_null(var_name), str_or_null(func_name),
+                              (int)required_size);
 }
 
 int32_t halide_error_split_factor_not_positive(void *user_context, const char *func_name,
