@@ -56,12 +56,22 @@ BENCH_DIR = Path(__file__).resolve().parent
 KEPT_SECTION = "## Earlier findings"
 
 
+# Programs built from another program's source (one build per Halide version).
+SOURCES = {"halide14_bench": "halide_bench", "halide21_bench": "halide_bench"}
+
+
+def source_of(program):
+    """The bench/ source file (without .cpp) that `program` is built from."""
+    return SOURCES.get(program, program)
+
+
 def method_comment(program):
-    """The method of `program`: the leading comment block of bench/<program>.cpp (every line from
-    the first that starts with `//` up to the first that does not), without the `//`s; None when
-    the source or its comment is missing. Each benchmark's method is written once, there."""
+    """The method of `program`: the leading comment block of its source, bench/<source>.cpp
+    (every line from the first that starts with `//` up to the first that does not), without the
+    `//`s; None when the source or its comment is missing. Each benchmark's method is written
+    once, there."""
     try:
-        text = (BENCH_DIR / (program + ".cpp")).read_text()
+        text = (BENCH_DIR / (source_of(program) + ".cpp")).read_text()
     except OSError:
         return None
     out = []
@@ -89,7 +99,7 @@ def method_lines(program):
     if comment is None:
         return []
     lines = ["How it measures (the header comment of [`bench/%s.cpp`](%s.cpp)):" %
-             (program, program), ""]
+             (source_of(program), source_of(program)), ""]
     prose, code = [], []
 
     def flush():
@@ -294,23 +304,24 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
-def halide14_rows(results, scale, goal):
-    """The Tally-vs-Halide 14 targets at one scale: geometric mean <= 1.00 and no pipeline above
-    1.10, in steady state and on the first and second runs."""
+def halide_rows(results, version, scale, goal):
+    """The Tally-vs-Halide `version` (14 or 21) targets at one scale: geometric mean <= 1.00 and
+    no pipeline above 1.10, in steady state and on the first and second runs."""
+    program = "halide%d_bench" % version
     rows_at = []
     for prog, info in results:
-        if prog != "halide14_bench":
+        if prog != program:
             continue
         for r in info["rows"]:
-            m = re.match(r"BM_VsHalide14/([^/]+)/%d(/|$)" % scale, r["name"])
+            m = re.match(r"BM_VsHalide%d/([^/]+)/%d(/|$)" % (version, scale), r["name"])
             if m and "ratio" in r["counters"]:
                 rows_at.append((m.group(1), r["counters"]))
-    by = "halide14_bench `BM_VsHalide14/<pipeline>/%d`" % scale
+    by = "%s `BM_VsHalide%d/<pipeline>/%d`" % (program, version, scale)
     what = "scale %d (%s)" % (scale, "inputs tiled 8x per dimension" if scale == 8 else
                               "the committed inputs: per-call costs dominate")
     if not rows_at:
-        return [("Tally / Halide 14, %s" % what, by, "n/a (halide14_bench not built or run)",
-                 verdict(None))]
+        return [("Tally / Halide %d, %s" % (version, what), by,
+                 "n/a (%s not built or run)" % program, verdict(None))]
     out = []
     for key, label in (("ratio", "steady state"), ("first_ratio", "first run"),
                        ("second_ratio", "second run")):
@@ -340,8 +351,8 @@ def halide14_rows(results, scale, goal):
                       "1.10x has a 90 % interval reaching below it")
         else:
             result = verdict(True)
-        out.append(("Tally / Halide 14 run time, %s, %s: geomean <= 1.00x, none above 1.10x" %
-                    (what, label), "%s `%s`" % (by, key), measured,
+        out.append(("Tally / Halide %d run time, %s, %s: geomean <= 1.00x, none above 1.10x" %
+                    (version, what, label), "%s `%s`" % (by, key), measured,
                     result if goal else "for reference"))
     # Memory (no numeric target): what each side's runs add to a process of its own.
     mem = [(c["memory_ratio"], name, c["tally_added_mib"], c["halide_added_mib"])
@@ -353,7 +364,8 @@ def halide14_rows(results, scale, goal):
                     "%.1f MiB" % (geo, len(mem), ", ".join(
                         "%s %.2fx (%.1f vs %.1f MiB)" % (n, v, t, h) for v, n, t, h in worst),
                         sum(t for _, _, t, _ in mem), sum(h for _, _, _, h in mem)))
-        out.append(("(no target) Memory the runs add, Tally / Halide 14 (+1 MiB each), %s" % what,
+        out.append(("(no target) Memory the runs add, Tally / Halide %d (+1 MiB each), %s" %
+                    (version, what),
                     "%s `memory_ratio`, `tally_added_mib`, `halide_added_mib`" % by, measured,
                     "for reference"))
     return out
@@ -458,9 +470,11 @@ def targets(results):
         rows.append(("Linear pass cost: ns/node at 10^6 nodes <= 1.5x that at 10^4 (%s)" % bench,
                      "passes_bench `%s` `ns_per_node`" % bench, measured, verdict(ok)))
 
-    # 5. Tally's code against Halide 14's for the same lowered IR (the conformance corpus).
-    for scale, goal in ((8, True), (1, False)):
-        rows += halide14_rows(results, scale, goal)
+    # 5. Tally's code against Halide 14's and 21's for the same lowered IR (their conformance
+    # corpora). Halide 21's first run counts too (its goal names the first run).
+    for version in (14, 21):
+        for scale, goal in ((8, True), (1, version == 21)):
+            rows += halide_rows(results, version, scale, goal)
 
     # 6. The profiler's truth: its shares against the stage-alone truth, and its cost.
     rows += truth_targets(results)

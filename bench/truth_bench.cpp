@@ -1,4 +1,39 @@
-// How truthful the profiler's shares are, and what profiling costs, in exact and sampling mode.
+// How truthful the profiler's shares are, and what profiling costs, in exact and sampling mode,
+// beside Halide 21's and Halide 14's own profilers.
+//
+// Against truth constructed in advance (bench/truth_halide.cpp): the corpora's truth pipelines
+// (tools/corpus/corpus_generator.cpp), whose every element calls tally_truth_work(v, ns)
+// (test/conformance/extern_stages.c): it returns once the calling thread's chained deadline,
+// advanced by ns, has passed, so a stage of N elements takes N * ns of wall time whatever the
+// caches, the code between the calls or the stages around it do. `truth_chain`: t1 -> t2 -> t3,
+// serial, set to 10 / 30 / 60 %; `truth_inner`: ti computed inside to's loop (two slot switches
+// per element) 30 %, to 10 %, then tr 60 %. N is chosen so that a run takes the scenario's time.
+// In one process: Tally's JIT of the text Halide 21 printed, profiled in exact and in sampling
+// mode, and Halide 21's and Halide 14's own -profile objects of the same pipeline
+// (libhalide21_corpus.so, libhalide14_corpus.so: NAME_profile; their profilers read through
+// Halide's halide_profiler_get_state, bench/HalideLibrary.h). A profile is `runs` consecutive
+// profiled runs of one profiler (its figures reset before them), the profilers in an order that
+// rotates from profile to profile; a share is a stage's billed time over the three stages'; the
+// error is the largest |share - set share| over the stages, in percentage points.
+//
+//   BM_Constructed/<pipeline>/<scenario>/<hog>
+//     pipeline 0: truth_chain; 1: truth_inner. scenario 0: ~60 ms runs, 21 accumulated;
+//     1: one ~60 ms run (median over 7 profiles); 2: ~2 ms runs in blocks of 10 (7 blocks);
+//     3: a single ~0.5 ms run (21 profiles). hog 1: two processes spinning on the CPUs.
+//     Counters: exact_pp, sampling_pp, halide21_pp, halide14_pp (the errors: medians over the
+//     profiles); *_other_pct (the share of all billed time that went to no stage: overhead and
+//     the runtime's own rows); set_ms (a run's set time); construction_pct (how far the
+//     construction holds: Tally's unprofiled run, median, over the set time, less 100 %),
+//     halide_construction_pct (the same for Halide 21's code). A profiler whose library is not
+//     built has no column; the label says why.
+//   BM_HalideCost/<halide>: float_chain as Halide 21 (14) lowered it, 2048 x rows (~40 ms
+//     unprofiled with Tally), 2 threads on each side: Tally's unprofiled and exact-mode runs of
+//     Halide's text and Halide's own float_chain and float_chain_profile objects, interleaved
+//     for 101 rounds in one process. tally_ratio, halide_ratio = median profiled run over median
+//     unprofiled run of the same side (*_lo, *_hi: 90 % bootstrap interval); tally_ms,
+//     halide_ms: the unprofiled medians.
+//
+// Against stages timed alone (a second view, with a floor of its own; below):
 //
 // Pipelines: `float_chain` as Halide 14 lowered it
 // (test/conformance/halide14/float_chain/float_chain.host.stmt: three pointwise float32 stages

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "tally_runtime.h"
 
@@ -40,4 +41,33 @@ int tally_corpus_forward_diff(halide_buffer_t *in, int32_t offset, halide_buffer
         }
     }
     return 0;
+}
+
+/* The work of the truth pipelines (truth_chain, truth_inner), whose stages' times are
+ * set in advance: each element calls this with the nanoseconds it costs, and it returns v + 1
+ * once the calling thread's deadline, advanced by ns, has passed. The deadline is a chain per
+ * thread: consecutive calls on one thread take exactly the sum of their ns between the first
+ * call's start and the last call's end, whatever the code between calls costs (as long as it is
+ * under the next call's ns), so a stage's time is its elements' ns, not its elements' ns plus
+ * call overheads. A chain whose next deadline is already past (the first call of a run, or a
+ * thread that was preempted for longer than one element) restarts from now. CLOCK_MONOTONIC is
+ * the clock both Halide's and Tally's code are judged by. An elemental call (Halide's extern
+ * "C" function returning a value), not an extern stage. */
+static int64_t truth_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int32_t tally_truth_work(int32_t v, int32_t ns) {
+    static __thread int64_t deadline;
+    int64_t now = truth_now_ns();
+    int64_t next = deadline + ns;
+    if (next <= now) {
+        next = now + ns;
+    }
+    deadline = next;
+    while (truth_now_ns() < next) {
+    }
+    return v + 1;
 }

@@ -24,7 +24,9 @@
 // variants `cuda`, `opencl` and `vulkan` and their `-profile` twins in both forms (the GPU
 // schedule is a second definition of the same algorithm; only its text is written). The objects
 // are the host and strict twins, compiled with no_runtime (the runtime comes once, from --runtime)
-// so that one shared object can hold them all; the strict twin's function is NAME_strict.
+// so that one shared object can hold them all; the strict twin's function is NAME_strict. Some
+// pipelines (Def::profile_object: float_chain and the truth pipelines) add a -profile twin,
+// NAME_profile, for the benchmarks that run Halide's profiler.
 //
 // NAME.spec tells the reference maker how to call the pipeline (one record a line):
 //   pipeline NAME
@@ -112,6 +114,9 @@ struct Def {
     /** Buffers the pipeline embeds (Halide prints them `buffer NAME = {...}`, without their
      * data): the reference maker writes each to the corpus as a .npy file. */
     std::vector<Buffer<>> constants;
+    /** Whether Halide's library also gets the pipeline compiled with -profile (function
+     * NAME_profile), for the benchmarks that set Halide's profiler beside Tally's. */
+    bool profile_object = false;
 };
 
 /** Adds an input buffer argument. */
@@ -882,6 +887,65 @@ Def float_chain() {
     d.rtol = 1e-6;
     d.atol = 1e-6;
     d.funcs = {s1.name(), s2.name(), s3.name()};  // "s1$0": Halide renames s1
+    d.profile_object = true;
+    return d;
+}
+
+// The truth pipelines (truth_chain, truth_inner): stages whose times are set in advance. Every
+// element of a stage calls tally_truth_work(v, ns) (test/conformance/extern_stages.c), which
+// returns v + 1 once the calling thread's chained deadline, advanced by ns, has passed: a stage of
+// N elements at ns each takes N * ns, whatever caches, the code around the calls or the stages
+// around it do. The ns are scalar arguments, so a benchmark sets the stages' times
+// (bench/truth_bench.cpp); the corpus runs them at a few hundred ns per element. Each has a
+// -profile object in Halide's library.
+
+/** An elemental call of tally_truth_work: v + 1, after ns nanoseconds of this thread's time. */
+Expr truth_work(const Expr &v, const Expr &ns) {
+    return Internal::Call::make(Int(32), "tally_truth_work", {v, ns}, Internal::Call::Extern);
+}
+
+/** Three stages in a row, each compute_root and serial: t1 -> t2 -> t3. */
+Def truth_chain() {
+    Def d;
+    ImageParam in(Int(32), 1, "in");
+    Param<int32_t> ns1("ns1"), ns2("ns2"), ns3("ns3");
+    Func t1("t1"), t2("t2"), t3("t3");
+    t1(x) = truth_work(in(x), ns1);
+    t2(x) = truth_work(t1(x), ns2);
+    t3(x) = truth_work(t2(x), ns3);
+    t1.compute_root();
+    t2.compute_root();
+    d.pipeline = Pipeline(t3);
+    add_input(d, in, {64}, {0}, -1000, 1000);
+    add_scalar(d, ns1, "100");
+    add_scalar(d, ns2, "300");
+    add_scalar(d, ns3, "600");
+    add_output(d, {64});
+    d.funcs = {t1.name(), t2.name(), t3.name()};  // Halide renames them t1$0, ...
+    d.profile_object = true;
+    return d;
+}
+
+/** A Func computed inside another's loop: ti at every element of to (compute_at to, x), so the
+ * profiler switches between the two twice per element; then a compute_root stage tr after them. */
+Def truth_inner() {
+    Def d;
+    ImageParam in(Int(32), 1, "in");
+    Param<int32_t> ns_inner("ns_inner"), ns_outer("ns_outer"), ns_root("ns_root");
+    Func ti("ti"), to("to"), tr("tr");
+    ti(x) = truth_work(in(x), ns_inner);
+    to(x) = truth_work(ti(x), ns_outer);
+    tr(x) = truth_work(to(x), ns_root);
+    ti.compute_at(to, x);
+    to.compute_root();
+    d.pipeline = Pipeline(tr);
+    add_input(d, in, {64}, {0}, -1000, 1000);
+    add_scalar(d, ns_inner, "200");
+    add_scalar(d, ns_outer, "300");
+    add_scalar(d, ns_root, "500");
+    add_output(d, {64});
+    d.funcs = {ti.name(), to.name(), tr.name()};
+    d.profile_object = true;
     return d;
 }
 
@@ -1576,6 +1640,8 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"embedded_lut", embedded_lut},
         {"fast_math", fast_math},
         {"debug_files", debug_files},
+        {"truth_chain", truth_chain},
+        {"truth_inner", truth_inner},
 #if TALLY_HALIDE_VERSION >= 21
         {"blend_tails", blend_tails},
         {"hoist_ring", hoist_ring},
@@ -1824,6 +1890,15 @@ int generate(const std::string &name, const std::string &dir) {
         if (d.is_float) {
             emit("strict", base.with_feature(Target::StrictFloat), name + "_strict",
                  p + "_strict.o");
+        }
+        if (d.profile_object) {
+            // Last, so that the texts above are numbered as without it. The text's function
+            // keeps the pipeline's name; the object's is NAME_profile.
+            const Target profiled = base.with_feature(Target::Profile);
+            d.pipeline
+                .compile_to_module(d.args, name + "_profile",
+                                   profiled.with_feature(Target::NoRuntime))
+                .compile({{OutputFileType::object, p + "_profile.o"}});
         }
         // The GPU schedule has the same arguments: the host references serve it too. Its text
         // comes from `--gpu NAME DIR`, in a process of its own.
