@@ -48,6 +48,7 @@
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,6 +106,11 @@ using HalideMetadata = const halide_filter_metadata_t *(*)();
 std::string halide_error_text;
 void keep_halide_error(void *, const char *msg) {
     halide_error_text = msg;
+}
+/** The same for Tally's runtime. */
+std::string tally_error_text;
+void keep_tally_error(void *, const char *msg) {
+    tally_error_text = msg;
 }
 
 double now_ms() {
@@ -240,7 +246,7 @@ public:
         int rc = tally_argv(tally_args.data());
         double t = now_ms() - t0;
         if (rc != 0 && error.empty()) {
-            error = "Tally's run failed with " + std::to_string(rc);
+            error = "Tally's run failed with " + std::to_string(rc) + ": " + tally_error_text;
         }
         return t;
     }
@@ -531,9 +537,31 @@ void install_handlers(void *lib) {
         set_print(discard_print);
     }
     tally_set_print_handler(discard_print);
+    tally_set_error_handler(keep_tally_error);
     if (auto set_error = reinterpret_cast<SetPrint>(dlsym(lib, "halide_set_error_handler"))) {
         set_error(keep_halide_error);
     }
+}
+
+/** `--probe DIR SCALE`: loads one pipeline and runs Tally's code once at that scale; prints
+ * `ok`, or `error MESSAGE` when it fails there. A pipeline whose constraints do not hold at a
+ * scale (hoist_ring's bound_storage(x, 64) at 8x the width) fails that way, and Halide's code is
+ * then not run at all: Halide 21's thread pool does not return from an async pipeline one of
+ * whose tasks failed (the producer waits for a ring-buffer slot its failed consumer never
+ * frees). */
+int probe_child(const char *dir, int scale) {
+    void *lib = halide_handle();
+    if (!lib) {
+        std::printf("error cannot load the Halide %s corpus library\n", halide_version);
+        return 1;
+    }
+    install_handlers(lib);
+    Pipeline p(dir, lib, scale, true, /*time_first_runs=*/false);
+    if (p.error.empty()) {
+        p.run_tally();
+    }
+    std::printf(p.error.empty() ? "ok\n" : "error %s\n", p.error.c_str());
+    return 0;
 }
 
 int fresh_child(const char *dir, int scale, bool tally_first) {
@@ -635,25 +663,47 @@ int memory_child(const char *dir, int scale, const std::string &side) {
     return 0;
 }
 
-/** The KiB one side's runs add to its process's peak resident set (memory_child), or -1 and
- * `error`. */
-double memory_added_kib(const fs::path &dir, int scale, const char *side, std::string *error) {
+/** A child process's limit: one that runs longer (a pipeline that does not return) is killed,
+ * and its benchmark reports the error instead of holding up the others. The longest child, a
+ * fresh process of the slowest pipeline at scale 8, takes a few seconds. */
+constexpr int child_timeout_s = 120;
+
+/** This program run as a child with `args` (already quoted), under `timeout`; its first line of
+ * output in `line`. Returns whether it exited with status 0 and printed a line; `line` says what
+ * happened otherwise. */
+bool run_child(const std::string &args, std::string *line) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
-        *error = "cannot find this program (/proc/self/exe)";
-        return -1;
+        *line = "cannot find this program (/proc/self/exe)";
+        return false;
     }
     self[n] = '\0';
-    std::string cmd = std::string("'") + self + "' --memory '" + dir.string() + "' " +
-                      std::to_string(scale) + " " + side;
+    std::string cmd =
+        "timeout -s KILL " + std::to_string(child_timeout_s) + " '" + self + "' " + args;
     FILE *child = popen(cmd.c_str(), "r");
-    char line[1024] = "";
-    bool got = child && std::fgets(line, sizeof(line), child) != nullptr;
+    char buf[1024] = "";
+    bool got = child && std::fgets(buf, sizeof(buf), child) != nullptr;
     int status = child ? pclose(child) : -1;
+    *line = got ? buf : "no output";
+    if (!line->empty() && line->back() == '\n') {
+        line->pop_back();
+    }
+    if (status != 0 && WIFEXITED(status) && WEXITSTATUS(status) == 137) {
+        *line = "killed after " + std::to_string(child_timeout_s) + " s (" + args + ")";
+    }
+    return got && status == 0;
+}
+
+/** The KiB one side's runs add to its process's peak resident set (memory_child), or -1 and
+ * `error`. */
+double memory_added_kib(const fs::path &dir, int scale, const char *side, std::string *error) {
+    std::string line;
+    bool ok =
+        run_child("--memory '" + dir.string() + "' " + std::to_string(scale) + " " + side, &line);
     long loaded = 0, peak = 0;
-    if (!got || status != 0 || std::sscanf(line, "memory %ld %ld", &loaded, &peak) != 2) {
-        *error = std::string("memory child failed: ") + (got ? line : "no output");
+    if (!ok || std::sscanf(line.c_str(), "memory %ld %ld", &loaded, &peak) != 2) {
+        *error = "memory child failed: " + line;
         return -1;
     }
     return double(std::max(0L, peak - loaded));
@@ -679,13 +729,6 @@ FreshRuns fresh_runs(const fs::path &dir, int scale) {
     FreshRuns r;
     std::vector<double> first, second, steady, pair, tally, halide;
     std::vector<double> tally_first, halide_first, tally_second, halide_second;
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
-        r.error = "cannot find this program (/proc/self/exe)";
-        return r;
-    }
-    self[n] = '\0';
     auto summarize = [&]() {
         r.first = median(tally_first) / median(halide_first);
         r.second = median(tally_second) / median(halide_second);
@@ -698,17 +741,14 @@ FreshRuns fresh_runs(const fs::path &dir, int scale) {
     };
     int want = fresh_processes;
     for (int i = 0; i < want && r.error.empty(); i++) {
-        std::string cmd = std::string("'") + self + "' --fresh '" + dir.string() + "' " +
-                          std::to_string(scale) + " " + std::to_string(i % 2);
-        FILE *child = popen(cmd.c_str(), "r");
-        char line[1024] = "";
-        bool got = child && std::fgets(line, sizeof(line), child) != nullptr;
-        int status = child ? pclose(child) : -1;
+        std::string line;
+        bool ok = run_child("--fresh '" + dir.string() + "' " + std::to_string(scale) + " " +
+                                std::to_string(i % 2),
+                            &line);
         double tf, hf, ts, hs, tm, hm, pr;
         int rounds;
-        if (got && status == 0 &&
-            std::sscanf(line, "first %lf %lf second %lf %lf steady %lf %lf %lf %d", &tf, &hf, &ts,
-                        &hs, &tm, &hm, &pr, &rounds) == 8) {
+        if (ok && std::sscanf(line.c_str(), "first %lf %lf second %lf %lf steady %lf %lf %lf %d",
+                              &tf, &hf, &ts, &hs, &tm, &hm, &pr, &rounds) == 8) {
             first.push_back(tf / hf);
             second.push_back(ts / hs);
             tally_first.push_back(tf);
@@ -721,7 +761,7 @@ FreshRuns fresh_runs(const fs::path &dir, int scale) {
             halide.push_back(hm);
             r.rounds += rounds;
         } else {
-            r.error = std::string("child process failed: ") + (got ? line : "no output");
+            r.error = "child process failed: " + line;
         }
         if (i + 1 == want && r.error.empty() && want < max_fresh_processes) {
             summarize();
@@ -749,6 +789,13 @@ void BM_VsHalide(benchmark::State &state, fs::path dir) {
     if (!halide_handle()) {
         state.SkipWithError(
             ("cannot load the Halide " + std::string(halide_version) + " corpus library").c_str());
+        return;
+    }
+    // Tally's code alone first: a pipeline that fails at this scale is not timed (probe_child).
+    std::string probe;
+    if (!run_child("--probe '" + dir.string() + "' " + std::to_string(state.range(0)), &probe) ||
+        probe != "ok") {
+        state.SkipWithError(("not run at this scale: " + probe).c_str());
         return;
     }
     for (auto _ : state) {
@@ -825,6 +872,9 @@ int main(int argc, char **argv) {
         return memory_child(argv[2], std::atoi(argv[3]), argv[4]);  // the default allocator
     }
     keep_freed_memory_in_process();
+    if (argc == 4 && std::string(argv[1]) == "--probe") {
+        return probe_child(argv[2], std::atoi(argv[3]));
+    }
     if (argc == 5 && std::string(argv[1]) == "--fresh") {
         return fresh_child(argv[2], std::atoi(argv[3]), std::string(argv[4]) == "1");
     }

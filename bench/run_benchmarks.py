@@ -478,6 +478,7 @@ def targets(results):
 
     # 6. The profiler's truth: its shares against the stage-alone truth, and its cost.
     rows += truth_targets(results)
+    rows += constructed_targets(results)
 
     # No numeric target: for reference.
     for app in ("blur_gpu", "gpu_gpu_cpu"):
@@ -667,6 +668,91 @@ def truth_targets(results):
         ok = ns <= 10.0
     rows.append(("A slot switch costs <= 10 ns (exact mode)",
                  "%s `BM_SwitchCost/mode:0` `switch_ns`" % prog, measured, verdict(ok)))
+    return rows
+
+
+def constructed_targets(results):
+    """Rows for the goals against constructed truth (truth_bench `BM_Constructed`): exact mode's
+    error per scenario, with sampling and Halide 21's and 14's profilers side by side; under the
+    CPU hog; and the profiling cost beside Halide's (`BM_HalideCost`)."""
+    prog = "truth_bench"
+    rows = []
+    goals = ((0, "long runs accumulated over 21 runs", 0.1),
+             (1, "one long run", 0.2),
+             (2, "2 ms runs in blocks of 10", 0.3),
+             (3, "a single 0.5 ms run", 0.5))
+    others = (("sampling", "Tally sampling"), ("halide21", "Halide 21"), ("halide14", "Halide 14"))
+    for scenario, what, goal in goals:
+        for pipeline, name in ((0, "truth_chain 10/30/60 %"), (1, "truth_inner, a Func inside "
+                                                                 "another's loop")):
+            pat = r"BM_Constructed/pipeline:%d/scenario:%d/hog:0(/|$)" % (pipeline, scenario)
+            exact = counter(results, prog, pat, "exact_pp")
+            target = "Constructed truth, %s (%s): exact error <= %.1f pp, and below every " \
+                     "Halide profiler's" % (what, name, goal)
+            by = "%s `BM_Constructed/pipeline:%d/scenario:%d/hog:0` `exact_pp`" % (
+                prog, pipeline, scenario)
+            if exact is None:
+                rows.append((target, by, "n/a", verdict(None)))
+                continue
+            parts = ["exact %.3f pp" % exact]
+            worse = []
+            for key, label in others:
+                v = counter(results, prog, pat, key + "_pp")
+                if v is None:
+                    parts.append("%s not measured" % label)
+                    continue
+                parts.append("%s %.2f pp" % (label, v))
+                if key != "sampling" and v <= exact:
+                    worse.append(label)
+            parts.append("construction holds to %+.2f %% (Tally's unprofiled run over the set "
+                         "%.3g ms)" % (counter(results, prog, pat, "construction_pct"),
+                                      counter(results, prog, pat, "set_ms")))
+            ok = exact <= goal and not worse
+            v = verdict(ok)
+            if worse:
+                v += "; not below %s" % ", ".join(worse)
+            rows.append((target, by, "; ".join(parts), v))
+        quiet = counter(results, prog,
+                        r"BM_Constructed/pipeline:0/scenario:%d/hog:0(/|$)" % scenario, "exact_pp")
+        hog_pat = r"BM_Constructed/pipeline:0/scenario:%d/hog:1(/|$)" % scenario
+        hog = counter(results, prog, hog_pat, "exact_pp")
+        if hog is not None and quiet is not None:
+            parts = ["exact %.3f pp vs %.3f pp quiet" % (hog, quiet)]
+            for key, label in others:
+                v = counter(results, prog, hog_pat, key + "_pp")
+                if v is not None:
+                    parts.append("%s %.2f pp" % (label, v))
+            parts.append("construction holds to %+.2f %%" %
+                         counter(results, prog, hog_pat, "construction_pct"))
+            rows.append(("Constructed truth under a CPU hog on both cores, %s (truth_chain): "
+                         "exact error <= 2x quiet" % what,
+                         "%s `BM_Constructed/pipeline:0/scenario:%d/hog:1` `exact_pp`" % (
+                             prog, scenario), "; ".join(parts),
+                         verdict(hog <= 2 * max(quiet, 0.05))))
+    for version in (21, 14):
+        pat = r"BM_HalideCost/halide:%d(/|$)" % version
+        tally = counter(results, prog, pat, "tally_ratio")
+        halide = counter(results, prog, pat, "halide_ratio")
+        target = ("Profiling cost no more than Halide %d's (float_chain as Halide %d lowered it, "
+                  "2 threads): profiled / unprofiled wall time" % (version, version))
+        by = "%s `BM_HalideCost/halide:%d` `tally_ratio`, `halide_ratio`" % (prog, version)
+        if tally is None or halide is None:
+            rows.append((target, by, "n/a (the Halide %d corpus library not built)" % version,
+                         verdict(None)))
+            continue
+        measured = ("Tally exact %.3fx (90 %% interval %.3f-%.3f), Halide %d %.3fx (%.3f-%.3f); "
+                    "unprofiled %.2f ms Tally, %.2f ms Halide" % (
+                        tally, counter(results, prog, pat, "tally_ratio_lo"),
+                        counter(results, prog, pat, "tally_ratio_hi"), version, halide,
+                        counter(results, prog, pat, "halide_ratio_lo"),
+                        counter(results, prog, pat, "halide_ratio_hi"),
+                        counter(results, prog, pat, "tally_ms"),
+                        counter(results, prog, pat, "halide_ms")))
+        v = verdict(tally <= halide)
+        if tally > halide and counter(results, prog, pat, "tally_ratio_lo") <= \
+                counter(results, prog, pat, "halide_ratio_hi"):
+            v = "**not separable** at this noise: the two intervals overlap"
+        rows.append((target, by, measured, v))
     return rows
 
 

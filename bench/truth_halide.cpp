@@ -364,6 +364,15 @@ void BM_Constructed(benchmark::State &state) {
                         stages_ns += v;
                     }
                     errors[side].push_back(max_error_pp(shares(ns), truth));
+                    if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+                        std::fprintf(stderr, "  %s profile %d %-9s", c.pipeline, p,
+                                     kSideNames[side]);
+                        for (double v : shares(ns)) {
+                            std::fprintf(stderr, " %7.3f%%", v);
+                        }
+                        std::fprintf(stderr, "  (stages %.3f ms of %.3f ms billed)\n",
+                                     stages_ns / 1e6 / sc.runs, total / 1e6 / sc.runs);
+                    }
                     unbilled[side].push_back(total > 0 ? 100.0 * (total - stages_ns) / total
                                                        : 100.0);
                 }
