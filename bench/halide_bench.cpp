@@ -29,7 +29,11 @@
 // next), so one long-lived process measured its history as much as the code. Scale 1 runs the
 // committed inputs (tiny: per-call costs dominate); scale 8 multiplies every extent of 16 or more
 // by 8 (the inputs tiled from the committed ones), which is where the generated code's speed shows.
-// Buffers are 128-byte aligned on both sides.
+// Buffers are 128-byte aligned on both sides. Before a pipeline is timed at a scale, a child runs
+// Tally's code alone once there (`--probe DIR SCALE`): a pipeline that fails at that scale
+// (hoist_ring, whose bound_storage(x, 64) does not hold at 8x) is reported with Tally's error and
+// not run on Halide, whose Halide 21 pool never returns from an async pipeline one of whose tasks
+// failed. Every child is killed after `child_timeout_s`, so a hang is an error, not a stall.
 //
 // Counters: ratio = the median over the processes of their median-run quotients Tally / Halide
 // (below 1: Tally is faster), ratio_min and ratio_max their extremes, tally_ms and halide_ms the
