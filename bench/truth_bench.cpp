@@ -2,10 +2,11 @@
 // beside Halide 21's and Halide 14's own profilers.
 //
 // Against truth constructed in advance (bench/truth_halide.cpp): the corpora's truth pipelines
-// (tools/corpus/corpus_generator.cpp), whose every element calls tally_truth_work(v, ns)
-// (test/conformance/extern_stages.c): it returns once the calling thread's chained deadline,
-// advanced by ns, has passed, so a stage of N elements takes N * ns of wall time whatever the
-// caches, the code between the calls or the stages around it do. `truth_chain`: t1 -> t2 -> t3,
+// (tools/corpus/corpus_generator.cpp), whose every element calls tally_truth_work(v, ns, first)
+// (test/conformance/extern_stages.c): it returns once the calling thread's deadline, chained from
+// the run's first element and advanced by ns, has passed, so a stage of N elements takes N * ns of
+// wall time whatever the caches, the code between the calls or the stages around it do, and a
+// preempted call's lateness is caught up by the calls after it. `truth_chain`: t1 -> t2 -> t3,
 // serial, set to 10 / 30 / 60 %; `truth_inner`: ti computed inside to's loop (two slot switches
 // per element) 30 %, to 10 %, then tr 60 %. N is chosen so that a run takes the scenario's time.
 // In one process: Tally's JIT of the text Halide 21 printed, profiled in exact and in sampling

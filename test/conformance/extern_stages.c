@@ -43,31 +43,27 @@ int tally_corpus_forward_diff(halide_buffer_t *in, int32_t offset, halide_buffer
     return 0;
 }
 
-/* The work of the truth pipelines (truth_chain, truth_inner), whose stages' times are
- * set in advance: each element calls this with the nanoseconds it costs, and it returns v + 1
- * once the calling thread's deadline, advanced by ns, has passed. The deadline is a chain per
- * thread: consecutive calls on one thread take exactly the sum of their ns between the first
- * call's start and the last call's end, whatever the code between calls costs (as long as it is
- * under the next call's ns), so a stage's time is its elements' ns, not its elements' ns plus
- * call overheads. A chain whose next deadline is already past (the first call of a run, or a
- * thread that was preempted for longer than one element) restarts from now. CLOCK_MONOTONIC is
- * the clock both Halide's and Tally's code are judged by. An elemental call (Halide's extern
- * "C" function returning a value), not an extern stage. */
+/* The work of the truth pipelines (truth_chain, truth_inner), whose stages' times are set in
+ * advance: each element calls this with the nanoseconds it costs, and it returns v + 1 once the
+ * calling thread's deadline, advanced by ns, has passed. The deadline is a chain per thread,
+ * started afresh by the run's first element (`first` nonzero: now + ns) and only advanced after
+ * that: the calls of a run end at the run's start plus the sum of their ns, whatever the code
+ * between them costs or however long the thread was preempted, since a call that starts late
+ * returns as soon as its deadline has passed and the calls after it catch up. So a stage's time
+ * is its elements' ns, not its elements' ns plus call overheads or a preemption's length (unless
+ * the stage's last calls end past their deadlines: the benchmark checks the run's time).
+ * CLOCK_MONOTONIC is the clock both Halide's and Tally's code are judged by. An elemental call
+ * (Halide's extern "C" function returning a value), not an extern stage. */
 static int64_t truth_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int32_t tally_truth_work(int32_t v, int32_t ns) {
+int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first) {
     static __thread int64_t deadline;
-    int64_t now = truth_now_ns();
-    int64_t next = deadline + ns;
-    if (next <= now) {
-        next = now + ns;
-    }
-    deadline = next;
-    while (truth_now_ns() < next) {
+    deadline = (first ? truth_now_ns() : deadline) + ns;
+    while (truth_now_ns() < deadline) {
     }
     return v + 1;
 }

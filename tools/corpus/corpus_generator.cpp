@@ -892,16 +892,18 @@ Def float_chain() {
 }
 
 // The truth pipelines (truth_chain, truth_inner): stages whose times are set in advance. Every
-// element of a stage calls tally_truth_work(v, ns) (test/conformance/extern_stages.c), which
-// returns v + 1 once the calling thread's chained deadline, advanced by ns, has passed: a stage of
-// N elements at ns each takes N * ns, whatever caches, the code around the calls or the stages
-// around it do. The ns are scalar arguments, so a benchmark sets the stages' times
-// (bench/truth_bench.cpp); the corpus runs them at a few hundred ns per element. Each has a
-// -profile object in Halide's library.
+// element of a stage calls tally_truth_work(v, ns, first) (test/conformance/extern_stages.c),
+// which returns v + 1 once the calling thread's deadline, chained from the run's first element
+// (first = 1) and advanced by ns, has passed: a stage of N elements at ns each takes N * ns,
+// whatever caches, the code around the calls, the stages around it or a preemption do. The ns are
+// scalar arguments, so a benchmark sets the stages' times (bench/truth_bench.cpp); the corpus runs
+// them at a few hundred ns per element. Each has a -profile object in Halide's library.
 
-/** An elemental call of tally_truth_work: v + 1, after ns nanoseconds of this thread's time. */
-Expr truth_work(const Expr &v, const Expr &ns) {
-    return Internal::Call::make(Int(32), "tally_truth_work", {v, ns}, Internal::Call::Extern);
+/** An elemental call of tally_truth_work: v + 1, once this thread's chained deadline, advanced
+ * by ns, has passed; `first` (nonzero for the run's first element) restarts the chain. */
+Expr truth_work(const Expr &v, const Expr &ns, const Expr &first = 0) {
+    return Internal::Call::make(Int(32), "tally_truth_work", {v, ns, cast<int32_t>(first)},
+                                Internal::Call::Extern);
 }
 
 /** Three stages in a row, each compute_root and serial: t1 -> t2 -> t3. */
@@ -910,7 +912,7 @@ Def truth_chain() {
     ImageParam in(Int(32), 1, "in");
     Param<int32_t> ns1("ns1"), ns2("ns2"), ns3("ns3");
     Func t1("t1"), t2("t2"), t3("t3");
-    t1(x) = truth_work(in(x), ns1);
+    t1(x) = truth_work(in(x), ns1, x == in.dim(0).min());
     t2(x) = truth_work(t1(x), ns2);
     t3(x) = truth_work(t2(x), ns3);
     t1.compute_root();
@@ -933,7 +935,7 @@ Def truth_inner() {
     ImageParam in(Int(32), 1, "in");
     Param<int32_t> ns_inner("ns_inner"), ns_outer("ns_outer"), ns_root("ns_root");
     Func ti("ti"), to("to"), tr("tr");
-    ti(x) = truth_work(in(x), ns_inner);
+    ti(x) = truth_work(in(x), ns_inner, x == in.dim(0).min());
     to(x) = truth_work(ti(x), ns_outer);
     tr(x) = truth_work(to(x), ns_root);
     ti.compute_at(to, x);
