@@ -11,6 +11,7 @@
 //                                            DIR/NAME.spec
 //   corpus_generator --gpu NAME DIR          writes the GPU variants' DIR/NAME.<variant>.stmt
 //                                            (nothing for a pipeline without a GPU schedule)
+//                                            and, for truth_gpu, its Vulkan objects
 //
 // Each pipeline is compiled in its own process (the script runs this program once a pipeline,
 // and once more for its GPU schedule): Halide numbers its temporaries with process-wide counters,
@@ -25,8 +26,10 @@
 // schedule is a second definition of the same algorithm; only its text is written). The objects
 // are the host and strict twins, compiled with no_runtime (the runtime comes once, from --runtime)
 // so that one shared object can hold them all; the strict twin's function is NAME_strict. Some
-// pipelines (Def::profile_object: float_chain and the truth pipelines) add a -profile twin,
-// NAME_profile, for the benchmarks that run Halide's profiler.
+// pipelines (Def::profile_object: float_chain and the host truth pipelines) add a -profile twin,
+// NAME_profile, for the benchmarks that run Halide's profiler; a GPU schedule with
+// GpuSchedule::objects (truth_gpu) adds its Vulkan objects NAME_vulkan and NAME_vulkan_profile,
+// and Halide 21's runtime (--runtime) then carries Vulkan.
 //
 // NAME.spec tells the reference maker how to call the pipeline (one record a line):
 //   pipeline NAME
@@ -1569,6 +1572,51 @@ Def gpu_chain(bool gpu) {
     d.funcs = {c1.name(), c2.name(), c3.name()};  // Halide renames them (`c3$0`)
     return d;
 }
+/** The GPU truth pipeline: ga and gb on the device (gpu_tile), gc on the host reading both, so
+ * the text copies both back. Each stage is a pure definition and an update that steps every
+ * element ka, kb or kc times (RDoms over those scalars, innermost), so a benchmark sets each
+ * stage's work and measures its time as the difference between fenced runs with and without it
+ * (bench/truth_halide.cpp, BM_ConstructedGpu): a truth read from no profiler's clock. The host
+ * schedule (for the references) runs all three on the CPU. Its Vulkan objects, plain and
+ * -profile, go into Halide's library (GpuSchedule::objects). */
+Def truth_gpu(bool gpu) {
+    Def d;
+    ImageParam in(Float(32), 2, "in");
+    Param<int32_t> ka("ka"), kb("kb"), kc("kc");
+    RDom ra(0, ka, "ra"), rb(0, kb, "rb"), rc(0, kc, "rc");
+    Func ga("ga"), gb("gb"), gc("gc");
+    // v * 0.75 + 0.125 or 0.0625 by step: bounded, and the step's RVar is used.
+    ga(x, y) = in(x, y);
+    ga(x, y) = ga(x, y) * 0.75f + select(ra.x % 2 == 0, 0.125f, 0.0625f);
+    gb(x, y) = ga(x, y) * 0.5f + 0.25f;
+    gb(x, y) = gb(x, y) * 0.75f + select(rb.x % 2 == 0, 0.0625f, 0.125f);
+    gc(x, y) = gb(x, y) + ga(x, y);
+    gc(x, y) = gc(x, y) * 0.75f + select(rc.x % 2 == 0, 0.125f, 0.0625f);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    ga.compute_root();
+    gb.compute_root();
+    ga.update().reorder(ra.x, x, y);
+    gb.update().reorder(rb.x, x, y);
+    gc.update().reorder(rc.x, x, y);
+    if (gpu) {
+        for (Func f : {ga, gb}) {
+            f.gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
+            f.update().gpu_tile(x, y, xo, yo, xi, yi, 16, 8);
+        }
+    }
+    d.pipeline = Pipeline(gc);
+    add_input(d, in, {64, 32}, {0, 0}, -2, 2);
+    add_scalar(d, ka, "3");
+    add_scalar(d, kb, "5");
+    add_scalar(d, kc, "2");
+    add_output(d, {64, 32});
+    d.is_float = true;
+    d.rtol = 1e-6;
+    d.atol = 1e-6;
+    d.funcs = {ga.name(), gb.name(), gc.name()};
+    return d;
+}
+
 /** A histogram with atomic updates on the GPU (one thread per input pixel, `atomic()` over a
  * gpu_tile of the RDom; host: parallel rows) and its lookup, 64 bins. CUDA and OpenCL only:
  * Halide 21 has no atomics in Vulkan kernels. */
@@ -1655,15 +1703,19 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"gpu_matmul", [] { return gpu_matmul(false); }},
         {"gpu_chain", [] { return gpu_chain(false); }},
         {"gpu_hist", [] { return gpu_hist(false); }},
+        {"truth_gpu", [] { return truth_gpu(false); }},
 #endif
     };
     return defs;
 }
 
-/** A pipeline's GPU schedule, and the GPU APIs (gpu_apis() names) Halide cannot compile it for. */
+/** A pipeline's GPU schedule, the GPU APIs (gpu_apis() names) Halide cannot compile it for, and
+ * whether Halide's library also gets its Vulkan objects, NAME_vulkan and NAME_vulkan_profile
+ * (for the benchmarks that run Halide's GPU profiler; the runtime then carries Vulkan). */
 struct GpuSchedule {
     std::function<Def()> make;
     std::vector<std::string> unsupported;
+    bool objects = false;
 };
 
 /** The GPU schedules of the pipelines that have one (none before Halide 21's corpus). */
@@ -1675,6 +1727,7 @@ const std::map<std::string, GpuSchedule> &gpu_defs() {
         {"gpu_chain", {[] { return gpu_chain(true); }, {}}},
         // "Atomic updates are not supported inside Vulkan kernels" (Halide 21).
         {"gpu_hist", {[] { return gpu_hist(true); }, {"vulkan"}}},
+        {"truth_gpu", {[] { return truth_gpu(true); }, {}, true}},
 #endif
     };
     return defs;
@@ -1854,7 +1907,35 @@ int generate_gpu(const std::string &name, const std::string &dir) {
     for (const auto &variant : gpu_variants(name, base_target(g))) {
         write_stmts(g, variant.second, name, dir + "/" + name + "." + variant.first, true);
     }
+    if (gpu->second.objects) {
+        // After the texts, so that they are numbered as without the objects.
+        for (const auto &variant : gpu_variants(name, base_target(g))) {
+            if (variant.first.rfind("vulkan", 0) != 0) {
+                continue;
+            }
+            std::string fn = name + "_" + variant.first;
+            std::replace(fn.begin(), fn.end(), '-', '_');
+            g.pipeline.compile_to_module(g.args, fn, variant.second.with_feature(Target::NoRuntime))
+                .compile({{OutputFileType::object, dir + "/" + fn + ".o"}});
+        }
+    }
     return 0;
+}
+
+/** The target of Halide's standalone runtime in the library: the base, and (Halide 21) Vulkan
+ * for the GPU objects. */
+Target runtime_target() {
+    Target t(kBaseTarget);
+#if TALLY_HALIDE_VERSION >= 21
+    for (const auto &api : gpu_apis()) {
+        if (api.first == "vulkan") {
+            for (Target::Feature f : api.second) {
+                t = t.with_feature(f);
+            }
+        }
+    }
+#endif
+    return t;
 }
 
 int generate(const std::string &name, const std::string &dir) {
@@ -1925,7 +2006,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (args.size() == 2 && args[0] == "--runtime") {
-        compile_standalone_runtime(args[1], Target(kBaseTarget));
+        compile_standalone_runtime(args[1], runtime_target());
         return 0;
     }
     const bool gpu = args.size() == 3 && args[0] == "--gpu";
