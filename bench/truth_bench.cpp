@@ -25,8 +25,25 @@
 //     profiles); *_other_pct (the share of all billed time that went to no stage: overhead and
 //     the runtime's own rows); set_ms (a run's set time); construction_pct (how far the
 //     construction holds: Tally's unprofiled run, median, over the set time, less 100 %),
-//     halide_construction_pct (the same for Halide 21's code). A profiler whose library is not
-//     built has no column; the label says why.
+//     halide_construction_pct (the same for Halide 21's code), halide21_primed_pp (Halide 21
+//     after one unjudged profiled run right before its reset: its sampler keeps no time while no
+//     instance runs, so the first sample of a run bills everything since the last sample of the
+//     previous profiled run, whatever ran between, to the Func current then; primed, that gap
+//     is one reset long). A profiler whose library is not built has no column; the label says
+//     why.
+//   BM_ConstructedGpu: truth_gpu on Vulkan (lavapipe, one shader thread): ga and gb on the
+//     device, gc on the host, 128 x 128, each an update stepping every element ka, kb, kc times
+//     (about 10 / 20 / 30 ms, calibrated on each side's own code). Truth: the time a stage's
+//     steps add to a run (median plain run less the median run with that stage's steps at 0),
+//     each side for its own code: Tally's JIT of the Vulkan conceptual statement (its own
+//     offload) and Halide 21's truth_gpu_vulkan objects. 15 rounds, every variant once per
+//     round in a rotating order: plain, the three emptied variants, Tally's -profile in exact
+//     and sampling mode and -profile_timestamps (a device stage's share from its kernels' device
+//     time), Halide 21's -profile. Then each profiled build alone, 15 runs back to back after an
+//     unjudged run. Counters: exact_pp, sampling_pp, timestamps_pp, halide21_pp (interleaved),
+//     *_b2b_pp (back to back), the max error over the three stages' shares of their sum;
+//     *_ratio (profiled over plain median wall time, interleaved; *_lo, *_hi: 90 % bootstrap
+//     interval); truth_*_ms, halide_truth_*_ms; tally_ms, halide_ms (plain runs).
 //   BM_HalideCost/<halide>: float_chain as Halide 21 (14) lowered it, 2048 x rows (~40 ms
 //     unprofiled with Tally), 2 threads on each side: Tally's unprofiled and exact-mode runs of
 //     Halide's text and Halide's own float_chain and float_chain_profile objects, interleaved

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -81,15 +82,24 @@ private:
     std::vector<pid_t> pids_;
 };
 
-/** One corpus pipeline, as Tally compiles the text Halide printed (unprofiled and -profile)
- * and, where a library is given, as Halide compiled it (NAME and NAME_profile), with one set of
- * buffers and scalars shared by all: its arguments are the corpus manifest's, the buffers'
- * extents and the scalars' values the benchmark's. */
+/** Which of a corpus pipeline's texts and objects a CorpusPipeline runs: the host schedule
+ * (Tally: NAME.host.stmt on `host`; Halide: NAME, NAME_profile) or the GPU schedule on Vulkan
+ * (Tally: NAME.vulkan.conceptual.stmt, offloaded by Tally, on `host-vulkan`; Halide:
+ * NAME_vulkan, NAME_vulkan_profile). */
+enum class Form { Host, Vulkan };
+
+/** One corpus pipeline, as Tally compiles the text Halide printed (unprofiled, -profile and, on
+ * Vulkan, -profile_timestamps) and, where a library is given, as Halide compiled it, with one
+ * set of buffers and scalars shared by all: its arguments are the corpus manifest's, the buffers'
+ * extents and the scalars' values the benchmark's (set_scalar changes one between runs). A
+ * buffer a GPU pipeline copied to the device keeps that runtime's device copy: Tally and Halide
+ * never share a CorpusPipeline's buffers on Vulkan. */
 class CorpusPipeline {
 public:
     CorpusPipeline(int version, const std::string &name,
                    const std::map<std::string, std::vector<int>> &extents,
-                   const std::map<std::string, int32_t> &scalars, const halide_bench::Library *lib)
+                   const std::map<std::string, int32_t> &scalars, const halide_bench::Library *lib,
+                   Form form = Form::Host)
         : name_(name) {
         const std::string dir = corpus_dir(version) + "/" + name;
         std::ifstream mf(dir + "/manifest.json");
@@ -97,14 +107,27 @@ public:
         for (const nlohmann::json &f : manifest["funcs"]) {
             stages_.push_back(f.get<std::string>());
         }
-        tally::Module m = tally::parse_module_file(dir + "/" + name + ".host.stmt");
-        host_ = tally::compile_jit(tally::lower(m, tally::Target::parse("host")));
-        profiled_ = tally::compile_jit(tally::lower(m, tally::Target::parse("host-profile")));
+        const bool vulkan = form == Form::Vulkan;
+        tally::Module m = tally::parse_module_file(
+            dir + "/" + name + (vulkan ? ".vulkan.conceptual.stmt" : ".host.stmt"));
+        const std::string target = vulkan ? "host-vulkan" : "host";
+        auto compile = [&](const std::string &t) {
+            return tally::compile_jit(tally::lower(m, tally::Target::parse(t)));
+        };
+        host_ = compile(target);
+        profiled_ = compile(target + "-profile");
+        if (vulkan) {
+            timestamps_ = compile(target + "-profile_timestamps");
+        }
+        // Tally's arguments in its function's order: a conceptual statement's function is named
+        // after its output and takes its arguments in the order the text uses them.
+        std::map<std::string, tally::ArgumentValue> named;
         for (const nlohmann::json &a : manifest["args"]) {
             const std::string arg = a["name"], kind = a["kind"];
             if (kind == "scalar") {
                 ints_.push_back(std::make_unique<int32_t>(scalars.at(arg)));
-                tally_args_.emplace_back(*ints_.back());
+                scalar_[arg] = {ints_.back().get(), 0};
+                named.emplace(arg, *ints_.back());
                 halide_args_.push_back(ints_.back().get());
                 continue;
             }
@@ -117,25 +140,38 @@ public:
                     x = v;
                     v = v > 1.5f ? -1.5f : v + 0.125f;
                 }
-                tally_args_.emplace_back(*floats_.back());
+                named.emplace(arg, *floats_.back());
                 halide_args_.push_back(floats_.back()->raw());
             } else if (type == "int32") {
                 int32s_.push_back(std::make_unique<tally::Buffer<int32_t>>(e));
                 for (int32_t &x : *int32s_.back()) {
                     x = 1;
                 }
-                tally_args_.emplace_back(*int32s_.back());
+                named.emplace(arg, *int32s_.back());
                 halide_args_.push_back(int32s_.back()->raw());
             } else {
                 throw std::runtime_error(name + ": argument " + arg + " of type " + type);
             }
         }
+        function_ = host_->binder().function();
+        for (const tally::ArgumentSpec &spec : host_->binder().arguments()) {
+            auto it = named.find(spec.arg.name);
+            if (it == named.end()) {
+                throw std::runtime_error(name + ": Tally's " + function_ + " takes " +
+                                         spec.arg.name + ", which the manifest does not list");
+            }
+            if (scalar_.count(spec.arg.name)) {
+                scalar_[spec.arg.name].second = tally_args_.size();
+            }
+            tally_args_.push_back(it->second);
+        }
         if (lib) {
-            halide_ = lib->argv(name);
-            halide_profiled_ = lib->argv(name + "_profile");
+            const std::string fn = vulkan ? name + "_vulkan" : name;
+            halide_ = lib->argv(fn);
+            halide_profiled_ = lib->argv(fn + "_profile");
             if (!halide_ || !halide_profiled_) {
                 throw std::runtime_error("the Halide " + std::to_string(lib->version()) +
-                                         " library has no " + name + "_argv or " + name +
+                                         " library has no " + fn + "_argv or " + fn +
                                          "_profile_argv (rebuild halide" +
                                          std::to_string(lib->version()) + "_corpus)");
             }
@@ -144,10 +180,22 @@ public:
 
     const std::vector<std::string> &stages() const { return stages_; }
     const std::string &name() const { return name_; }
+    /** The pipeline's name in Tally's report: its function's (a conceptual statement's is its
+     * output's). */
+    const std::string &tally_function() const { return function_; }
+
+    /** Sets a scalar argument for the runs that follow, Tally's and Halide's. */
+    void set_scalar(const std::string &arg, int32_t value) {
+        const std::pair<int32_t *, size_t> &at = scalar_.at(arg);
+        *at.first = value;  // Halide's argv points at it; Tally's argument holds a copy
+        tally_args_[at.second] = tally::ArgumentValue(value);
+    }
 
     void run_tally(bool profiled) const {
-        check((profiled ? profiled_ : host_)->call(name_, tally_args_), "Tally");
+        check((profiled ? profiled_ : host_)->call(function_, tally_args_), "Tally");
     }
+    /** The Vulkan form's -profile_timestamps build. */
+    void run_tally_timestamps() const { check(timestamps_->call(function_, tally_args_), "Tally"); }
     void run_halide(bool profiled) {
         check((profiled ? halide_profiled_ : halide_)(halide_args_.data()), "Halide");
     }
@@ -160,10 +208,11 @@ private:
         }
     }
 
-    std::string name_;
+    std::string name_, function_;  // the pipeline's name; Tally's function
     std::vector<std::string> stages_;
-    std::unique_ptr<tally::JITModule> host_, profiled_;
+    std::unique_ptr<tally::JITModule> host_, profiled_, timestamps_;
     std::vector<std::unique_ptr<int32_t>> ints_;
+    std::map<std::string, std::pair<int32_t *, size_t>> scalar_;  // value, index in tally_args_
     std::vector<std::unique_ptr<tally::Buffer<float>>> floats_;
     std::vector<std::unique_ptr<tally::Buffer<int32_t>>> int32s_;
     std::vector<tally::ArgumentValue> tally_args_;
@@ -302,7 +351,7 @@ void BM_Constructed(benchmark::State &state) {
         if (hog) {
             hogs = std::make_unique<Hog>(2);
         }
-        std::vector<double> errors[kSides], unbilled[kSides];
+        std::vector<double> errors[kSides], unbilled[kSides], primed;
         std::vector<double> tally_run_ms, halide_run_ms;
         Clock::time_point start = Clock::now();
         try {
@@ -347,16 +396,33 @@ void BM_Constructed(benchmark::State &state) {
                         std::string why;
                         const halide_bench::Library *lib =
                             halide_library(side == Halide14 ? 14 : 21, &why);
-                        lib->reset_profiler();
-                        for (int r = 0; r < sc.runs; r++) {
-                            pl->run_halide(true);
-                        }
-                        halide_bench::Profile prof = lib->profile(pl->name() + "_profile");
-                        for (const std::string &s : pl->stages()) {
-                            ns.push_back(prof.of(s));
-                        }
-                        for (double v : prof.ns) {
-                            total += v;
+                        // primed: one unjudged profiled run right before the reset, so that
+                        // Halide 21's sampler has no gap since its last sample to bill to the
+                        // first Func it samples (halide_profiler_sample keeps no time while no
+                        // instance runs; Halide 14's does).
+                        auto profile = [&](bool primed, std::vector<double> *billed) {
+                            if (primed) {
+                                pl->run_halide(true);
+                            }
+                            lib->reset_profiler();
+                            for (int r = 0; r < sc.runs; r++) {
+                                pl->run_halide(true);
+                            }
+                            halide_bench::Profile prof = lib->profile(pl->name() + "_profile");
+                            double sum = 0;
+                            for (const std::string &s : pl->stages()) {
+                                billed->push_back(prof.of(s));
+                            }
+                            for (double v : prof.ns) {
+                                sum += v;
+                            }
+                            return sum;
+                        };
+                        total = profile(false, &ns);
+                        if (side == Halide21) {
+                            std::vector<double> p_ns;
+                            profile(true, &p_ns);
+                            primed.push_back(max_error_pp(shares(p_ns), truth));
                         }
                     }
                     double stages_ns = 0;
@@ -392,11 +458,291 @@ void BM_Constructed(benchmark::State &state) {
                     median(unbilled[side]);
             }
         }
+        if (!primed.empty()) {
+            state.counters["halide21_primed_pp"] = median(primed);
+        }
         state.counters["set_ms"] = set_ms;
         state.counters["construction_pct"] = 100.0 * (median(tally_run_ms) - set_ms) / set_ms;
         if (!halide_run_ms.empty()) {
             state.counters["halide_construction_pct"] =
                 100.0 * (median(halide_run_ms) - set_ms) / set_ms;
+        }
+    }
+}
+
+// ---- BM_ConstructedGpu: truth_gpu on Vulkan, Tally's three GPU modes beside Halide 21's ----
+
+constexpr int kGpuTruthSize = 128;   // truth_gpu's in and gc: 128 x 128
+constexpr int kGpuTruthRounds = 15;  // interleaved rounds of every variant
+constexpr int kGpuCalibrationSteps = 256;
+const char *const kGpuSteps[3] = {"ka", "kb", "kc"};  // ga's, gb's and gc's step counts
+const double kGpuStageMs[3] = {10.0, 20.0, 30.0};     // the stages' times aimed at
+
+enum GpuSide { GpuExact, GpuSampling, GpuTimestamps, GpuHalide21, kGpuSides };
+const char *const kGpuSideNames[kGpuSides] = {"exact", "sampling", "timestamps", "halide21"};
+
+/** Per stage, the ns Tally's report (JSON) billed to it in the runs of `pipeline` whose entry
+ * `pick` selects: a device stage's kernel time from the device timeline where the entry has one
+ * (profile_timestamps), else the stage's slot. */
+std::vector<double> tally_report_billed(const nlohmann::json &report, const std::string &pipeline,
+                                        const std::vector<std::string> &stages,
+                                        const std::function<bool(const nlohmann::json &)> &pick) {
+    std::vector<double> ns(stages.size(), 0.0);
+    for (const nlohmann::json &p : report["pipelines"]) {
+        if (p["name"] != pipeline || !pick(p)) {
+            continue;
+        }
+        for (size_t k = 0; k < stages.size(); k++) {
+            double device = -1;
+            if (p.contains("device_timeline")) {
+                for (const nlohmann::json &f : p["device_timeline"]["funcs"]) {
+                    if (f["name"] == stages[k] && f["kernels"].get<uint64_t>() > 0) {
+                        device = f["device_ns"].get<double>();
+                    }
+                }
+            }
+            for (const nlohmann::json &slot : p["slots"]) {
+                if (slot["name"] == stages[k]) {
+                    ns[k] += device >= 0 ? device : slot["time_ns"].get<double>();
+                }
+            }
+        }
+    }
+    return ns;
+}
+
+nlohmann::json tally_report() {
+    std::vector<char> buf(1 << 22);
+    tally_profiler_report_to_buffer(buf.data(), buf.size(), 1);
+    return nlohmann::json::parse(buf.data());
+}
+
+/** truth_gpu (tools/corpus): ga and gb on the device, gc on the host after them, each stage's
+ * work set by its step count. Its truth is measured, not read from a profiler: the time a
+ * stage's steps add to a run, the median wall time of the whole pipeline less that of the same
+ * with the stage's steps at 0 (its launches, copies and allocation stay), for each side's own
+ * code (Tally's kernels and Halide's differ). A run returns once gc is computed on the host
+ * from ga and gb copied back, so its wall time holds its device work. Every variant of both
+ * sides runs in each round, in an order that rotates: the plain pipeline, the three with one
+ * stage emptied, and the profiled builds (Tally's -profile in exact and in sampling mode, its
+ * -profile_timestamps, Halide 21's -profile). */
+void BM_ConstructedGpu(benchmark::State &state) {
+    // lavapipe's shaders on one thread, as apps_bench runs them: the device is one of the two
+    // cores, the host the other. Nothing in truth_bench opens the Vulkan device before this.
+    setenv("LP_NUM_THREADS", "1", /*overwrite=*/0);
+    if (!halide_vulkan_device_interface()) {
+        state.SkipWithError("no Vulkan device (halide_vulkan_device_interface() returned NULL)");
+        return;
+    }
+    std::string why;
+    const halide_bench::Library *lib = halide_library(21, &why);
+    if (!lib) {
+        state.SetLabel("Halide 21 not measured: " + why);
+    }
+    const std::map<std::string, std::vector<int>> extents = {
+        {"in", {kGpuTruthSize, kGpuTruthSize}}, {"gc", {kGpuTruthSize, kGpuTruthSize}}};
+    const std::map<std::string, int32_t> zero = {{"ka", 0}, {"kb", 0}, {"kc", 0}};
+    std::unique_ptr<CorpusPipeline> tally, halide;
+    int32_t tally_steps[3] = {0, 0, 0}, halide_steps[3] = {0, 0, 0};
+    try {
+        tally =
+            std::make_unique<CorpusPipeline>(21, "truth_gpu", extents, zero, nullptr, Form::Vulkan);
+        if (lib) {
+            halide =
+                std::make_unique<CorpusPipeline>(21, "truth_gpu", extents, zero, lib, Form::Vulkan);
+        }
+        // Steps per stage for the times aimed at, from each side's own code.
+        for (CorpusPipeline *p : {tally.get(), halide.get()}) {
+            if (!p) {
+                continue;
+            }
+            auto once = [&] { p == tally.get() ? p->run_tally(false) : p->run_halide(false); };
+            auto timed = [&] {
+                std::vector<double> t;
+                for (int i = 0; i < 5; i++) {
+                    Clock::time_point t0 = Clock::now();
+                    once();
+                    t.push_back(ms_since(t0));
+                }
+                return median(t);
+            };
+            once();  // the device's set-up and the kernels' builds, not timed
+            const double base = timed();
+            int32_t *steps = p == tally.get() ? tally_steps : halide_steps;
+            for (int k = 0; k < 3; k++) {
+                p->set_scalar(kGpuSteps[k], kGpuCalibrationSteps);
+                const double per_step = std::max((timed() - base) / kGpuCalibrationSteps, 1e-5);
+                p->set_scalar(kGpuSteps[k], 0);
+                steps[k] =
+                    int32_t(std::clamp(std::lround(kGpuStageMs[k] / per_step), 1L, 1L << 20));
+            }
+            for (int k = 0; k < 3; k++) {
+                p->set_scalar(kGpuSteps[k], steps[k]);
+            }
+        }
+    } catch (const std::exception &e) {
+        state.SkipWithError(e.what());
+        return;
+    }
+    const std::vector<std::string> &stages = tally->stages();
+
+    for (auto _ : state) {
+        Clock::time_point start = Clock::now();
+        // Variants: 0 plain, 1-3 plain without stage k's steps, 4 exact, 5 sampling,
+        // 6 timestamps (Tally); 7 plain, 8-10 without stage k, 11 -profile (Halide).
+        const int variants = halide ? 12 : 7;
+        std::vector<double> t[12];
+        auto run = [&](int v) {
+            CorpusPipeline &p = v < 7 ? *tally : *halide;
+            const int w = v < 7 ? v : v - 7;
+            const int32_t *steps = v < 7 ? tally_steps : halide_steps;
+            if (w >= 1 && w <= 3) {
+                p.set_scalar(kGpuSteps[w - 1], 0);
+            }
+            if (v == 4 || v == 5) {
+                tally_profiler_set_default_mode(v == 4 ? TALLY_PROFILER_FLAG_EXACT
+                                                       : TALLY_PROFILER_FLAG_SAMPLING);
+            }
+            Clock::time_point t0 = Clock::now();
+            if (v == 6) {
+                p.run_tally_timestamps();
+            } else if (v < 7) {
+                p.run_tally(v >= 4);
+            } else {
+                p.run_halide(v == 11);
+            }
+            const double ms = ms_since(t0);
+            if (w >= 1 && w <= 3) {
+                p.set_scalar(kGpuSteps[w - 1], steps[w - 1]);
+            }
+            return ms;
+        };
+        try {
+            for (int round = -1; round < kGpuTruthRounds; round++) {
+                if (round == 0) {
+                    // The warm-up round (device set-up, kernel builds) is not judged.
+                    tally_profiler_reset();
+                    if (lib) {
+                        lib->reset_profiler();
+                    }
+                }
+                for (int j = 0; j < variants; j++) {
+                    const int v = (std::max(round, 0) + j) % variants;
+                    const double ms = run(v);
+                    if (round >= 0) {
+                        t[v].push_back(ms);
+                    }
+                }
+            }
+        } catch (const std::exception &e) {
+            tally_profiler_set_default_mode(0);
+            state.SkipWithError(e.what());
+            return;
+        }
+        // Truth per side: each stage's steps' time, ms per run.
+        auto truth_of = [&](int plain) {
+            std::vector<double> ms;
+            for (int k = 0; k < 3; k++) {
+                ms.push_back(std::max(0.0, median(t[plain]) - median(t[plain + 1 + k])));
+            }
+            return ms;
+        };
+        const std::vector<double> tally_truth = truth_of(0);
+        // What one side's profiler billed each stage since its last reset.
+        auto billed_by = [&](int side) {
+            std::vector<double> ns;
+            if (side == GpuHalide21) {
+                halide_bench::Profile prof = lib->profile("truth_gpu_vulkan_profile");
+                for (const std::string &st : stages) {
+                    ns.push_back(prof.of(st));
+                }
+                return ns;
+            }
+            auto target_has = [](const nlohmann::json &p, const char *what) {
+                return p["target"].get<std::string>().find(what) != std::string::npos;
+            };
+            return tally_report_billed(
+                tally_report(), tally->tally_function(), stages, [&](const nlohmann::json &p) {
+                    return side == GpuTimestamps
+                               ? target_has(p, "timestamps")
+                               : !target_has(p, "timestamps") &&
+                                     p["mode"] == (side == GpuExact ? "exact" : "sampling");
+                });
+        };
+        std::vector<double> billed[kGpuSides], back_to_back[kGpuSides];
+        for (int side = 0; side < (halide ? kGpuSides : GpuHalide21); side++) {
+            billed[side] = billed_by(side);
+        }
+        // Back to back: each profiled build alone, kGpuTruthRounds runs in a row, after one
+        // unjudged run and a reset. Halide 21's sampler bills the time since its last sample to
+        // the Func current at its next one, also across runs (halide_profiler_sample keeps no
+        // time while no instance runs): between interleaved runs, that is the other variants'
+        // runs. Back to back, each run follows its own kind.
+        try {
+            for (int side = 0; side < (halide ? kGpuSides : GpuHalide21); side++) {
+                const int v = side == GpuHalide21 ? 11 : 4 + side;
+                auto reset = [&] {
+                    side == GpuHalide21 ? lib->reset_profiler() : tally_profiler_reset();
+                };
+                reset();
+                run(v);
+                reset();
+                for (int r = 0; r < kGpuTruthRounds; r++) {
+                    run(v);
+                }
+                back_to_back[side] = billed_by(side);
+                reset();
+            }
+        } catch (const std::exception &e) {
+            tally_profiler_set_default_mode(0);
+            state.SkipWithError(e.what());
+            return;
+        }
+        tally_profiler_set_default_mode(0);
+        const std::vector<double> halide_truth = halide ? truth_of(7) : std::vector<double>();
+        state.SetIterationTime(ms_since(start) / 1e3);
+        for (int side = 0; side < kGpuSides; side++) {
+            if (billed[side].empty()) {
+                continue;
+            }
+            const std::vector<double> want =
+                shares(side == GpuHalide21 ? halide_truth : tally_truth);
+            const std::string key = kGpuSideNames[side];
+            state.counters[key + "_pp"] = max_error_pp(shares(billed[side]), want);
+            state.counters[key + "_b2b_pp"] = max_error_pp(shares(back_to_back[side]), want);
+            if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+                for (int b2b = 0; b2b < 2; b2b++) {
+                    const std::vector<double> got = shares(b2b ? back_to_back[side] : billed[side]);
+                    std::fprintf(stderr, "  truth_gpu %-10s %-12s", kGpuSideNames[side],
+                                 b2b ? "back-to-back" : "interleaved");
+                    for (size_t k = 0; k < got.size(); k++) {
+                        std::fprintf(stderr, "  %s %6.2f%% (truth %6.2f%%)", stages[k].c_str(),
+                                     got[k], want[k]);
+                    }
+                    std::fprintf(stderr, "\n");
+                }
+            }
+        }
+        // Profiled over plain wall time, with 90 % bootstrap intervals.
+        auto ratio = [&](const std::string &key, int profiled, int plain) {
+            state.counters[key + "_ratio"] = median(t[profiled]) / median(t[plain]);
+            const std::pair<double, double> ci = bootstrap_interval(t[profiled], t[plain]);
+            state.counters[key + "_ratio_lo"] = ci.first;
+            state.counters[key + "_ratio_hi"] = ci.second;
+        };
+        state.counters["tally_ms"] = median(t[0]);
+        ratio("exact", 4, 0);
+        ratio("sampling", 5, 0);
+        ratio("timestamps", 6, 0);
+        for (int k = 0; k < 3; k++) {
+            state.counters["truth_" + stages[k] + "_ms"] = tally_truth[k];
+            if (halide) {
+                state.counters["halide_truth_" + stages[k] + "_ms"] = halide_truth[k];
+            }
+        }
+        if (halide) {
+            state.counters["halide_ms"] = median(t[7]);
+            ratio("halide21", 11, 7);
         }
     }
 }
@@ -498,6 +844,7 @@ BENCHMARK(BM_Constructed)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConstructedGpu)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_HalideCost)
     ->Arg(21)
     ->Arg(14)
