@@ -33,15 +33,18 @@
 //     why.
 //   BM_ConstructedGpu: truth_gpu on Vulkan (lavapipe, one shader thread): ga and gb on the
 //     device, gc on the host, 128 x 128, each an update stepping every element ka, kb, kc times
-//     (about 10 / 20 / 30 ms, calibrated on each side's own code). Truth: the time a stage's
-//     steps add to a run (median plain run less the median run with that stage's steps at 0),
-//     each side for its own code: Tally's JIT of the Vulkan conceptual statement (its own
-//     offload) and Halide 21's truth_gpu_vulkan objects. 15 rounds, every variant once per
-//     round in a rotating order: plain, the three emptied variants, Tally's -profile in exact
-//     and sampling mode and -profile_timestamps (a device stage's share from its kernels' device
-//     time), Halide 21's -profile. Then each profiled build alone, 15 runs back to back after an
-//     unjudged run. Counters: exact_pp, sampling_pp, timestamps_pp, halide21_pp (interleaved),
-//     *_b2b_pp (back to back), the max error over the three stages' shares of their sum;
+//     (about 20 / 40 / 60 ms, calibrated on each side's own code: Tally's LLVM folds 8 of the
+//     host stage's steps into one fused multiply-add, Halide's does not). Truth: the time a
+//     stage's steps add to a run (the median over rounds of the round's plain run less its run
+//     with that stage's steps at 0), each side for its own code: Tally's JIT of the Vulkan
+//     conceptual statement (its own offload) and Halide 21's truth_gpu_vulkan objects. 25
+//     rounds, every variant once per round in a rotating order: plain, the three emptied
+//     variants, Tally's -profile in exact and sampling mode and -profile_timestamps (a device
+//     stage's share from its kernels' device time), Halide 21's -profile. Then each profiled
+//     build alone, 25 runs back to back after an unjudged run. Counters: exact_pp, sampling_pp,
+//     timestamps_pp, halide21_pp (interleaved), *_b2b_pp (back to back), the max error over the
+//     three stages' shares of their sum; truth_ci_pp, halide_truth_ci_pp (how far the truth's
+//     shares are known: the largest half-width of a 90 % bootstrap interval over the rounds);
 //     *_ratio (profiled over plain median wall time, interleaved; *_lo, *_hi: 90 % bootstrap
 //     interval); truth_*_ms, halide_truth_*_ms; tally_ms, halide_ms (plain runs).
 //   BM_HalideCost/<halide>: float_chain as Halide 21 (14) lowered it, 2048 x rows (~40 ms

@@ -473,10 +473,10 @@ void BM_Constructed(benchmark::State &state) {
 // ---- BM_ConstructedGpu: truth_gpu on Vulkan, Tally's three GPU modes beside Halide 21's ----
 
 constexpr int kGpuTruthSize = 128;   // truth_gpu's in and gc: 128 x 128
-constexpr int kGpuTruthRounds = 15;  // interleaved rounds of every variant
+constexpr int kGpuTruthRounds = 25;  // interleaved rounds of every variant
 constexpr int kGpuCalibrationSteps = 256;
 const char *const kGpuSteps[3] = {"ka", "kb", "kc"};  // ga's, gb's and gc's step counts
-const double kGpuStageMs[3] = {10.0, 20.0, 30.0};     // the stages' times aimed at
+const double kGpuStageMs[3] = {20.0, 40.0, 60.0};     // the stages' times aimed at
 
 enum GpuSide { GpuExact, GpuSampling, GpuTimestamps, GpuHalide21, kGpuSides };
 const char *const kGpuSideNames[kGpuSides] = {"exact", "sampling", "timestamps", "halide21"};
@@ -570,11 +570,16 @@ void BM_ConstructedGpu(benchmark::State &state) {
             const double base = timed();
             int32_t *steps = p == tally.get() ? tally_steps : halide_steps;
             for (int k = 0; k < 3; k++) {
-                p->set_scalar(kGpuSteps[k], kGpuCalibrationSteps);
-                const double per_step = std::max((timed() - base) / kGpuCalibrationSteps, 1e-5);
+                // Twice: from a few steps, then from about the steps aimed at (a step's cost
+                // is not constant: Tally's host code does 8 at once).
+                int32_t n = kGpuCalibrationSteps;
+                for (int pass = 0; pass < 2; pass++) {
+                    p->set_scalar(kGpuSteps[k], n);
+                    const double per_step = std::max((timed() - base) / n, 1e-6);
+                    n = int32_t(std::clamp(std::lround(kGpuStageMs[k] / per_step), 1L, 1L << 24));
+                }
                 p->set_scalar(kGpuSteps[k], 0);
-                steps[k] =
-                    int32_t(std::clamp(std::lround(kGpuStageMs[k] / per_step), 1L, 1L << 20));
+                steps[k] = n;
             }
             for (int k = 0; k < 3; k++) {
                 p->set_scalar(kGpuSteps[k], steps[k]);
@@ -585,6 +590,11 @@ void BM_ConstructedGpu(benchmark::State &state) {
         return;
     }
     const std::vector<std::string> &stages = tally->stages();
+    if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+        std::fprintf(stderr, "  steps: Tally %d %d %d, Halide %d %d %d\n", tally_steps[0],
+                     tally_steps[1], tally_steps[2], halide_steps[0], halide_steps[1],
+                     halide_steps[2]);
+    }
 
     for (auto _ : state) {
         Clock::time_point start = Clock::now();
@@ -639,15 +649,58 @@ void BM_ConstructedGpu(benchmark::State &state) {
             state.SkipWithError(e.what());
             return;
         }
-        // Truth per side: each stage's steps' time, ms per run.
-        auto truth_of = [&](int plain) {
-            std::vector<double> ms;
-            for (int k = 0; k < 3; k++) {
-                ms.push_back(std::max(0.0, median(t[plain]) - median(t[plain + 1 + k])));
+        if (std::getenv("TRUTH_BENCH_VERBOSE")) {
+            for (int v = 0; v < variants; v++) {
+                std::vector<double> sorted = t[v];
+                std::sort(sorted.begin(), sorted.end());
+                std::fprintf(stderr, "  variant %2d: median %8.3f ms, min %8.3f, max %8.3f\n", v,
+                             median(t[v]), sorted.front(), sorted.back());
             }
-            return ms;
+        }
+        // Truth per side: each stage's steps' time, ms per run.
+        // The median over the rounds of the round's plain run less its run without the stage's
+        // steps (neighbours in one round share the machine's state). *spread gets how far the
+        // truth itself is known: the largest half-width over the stages of a 90 % bootstrap
+        // interval of the stage's truth share (rounds resampled, 2,000 times), in pp.
+        auto truth_of = [&](int plain, double *spread) {
+            std::vector<std::vector<double>> d(3);
+            for (size_t r = 0; r < t[plain].size(); r++) {
+                for (int k = 0; k < 3; k++) {
+                    d[k].push_back(t[plain][r] - t[plain + 1 + k][r]);
+                }
+            }
+            auto truth_ms = [](const std::vector<std::vector<double>> &diffs) {
+                std::vector<double> ms;
+                for (const std::vector<double> &v : diffs) {
+                    ms.push_back(std::max(0.0, median(v)));
+                }
+                return ms;
+            };
+            std::mt19937 rng(20261206);
+            std::uniform_int_distribution<size_t> pick(0, d[0].size() - 1);
+            std::vector<std::vector<double>> share_samples(3), resampled(3, d[0]);
+            for (int i = 0; i < 2000; i++) {
+                for (size_t r = 0; r < d[0].size(); r++) {
+                    const size_t j = pick(rng);
+                    for (int k = 0; k < 3; k++) {
+                        resampled[k][r] = d[k][j];
+                    }
+                }
+                const std::vector<double> sh = shares(truth_ms(resampled));
+                for (int k = 0; k < 3; k++) {
+                    share_samples[k].push_back(sh[k]);
+                }
+            }
+            *spread = 0;
+            for (std::vector<double> &v : share_samples) {
+                std::sort(v.begin(), v.end());
+                *spread =
+                    std::max(*spread, 0.5 * (v[v.size() - 1 - v.size() / 20] - v[v.size() / 20]));
+            }
+            return truth_ms(d);
         };
-        const std::vector<double> tally_truth = truth_of(0);
+        double tally_spread = 0, halide_spread = 0;
+        const std::vector<double> tally_truth = truth_of(0, &tally_spread);
         // What one side's profiler billed each stage since its last reset.
         auto billed_by = [&](int side) {
             std::vector<double> ns;
@@ -699,7 +752,8 @@ void BM_ConstructedGpu(benchmark::State &state) {
             return;
         }
         tally_profiler_set_default_mode(0);
-        const std::vector<double> halide_truth = halide ? truth_of(7) : std::vector<double>();
+        const std::vector<double> halide_truth =
+            halide ? truth_of(7, &halide_spread) : std::vector<double>();
         state.SetIterationTime(ms_since(start) / 1e3);
         for (int side = 0; side < kGpuSides; side++) {
             if (billed[side].empty()) {
@@ -715,9 +769,14 @@ void BM_ConstructedGpu(benchmark::State &state) {
                     const std::vector<double> got = shares(b2b ? back_to_back[side] : billed[side]);
                     std::fprintf(stderr, "  truth_gpu %-10s %-12s", kGpuSideNames[side],
                                  b2b ? "back-to-back" : "interleaved");
+                    const std::vector<double> &ns = b2b ? back_to_back[side] : billed[side];
+                    const std::vector<double> &truth_ms =
+                        side == GpuHalide21 ? halide_truth : tally_truth;
                     for (size_t k = 0; k < got.size(); k++) {
-                        std::fprintf(stderr, "  %s %6.2f%% (truth %6.2f%%)", stages[k].c_str(),
-                                     got[k], want[k]);
+                        std::fprintf(stderr,
+                                     "  %s %6.2f%% (truth %6.2f%%; %.2f ms/run, truth %.2f)",
+                                     stages[k].c_str(), got[k], want[k],
+                                     ns[k] / 1e6 / kGpuTruthRounds, truth_ms[k]);
                     }
                     std::fprintf(stderr, "\n");
                 }
@@ -731,6 +790,7 @@ void BM_ConstructedGpu(benchmark::State &state) {
             state.counters[key + "_ratio_hi"] = ci.second;
         };
         state.counters["tally_ms"] = median(t[0]);
+        state.counters["truth_ci_pp"] = tally_spread;
         ratio("exact", 4, 0);
         ratio("sampling", 5, 0);
         ratio("timestamps", 6, 0);
@@ -742,6 +802,7 @@ void BM_ConstructedGpu(benchmark::State &state) {
         }
         if (halide) {
             state.counters["halide_ms"] = median(t[7]);
+            state.counters["halide_truth_ci_pp"] = halide_spread;
             ratio("halide21", 11, 7);
         }
     }
