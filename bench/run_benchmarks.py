@@ -572,8 +572,10 @@ def truth_targets(results):
         floor = counter(results, prog, pat, "floor_pp")
         run_pp = counter(results, prog, pat, "exact_run_pp")
         if floor is not None and run_pp is not None:
-            measured += "; a perfect profiler in the same runs: %.2f pp (the floor); against " \
-                        "the same runs' own clock: exact %.3f pp, sampling %.2f pp" % (
+            measured += "; a perfect profiler in the same runs: %.2f pp (the floor); " \
+                        "accumulation check (the same runs' produce spans, which shows that a " \
+                        "profile adds up what it reads, not that its shares are true): exact " \
+                        "%.3f pp, sampling %.2f pp" % (
                             floor, run_pp, counter(results, prog, pat, "sampling_run_pp"))
         insitu = counter(results, prog, pat, "exact_insitu_pp")
         if insitu is not None:
@@ -586,11 +588,10 @@ def truth_targets(results):
         if blur is not None:
             measured += "; blur exact %.2f pp" % blur
         v = verdict(exact <= goal)
-        if exact > goal and floor is not None and floor > goal and run_pp is not None and \
-                run_pp <= goal:
+        if exact > goal and floor is not None and floor > goal:
             # The truth itself cannot be met here: say so next to the miss.
-            v += " against this truth, whose floor here (%.2f pp) is above the goal; " \
-                 "against the same runs' own clock exact is within it" % floor
+            v += " against this truth, whose floor here (%.2f pp) is above the goal; the " \
+                 "constructed truth's rows judge accuracy" % floor
         rows.append(("Share error <= %.1f pp, %s (float_chain, 2 threads)" % (goal, what),
                      "%s `BM_Truth/pipeline:0/scenario:%d` `exact_pp`" % (prog, scenario),
                      measured, v))
@@ -607,16 +608,15 @@ def truth_targets(results):
             hog_floor = counter(results, prog, hog_pat, "floor_pp")
             hog_run = counter(results, prog, hog_pat, "exact_run_pp")
             if hog_floor is not None and hog_run is not None and floor is not None:
-                hog_measured += "; the floor %.2f pp vs %.2f pp quiet; against the same runs' " \
-                                "own clock: exact %.3f pp vs %.3f pp quiet, sampling %.2f pp" % (
+                hog_measured += "; the floor %.2f pp vs %.2f pp quiet; accumulation check: " \
+                                "exact %.3f pp vs %.3f pp quiet, sampling %.2f pp" % (
                                     hog_floor, floor, hog_run, run_pp,
                                     counter(results, prog, hog_pat, "sampling_run_pp"))
             hog_v = verdict(hog <= 2 * max(exact, 0.05))
-            if hog > 2 * max(exact, 0.05) and hog_floor is not None and hog_run is not None and \
-                    run_pp is not None and hog_run <= 2 * max(run_pp, 0.05):
+            if hog > 2 * max(exact, 0.05) and hog_floor is not None and floor is not None and \
+                    hog_floor > floor:
                 hog_v += (" against this truth, whose floor rises from %.2f to %.2f pp under the "
-                          "hog; against the same runs' own clock exact stays within 2x" %
-                          (floor, hog_floor))
+                          "hog" % (floor, hog_floor))
             rows.append(("Under a CPU hog on both cores, %s: error <= 2x the quiet figure" % what,
                          "%s `BM_Truth/pipeline:0/scenario:%d/threads:2/hog:1` `exact_pp`" %
                          (prog, scenario), hog_measured, hog_v))

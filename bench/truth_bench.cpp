@@ -72,13 +72,14 @@
 // process is a warm-up whose numbers are dropped (warm code and buffers: the error of a cold first
 // run is another question).
 //
-// The same runs' own clock: the profiled builds that BM_Truth judges also carry a call to
+// The accumulation check: the profiled builds that BM_Truth judges also carry a call to
 // truth_bench_mark() (below, this program's, reading CLOCK_MONOTONIC) at the start and at the end
 // of every stage's `produce`, so each profiled run also times its stages' spans itself, apart
-// from the profiler. A stage's marked time is what an error-free profiler would bill it in those
-// runs: `*_run_pp` compares each mode with it (the profiler's own error, with the run-to-run
-// variation of the stages taken out), and `floor_pp` compares it with the truth (the error a
-// perfect profiler would have against this truth in the same runs: the floor the truth allows).
+// from the profiler. Exact mode reads a clock at the same points, so `*_run_pp` (each mode
+// against these spans) checks that a profile adds up what it reads, not that its shares are
+// true (the constructed truth, BM_Constructed, judges that); `floor_pp` compares the spans with
+// the stage-alone truth (the error a perfect profiler would have against this truth in the same
+// runs: the floor the truth allows).
 // Both pipelines' stages are compute_root, so every `produce` runs on the calling thread.
 //
 // Image heights are calibrated at start-up so that a 2-thread (or 1-thread) run takes the
@@ -92,7 +93,7 @@
 //     hog: two processes spinning on the CPUs throughout (truth and profiles alike).
 //     Counters: exact_pp, sampling_pp (the errors), exact_insitu_pp, sampling_insitu_pp (against
 //     the in-situ truth), truth_gap_pp (the two truths' difference), exact_run_pp,
-//     sampling_run_pp (against the same runs' own clock), floor_pp (that clock against the
+//     sampling_run_pp (the accumulation check), floor_pp (the marked spans against the
 //     truth, in the exact profiles' runs), run_ms (the fastest of 7
 //     unprofiled runs: the run's size without interference from other load), exact_overhead_pct /
 //     sampling_overhead_pct (share billed to `overhead`).
@@ -195,7 +196,7 @@ private:
 };
 
 constexpr int kMaxStages = 8;
-// The same runs' own clock: ns each stage's `produce` has taken, over all runs of the marked
+// The accumulation check's spans: ns each stage's `produce` has taken, over all runs of the marked
 // builds so far, and the start of the span in progress. Only the calling thread runs `produce`s
 // (the stages are compute_root), so plain variables do.
 uint64_t g_marked_ns[kMaxStages], g_mark_start[kMaxStages];
@@ -427,7 +428,7 @@ private:
 struct Billed {
     std::vector<double> stage_ns;
     double total_ns = 0;
-    std::vector<double> marked_ns;  // the same runs' own clock (truth_bench_mark), per stage
+    std::vector<double> marked_ns;  // the marked produce spans (truth_bench_mark), per stage
 };
 
 Billed billed(const Pipeline &p, int32_t mode) {
@@ -529,7 +530,7 @@ std::vector<double> to_shares(std::vector<double> ms) {
 struct Judged {
     std::vector<double> exact_pp, sampling_pp, exact_insitu_pp, sampling_insitu_pp;
     std::vector<double> exact_overhead, sampling_overhead;
-    std::vector<double> exact_run_pp, sampling_run_pp;  // against the same runs' own clock
+    std::vector<double> exact_run_pp, sampling_run_pp;  // the accumulation check
     std::vector<double> floor_pp;  // that clock against the truth, in the exact profiles' runs
     double truth_gap_pp = 0;
 };
@@ -545,7 +546,7 @@ Judged judge(Pipeline &p, const Scenario &sc) {
     std::vector<std::vector<std::vector<double>>> profile_shares(2), marked_shares(2);
     std::vector<std::vector<double>> overhead(2);
     Billed mark[2];
-    // Each mode's runs' own clock: the stages' marked ns over all of that mode's runs so far.
+    // Each mode's marked spans: the stages' marked ns over all of that mode's runs so far.
     std::vector<double> marked_sum[2] = {std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
     tally_profiler_reset();
     for (int r = -1; r < rounds; r++) {
@@ -636,7 +637,7 @@ Judged judge(Pipeline &p, const Scenario &sc) {
             std::fprintf(
                 stderr,
                 "  %-8s truth %6.2f%% (%.3f ms)  in situ %6.2f%% (%.3f ms)  first profile: "
-                "exact %6.2f%% (its runs' own clock %6.2f%%)  sampling %6.2f%% (%6.2f%%)\n",
+                "exact %6.2f%% (its marked spans %6.2f%%)  sampling %6.2f%% (%6.2f%%)\n",
                 p.stages()[k].c_str(), truth[k], alone_ms[k], insitu[k], insitu_ms[k],
                 profile_shares[0].empty() ? 0.0 : profile_shares[0][0][k],
                 marked_shares[0].empty() ? 0.0 : marked_shares[0][0][k],
