@@ -259,6 +259,13 @@ char *halide_buffer_to_string(char *dst, char *end, const halide_buffer_t *buf);
 int32_t halide_debug_to_file(void *user_context, const char *filename, int32_t type_code,
                              halide_buffer_t *buf);
 
+/** Halide 21's debug_to_file(filename, buffer) (src/ir/RuntimeCalls.h: TALLY_RUNTIME_OVERLOADS
+ * picks it for a call with two arguments): the type from the buffer, the same formats and also
+ * .npy (runtime/src/halide_abi/debug_to_file.c). Returns 0, or Halide 21's code with the failure
+ * reported (-34 a bounds query, -43 over 4 dimensions, -13 otherwise). */
+int32_t tally_halide21_debug_to_file(void *user_context, const char *filename,
+                                     halide_buffer_t *buf);
+
 /** Halide 14's text primitives, what `stringify` and the text trace print with. Each appends to
  * [dst, end), NUL-terminated and cut to fit, and returns the position of the NUL (dst itself
  * when dst >= end). */

@@ -684,19 +684,24 @@ private:
         } else if (op->is_intrinsic(Call::require)) {
             value = require(op);
         } else if (op->is_intrinsic(Call::debug_to_file)) {
-            // Halide's debug_to_file(filename, type code, buffer): its runtime's call.
-            user_assert(op->args.size() == 3)
-                << "debug_to_file takes a file name, a type code and a buffer";
+            // Halide's debug_to_file: Halide 14's (filename, type code, buffer) or Halide 21's
+            // (filename, buffer), the runtime's entry point chosen by the argument count
+            // (resolve_runtime_call throws, naming both forms, for any other count).
+            const RuntimeSymbol *sym =
+                resolve_runtime_call(runtime::halide_debug_to_file, op->args.size());
             std::vector<llvm::Value *> args = {fs->user_context};
+            std::vector<llvm::Type *> params = {ptr};
             for (const Expr &a : op->args) {
-                args.push_back(codegen(a));
+                llvm::Value *v = codegen(a);
+                if (args.size() == 2 && op->args.size() == 3) {
+                    v = builder.CreateIntCast(v, i32, true);  // the type code
+                } else if (args.size() > 1 && !v->getType()->isPointerTy()) {
+                    v = builder.CreateIntToPtr(v, ptr);  // the buffer
+                }
+                args.push_back(v);
+                params.push_back(v->getType());
             }
-            args[2] = builder.CreateIntCast(args[2], i32, true);
-            if (!args[3]->getType()->isPointerTy()) {
-                args[3] = builder.CreateIntToPtr(args[3], ptr);
-            }
-            value = builder.CreateCall(
-                declare_extern(runtime::halide_debug_to_file, i32, {ptr, ptr, i32, ptr}), args);
+            value = builder.CreateCall(declare_extern(sym->name, i32, params), args);
         } else {
             return false;
         }

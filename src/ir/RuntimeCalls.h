@@ -88,6 +88,7 @@ struct RuntimeSymbol {
     X(halide_memoization_cache_release, "v:Up")                                   \
     X(halide_trace_helper,              "i:Usppiiiiiiis")                         \
     X(halide_debug_to_file,             "i:UsiB")                                 \
+    X(tally_halide21_debug_to_file,     "i:UsB")                                  \
     /* profiler */                                                                \
     X(tally_profiler_start,             "p:Ussipppi")                             \
     X(tally_profiler_end,               "i:Up")                                   \
@@ -147,7 +148,8 @@ struct RuntimeSymbol {
  * halide_profiler_set_current_func: Halide 14's (state, token, func_id, sampling_token), Halide
  * 21's (instance, func_id, sampling_token). */
 #define TALLY_RUNTIME_OVERLOADS(X)                                                \
-    X(halide_profiler_set_current_func, tally_halide21_profiler_set_current_func)
+    X(halide_profiler_set_current_func, tally_halide21_profiler_set_current_func) \
+    X(halide_debug_to_file,             tally_halide21_debug_to_file)
 
 /** Halide's buffer accessors that the passes write or read. They take no user_context and
  * are called as the IR types them, so they need no signature entry above. */

@@ -162,8 +162,11 @@ private:
     }
     void visit(const Call *op) override {
         IRVisitor::visit(op);
-        // A Halide name with two runtime forms must be called with one form's argument count.
-        std::string arity = runtime_call_arity_error(op->name, op->args.size());
+        // A Halide name with two runtime forms must be called with one form's argument count
+        // (debug_to_file, an intrinsic, calls halide_debug_to_file's forms).
+        std::string arity = runtime_call_arity_error(
+            op->is_intrinsic(Call::debug_to_file) ? runtime::halide_debug_to_file : op->name,
+            op->args.size());
         if (!arity.empty()) {
             fail(arity);
         }

@@ -277,6 +277,78 @@ TEST(HalideDebugToFile, FailuresAreReportedWithHalidesCodes) {
     EXPECT_EQ(capture.errors().back(), "Failed to dump function f to file x.tmp with error -2");
 }
 
+TEST(HalideDebugToFile, Halide21sFormTakesTheTypeFromTheBufferAndWritesNpy) {
+    // The same 3x2 int16 buffer through Halide 21's debug_to_file(filename, buffer).
+    int16_t storage[8] = {1, 2, 3, 99, 4, 5, 6, 99};
+    halide_dimension_t dims[2] = {{5, 3, 1, 0}, {-1, 2, 4, 0}};
+    halide_buffer_t b{};
+    b.host = reinterpret_cast<uint8_t *>(storage);
+    b.type = {halide_type_int, 16, 1};
+    b.dimensions = 2;
+    b.dim = dims;
+    const std::string base = "/tmp/tally_debug_to_file21_" + std::to_string(getpid());
+    // .tmp: the raw form, with the type code Halide 14 was given (int16: 5).
+    ASSERT_EQ(tally_halide21_debug_to_file(nullptr, (base + ".tmp").c_str(), &b), 0);
+    std::vector<uint8_t> raw = read_file(base + ".tmp");
+    std::remove((base + ".tmp").c_str());
+    ASSERT_EQ(raw.size(), 5u * 4u + 6u * 2u);
+    int32_t header[5];
+    std::memcpy(header, raw.data(), sizeof(header));
+    EXPECT_EQ(header[4], 5);
+    // .npy: magic, version 1.0, the header's length, Halide 21's dictionary padded with spaces
+    // after its newline so that the data start at a multiple of 64, then the data.
+    ASSERT_EQ(tally_halide21_debug_to_file(nullptr, (base + ".npy").c_str(), &b), 0);
+    std::vector<uint8_t> npy = read_file(base + ".npy");
+    std::remove((base + ".npy").c_str());
+    ASSERT_GE(npy.size(), 10u);
+    EXPECT_EQ(std::string(npy.begin(), npy.begin() + 8), std::string("\x93NUMPY\x01\x00", 8));
+    const size_t header_len = npy[8] | (size_t(npy[9]) << 8);
+    EXPECT_EQ((10 + header_len) % 64, 0u);
+    ASSERT_EQ(npy.size(), 10 + header_len + 12);
+    const std::string dict(npy.begin() + 10, npy.begin() + 10 + header_len);
+    const std::string expect = "{'descr': '<i2', 'fortran_order': False, 'shape': (3,2)}\n";
+    EXPECT_EQ(dict.substr(0, expect.size()), expect);
+    EXPECT_EQ(dict.find_first_not_of(' ', expect.size()), std::string::npos);
+    int16_t data[6];
+    std::memcpy(data, npy.data() + 10 + header_len, sizeof(data));
+    EXPECT_EQ(std::vector<int16_t>(data, data + 6), (std::vector<int16_t>{1, 2, 3, 4, 5, 6}));
+    // One dimension: a one-element tuple; one byte: no byte order.
+    uint8_t bytes[4] = {7, 8, 9, 10};
+    halide_dimension_t dim1 = {0, 4, 1, 0};
+    halide_buffer_t u{};
+    u.host = bytes;
+    u.type = {halide_type_uint, 8, 1};
+    u.dimensions = 1;
+    u.dim = &dim1;
+    ASSERT_EQ(tally_halide21_debug_to_file(nullptr, (base + ".npy").c_str(), &u), 0);
+    npy = read_file(base + ".npy");
+    std::remove((base + ".npy").c_str());
+    ASSERT_GE(npy.size(), 10u);
+    const std::string dict1(npy.begin() + 10, npy.end() - 4);
+    EXPECT_EQ(dict1.rfind("{'descr': '|u1', 'fortran_order': False, 'shape': (4,)}\n", 0), 0u)
+        << dict1;
+}
+
+TEST(HalideDebugToFile, Halide21sFormFailsWithHalide21sCodes) {
+    tally_test::MessageCapture capture;
+    uint16_t half = 0x3c00;
+    halide_dimension_t dim = {0, 1, 1, 0};
+    halide_buffer_t b{};
+    b.host = reinterpret_cast<uint8_t *>(&half);
+    b.type = {halide_type_float, 16, 1};
+    b.dimensions = 1;
+    b.dim = &dim;
+    // float16 goes to .npy only.
+    EXPECT_EQ(tally_halide21_debug_to_file(nullptr, "/tmp/x.tmp", &b), -13);
+    b.dimensions = 5;
+    EXPECT_EQ(tally_halide21_debug_to_file(nullptr, "/tmp/x.npy", &b), -43);
+    ASSERT_EQ(capture.errors().size(), 2u);
+    EXPECT_NE(capture.errors()[0].find("16-bit floats can only be written to a .npy file"),
+              std::string::npos)
+        << capture.errors()[0];
+    EXPECT_NE(capture.errors()[1].find("5-dimensional"), std::string::npos);
+}
+
 // ---- tracing ---------------------------------------------------------------------------------
 
 TEST(HalideTrace, TextLinesAreHalides) {

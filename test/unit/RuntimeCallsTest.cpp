@@ -64,6 +64,15 @@ TEST(RuntimeCalls, HalideNamesWithTwoFormsResolveByArgumentCount) {
     EXPECT_EQ(find_runtime_call(runtime::halide_profiler_set_current_func, 3), v21);
     EXPECT_NE(runtime_call_arity_error(runtime::halide_profiler_set_current_func, 5), "");
     EXPECT_EQ(runtime_call_arity_error(runtime::halide_profiler_set_current_func, 3), "");
+    // debug_to_file: Halide 14's (filename, type code, buffer), Halide 21's (filename, buffer).
+    const RuntimeSymbol *d14 = resolve_runtime_call(runtime::halide_debug_to_file, 3);
+    const RuntimeSymbol *d21 = resolve_runtime_call(runtime::halide_debug_to_file, 2);
+    ASSERT_NE(d14, nullptr);
+    ASSERT_NE(d21, nullptr);
+    EXPECT_STREQ(d14->name, "halide_debug_to_file");
+    EXPECT_STREQ(d21->name, "tally_halide21_debug_to_file");
+    EXPECT_STREQ(d21->signature, "i:UsB");
+    EXPECT_NE(runtime_call_arity_error(runtime::halide_debug_to_file, 4), "");
     // Names without overloads resolve whatever the count (their arity is not this rule's), and
     // unknown names to nothing.
     EXPECT_EQ(runtime_call_arity_error(runtime::halide_copy_to_host, 7), "");

@@ -11,6 +11,13 @@
 // Halide's: 0 float32, 1 float64, 2 uint8 or bool, 3 int8, 4 uint16, 5 int16, 6 uint32, 7 int32,
 // 8 uint64, 9 int64. Returns 0, or a negative code with the error reported (Halide's codes: -1
 // a bad buffer, -2 the file cannot be opened, below that a failed write).
+//
+// Halide 21's form, debug_to_file(filename, buffer) (tally_halide21_debug_to_file: the runtime
+// reads the type from the buffer, the same codes), writes the same files and, for a name ending
+// in .npy, a NumPy file: version 1.0, the header dictionary as Halide 21 writes it (the extents in
+// dimension order with fortran_order False, padded with spaces after its newline to a multiple of
+// 64 bytes with the 10 bytes before it), then the same data. float16 buffers go to .npy only. Its
+// failures return Halide 21's codes: -34 a bounds query, -43 over 4 dimensions, -13 the rest.
 
 #include "core/error.h"
 #include "tally_runtime.h"
@@ -175,18 +182,44 @@ static int write_mat_header(void *user_context, FILE *f, const char *filename,
     return 0;
 }
 
-int32_t halide_debug_to_file(void *user_context, const char *filename, int32_t type_code,
-                             halide_buffer_t *buf) {
-    if (!buf || !filename || _halide_buffer_is_bounds_query(buf)) {
-        halide_error(user_context, "halide_debug_to_file: no buffer, no file name, or a bounds "
-                                   "query buffer");
-        return -1;
+// Halide 21's .npy header: magic, version 1.0, the header's length, then the dictionary.
+static int write_npy_header(FILE *f, const halide_buffer_t *buf, char kind) {
+    char dict[1024];
+    const int bytes = (int)tally_type_bytes(buf->type);
+    int n = snprintf(dict, sizeof(dict), "{'descr': '%c%c%d', 'fortran_order': False, 'shape': (",
+                     bytes == 1 ? '|' : '<', kind, bytes);
+    for (int d = 0; d < buf->dimensions && n < (int)sizeof(dict); d++) {
+        n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s%d%s", d > 0 ? "," : "",
+                      (int)buf->dim[d].extent, buf->dimensions == 1 ? "," : "");
     }
-    if (buf->dimensions > 4 || buf->dimensions < 0 || type_code < 0 || type_code > 9) {
+    if (n < (int)sizeof(dict)) {
+        n += snprintf(dict + n, sizeof(dict) - (size_t)n, ")}\n");
+    }
+    const int padded = (10 + n + 63) & ~63;
+    if (padded - 10 >= (int)sizeof(dict)) {
+        return -9;
+    }
+    memset(dict + n, ' ', (size_t)(padded - 10 - n));
+    const uint16_t header_len = (uint16_t)(padded - 10);
+    static const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    if (fwrite(magic, sizeof(magic), 1, f) != 1 || fwrite(&header_len, 2, 1, f) != 1 ||
+        fwrite(dict, header_len, 1, f) != 1) {
+        return -10;
+    }
+    return 0;
+}
+
+// Writes `buf` to `filename` (the checks done): the header its name asks for, then the data.
+// type_code is -1 for a type only .npy takes; npy_kind is the NumPy kind ('f', 'u', 'i') for
+// Halide 21's form, 0 for Halide 14's (no .npy: such a name gets the raw format).
+static int32_t write_debug_file(void *user_context, const char *filename, int32_t type_code,
+                                halide_buffer_t *buf, char npy_kind) {
+    const int npy = npy_kind != 0 && ends_with(filename, ".npy");
+    if (type_code < 0 && !npy) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
-                           "halide_debug_to_file: cannot write a %d-dimensional buffer of type "
-                           "code %d to '%s' (at most 4 dimensions, type codes 0 to 9)",
-                           (int)buf->dimensions, (int)type_code, filename);
+                           "halide_debug_to_file: '%s': a buffer of %d-bit floats can only be "
+                           "written to a .npy file",
+                           filename, (int)buf->type.bits);
         return -1;
     }
     int32_t r = halide_copy_to_host(user_context, buf);
@@ -214,7 +247,9 @@ int32_t halide_debug_to_file(void *user_context, const char *filename, int32_t t
         return -2;
     }
     uint32_t final_padding = 0;
-    if (ends_with(filename, ".tiff") || ends_with(filename, ".tif")) {
+    if (npy) {
+        r = write_npy_header(f, buf, npy_kind);
+    } else if (ends_with(filename, ".tiff") || ends_with(filename, ".tif")) {
         r = write_tiff_header(f, shape, bytes, type_code, elements);
     } else if (ends_with(filename, ".mat")) {
         r = write_mat_header(user_context, f, filename, buf, shape, type_code, &final_padding);
@@ -262,4 +297,60 @@ int32_t halide_debug_to_file(void *user_context, const char *filename, int32_t t
                            "halide_debug_to_file: writing '%s' failed (%d)", filename, (int)r);
     }
     return r;
+}
+
+int32_t halide_debug_to_file(void *user_context, const char *filename, int32_t type_code,
+                             halide_buffer_t *buf) {
+    if (!buf || !filename || _halide_buffer_is_bounds_query(buf)) {
+        halide_error(user_context, "halide_debug_to_file: no buffer, no file name, or a bounds "
+                                   "query buffer");
+        return -1;
+    }
+    if (buf->dimensions > 4 || buf->dimensions < 0 || type_code < 0 || type_code > 9) {
+        tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                           "halide_debug_to_file: cannot write a %d-dimensional buffer of type "
+                           "code %d to '%s' (at most 4 dimensions, type codes 0 to 9)",
+                           (int)buf->dimensions, (int)type_code, filename);
+        return -1;
+    }
+    return write_debug_file(user_context, filename, type_code, buf, 0);
+}
+
+int32_t tally_halide21_debug_to_file(void *user_context, const char *filename,
+                                     halide_buffer_t *buf) {
+    if (!buf || !filename || _halide_buffer_is_bounds_query(buf)) {
+        halide_error(user_context, "halide_debug_to_file: no buffer, no file name, or a bounds "
+                                   "query buffer");
+        return -34;
+    }
+    if (buf->dimensions > 4 || buf->dimensions < 0) {
+        tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                           "halide_debug_to_file: cannot write a %d-dimensional buffer to '%s' "
+                           "(at most 4 dimensions)",
+                           (int)buf->dimensions, filename);
+        return -43;
+    }
+    // Halide's type code (the comment at the top) and NumPy kind, from the buffer's type.
+    const halide_type_t t = buf->type;
+    int32_t code = -2;
+    char kind = t.code == halide_type_float ? 'f' : t.code == halide_type_int ? 'i' : 'u';
+    if (t.lanes == 1 && t.code == halide_type_float) {
+        code = t.bits == 32 ? 0 : t.bits == 64 ? 1 : t.bits == 16 ? -1 : -2;
+    } else if (t.lanes == 1 && (t.code == halide_type_int || t.code == halide_type_uint)) {
+        const int is_int = t.code == halide_type_int;
+        code = t.bits == 1 && !is_int ? 2
+               : t.bits == 8          ? 2 + is_int
+               : t.bits == 16         ? 4 + is_int
+               : t.bits == 32         ? 6 + is_int
+               : t.bits == 64         ? 8 + is_int
+                                      : -2;
+    }
+    if (code == -2) {
+        tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                           "halide_debug_to_file: cannot write a buffer of type code %d, %d "
+                           "bits, %d lanes to '%s'",
+                           (int)t.code, (int)t.bits, (int)t.lanes, filename);
+        return -13;
+    }
+    return write_debug_file(user_context, filename, code, buf, kind) == 0 ? 0 : -13;
 }
