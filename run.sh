@@ -15,7 +15,8 @@ PACKAGES=(llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev libv
   mesa-vulkan-drivers vulkan-tools vulkan-validationlayers glslang-tools glslang-dev spirv-tools
   libshaderc-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev ninja-build cmake clang-format-14
-  zlib1g-dev golang-go chromium python3-venv)
+  zlib1g-dev golang-go chromium python3-venv ocl-icd-libopencl1 pocl-opencl-icd opencl-c-headers
+  clinfo)
 
 # The profile viewer the tests open the exports in (test/viewers): speedscope, an npm package
 # pinned in test/viewers/package-lock.json and installed into test/viewers/node_modules (ignored by

@@ -656,14 +656,17 @@ typedef struct halide_device_interface_t {
 typedef enum tally_device_api_t {
     TALLY_DEVICE_API_NONE = 0,
     TALLY_DEVICE_API_CUDA = 1,
-    TALLY_DEVICE_API_VULKAN = 2
+    TALLY_DEVICE_API_VULKAN = 2,
+    TALLY_DEVICE_API_OPENCL = 3
 } tally_device_api_t;
 
-/** One kernel as the compiler embeds it: SPIR-V words (Vulkan) or NUL-terminated PTX text
- * (CUDA). Its arguments are `num_buffers` buffers (Vulkan: storage buffers at bindings
- * 0..num_buffers-1 of descriptor set 0; CUDA: device pointers) followed by the scalars (Vulkan:
- * one push-constant block, each scalar at the next offset aligned to its size; CUDA: by value),
- * in the order of the launch's argument arrays. */
+/** One kernel as the compiler embeds it: SPIR-V words (Vulkan), NUL-terminated PTX text (CUDA)
+ * or NUL-terminated OpenCL C source defining `__kernel void <name>(...)` (OpenCL; code_size
+ * counts the NUL). Its arguments are `num_buffers` buffers (Vulkan: storage buffers at bindings
+ * 0..num_buffers-1 of descriptor set 0; CUDA: device pointers; OpenCL: `__global` pointers, set
+ * as cl_mem) followed by the scalars (Vulkan: one push-constant block, each scalar at the next
+ * offset aligned to its size; CUDA and OpenCL: by value, a bool as one byte), in the order of the
+ * launch's argument arrays. */
 typedef struct tally_kernel_source {
     const char *name;
     const uint8_t *code;
@@ -689,6 +692,7 @@ typedef struct tally_kernel_table {
  * loader or driver, no device); the reason is reported through halide_error once. */
 const halide_device_interface_t *halide_vulkan_device_interface(void);
 const halide_device_interface_t *halide_cuda_device_interface(void);
+const halide_device_interface_t *halide_opencl_device_interface(void);
 
 /** Launches kernel `entry_name` of `state` (the module's tally_kernel_table) on a grid of
  * blocks_x*y*z work groups of threads_x*y*z threads, asynchronously. `args` has one entry per
@@ -710,6 +714,10 @@ int32_t halide_cuda_run(void *user_context, void *state, const char *entry_name,
                         int32_t blocks_y, int32_t blocks_z, int32_t threads_x, int32_t threads_y,
                         int32_t threads_z, int32_t shared_mem_bytes, const int64_t *arg_sizes,
                         void **args, const uint8_t *arg_is_buffer);
+int32_t halide_opencl_run(void *user_context, void *state, const char *entry_name, int32_t blocks_x,
+                          int32_t blocks_y, int32_t blocks_z, int32_t threads_x, int32_t threads_y,
+                          int32_t threads_z, int32_t shared_mem_bytes, const int64_t *arg_sizes,
+                          void **args, const uint8_t *arg_is_buffer);
 
 /** The kernel of `table` named `name`, or NULL. */
 const tally_kernel_source *tally_find_kernel(const tally_kernel_table *table, const char *name);

@@ -27,6 +27,8 @@ const char *tally_device_api_name(int32_t api) {
         return "CUDA";
     case TALLY_DEVICE_API_VULKAN:
         return "Vulkan";
+    case TALLY_DEVICE_API_OPENCL:
+        return "OpenCL";
     default:
         return "an unknown API";
     }

@@ -120,6 +120,8 @@ static const char *device_track_name(int32_t device_api) {
         return "Vulkan queue";
     case TALLY_DEVICE_API_CUDA:
         return "CUDA stream";
+    case TALLY_DEVICE_API_OPENCL:
+        return "OpenCL queue";
     default:
         return "device queue";
     }

@@ -243,8 +243,8 @@ void tally_timeline_read(const void *pipeline, int32_t num_slots, uint64_t *slot
 const char *tally_timeline_mode_name(int32_t mode) {
     switch (mode) {
     case TALLY_TIMELINE_TIMESTAMPS_CALIBRATED:
-        return "device timestamps, clock calibrated (VK_EXT_calibrated_timestamps, "
-               "CLOCK_MONOTONIC)";
+        return "device timestamps, clock calibrated (paired readings of the device and host "
+               "clocks, drift fitted)";
     case TALLY_TIMELINE_TIMESTAMPS:
         return "device timestamps (durations only: no host clock correlation)";
     case TALLY_TIMELINE_EVENTS:

@@ -29,7 +29,7 @@ enum {
     // CUDA events around each launch, anchored to the host clock at blocking points.
     TALLY_TIMELINE_EVENTS,
 };
-#define TALLY_TIMELINE_NUM_APIS 3  // indexed by TALLY_DEVICE_API_*
+#define TALLY_TIMELINE_NUM_APIS 4  // indexed by TALLY_DEVICE_API_*
 
 // Timestamp records that could not be billed (expected 0 each).
 enum {

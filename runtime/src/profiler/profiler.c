@@ -385,7 +385,7 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
         }
     }
     if ((flags & ~(int32_t)TALLY_PROFILER_START_FLAGS) ||
-        TALLY_PROFILER_DEVICE_API_OF(flags) > TALLY_DEVICE_API_VULKAN) {
+        TALLY_PROFILER_DEVICE_API_OF(flags) > TALLY_DEVICE_API_OPENCL) {
         tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
                            "tally_profiler_start: pipeline %s: unknown flags 0x%x", pipeline,
                            (unsigned)flags);

@@ -466,7 +466,8 @@ static void write_json_pipeline(tally_bytes *b, const tally_pipeline *p) {
 // ---- device time from timestamps
 // ------------------------------------------------------
 
-static const char *const timeline_api_names[TALLY_TIMELINE_NUM_APIS] = {"none", "cuda", "vulkan"};
+static const char *const timeline_api_names[TALLY_TIMELINE_NUM_APIS] = {"none", "cuda", "vulkan",
+                                                                        "opencl"};
 static const char *const timeline_problem_names[TALLY_NUM_TIMELINE_PROBLEMS] = {
     "lost", "overflowed", "unmatched"};
 
