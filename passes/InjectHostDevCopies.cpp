@@ -91,7 +91,7 @@ Expr int32(int64_t v) {
 Expr device_interface(DeviceAPI api) {
     user_assert(has_gpu_backend(api))
         << "inject-host-dev-copies: device API " << device_api_name(api)
-        << " is not supported (Tally supports CUDA and Vulkan)";
+        << " is not supported (Tally supports CUDA, OpenCL and Vulkan)";
     return device_interface_call(api);
 }
 
@@ -467,7 +467,7 @@ private:
         DeviceAPI resolved = resolve_device_api(api, target);
         user_assert(resolved != DeviceAPI::None)
             << "inject-host-dev-copies: a GPU loop uses Default_GPU, but target "
-            << target.to_string() << " names no GPU API (add cuda or vulkan)";
+            << target.to_string() << " names no GPU API (add cuda, opencl or vulkan)";
         return resolved;
     }
 

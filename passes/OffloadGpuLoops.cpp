@@ -76,18 +76,19 @@ DeviceAPI resolve_api(const For *op, const Target &target, const std::string &fu
         user_assert(api != DeviceAPI::None).at(op->loc)
             << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
             << "' in function '" << func << "' asks for Default_GPU, but target '"
-            << target.to_string() << "' names no GPU API (add cuda or vulkan to the target)";
+            << target.to_string()
+            << "' names no GPU API (add cuda, opencl or vulkan to the target)";
         user_assert(has_gpu_backend(api)).at(op->loc)
             << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
             << "' in function '" << func << "' asks for Default_GPU, which target '"
             << target.to_string() << "' resolves to " << device_api_name(api)
-            << ", for which Tally has no back end (supported: CUDA, Vulkan)";
+            << ", for which Tally has no back end (supported: CUDA, OpenCL, Vulkan)";
         return api;
     }
     user_assert(has_gpu_backend(api)).at(op->loc)
         << "offload-gpu-loops: " << for_type_name(op->for_type) << " loop '" << op->name
         << "' in function '" << func << "' uses device API " << device_api_name(api)
-        << ", for which Tally has no back end (supported: CUDA, Vulkan)";
+        << ", for which Tally has no back end (supported: CUDA, OpenCL, Vulkan)";
     return api;
 }
 

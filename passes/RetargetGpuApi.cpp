@@ -126,7 +126,7 @@ Module retarget_gpu_api(const Module &m) {
         << (to == DeviceAPI::None
                 ? std::string("the target names no GPU API")
                 : std::string("Tally has no back end for its ") + device_api_name(to))
-        << " to run it on instead: add cuda or vulkan to the target";
+        << " to run it on instead: add cuda, opencl or vulkan to the target";
     for (DeviceAPI api : from) {
         auto l = find.launched.find(api);
         user_assert(l == find.launched.end())

@@ -96,6 +96,12 @@ std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts
  * Throws CompileError on kernels it cannot compile. */
 std::string compile_to_ptx(const Module &lowered);
 
+/** The OpenCL C source of every OpenCL kernel of a lowered module, one after the other in one
+ * text that builds as one program: what `tallyc -e cl` writes. The kernel table embeds each
+ * kernel's source alone. Empty when the module has no OpenCL kernels. Throws CompileError on
+ * kernels it cannot compile. */
+std::string compile_to_opencl_c(const Module &lowered);
+
 /** The C header declaring a module's entry points. */
 std::string c_header(const Module &lowered);
 

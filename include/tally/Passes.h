@@ -71,7 +71,7 @@ Module inject_profiling(const Module &m, const ProfilingOptions &opts = {});
  * user error located at the loop.
  *
  * Runs second in lower(), after inject-host-dev-copies and before inject-profiling.
- * Assumes: GPU loops carry a device API that the target supports (CUDA or Vulkan;
+ * Assumes: GPU loops carry a device API that the target supports (CUDA, OpenCL or Vulkan;
  * Default_GPU means the target's). Establishes: no gpu_block loop remains in any function.
  * Running it again changes nothing.
  */

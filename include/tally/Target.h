@@ -80,7 +80,7 @@ struct Target {
     /** Does the target have the feature that enables GPU API `api` (`cuda` for CUDA, ...)? */
     bool enables(DeviceAPI api) const;
     /** Throws CompileError naming the API when the target asks for a device API that Tally has
-     * no back end for (only CUDA and Vulkan are supported). */
+     * no back end for (CUDA, OpenCL and Vulkan are supported). */
     void check_supported() const;
 
     bool operator==(const Target &o) const {

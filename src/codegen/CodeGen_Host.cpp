@@ -214,8 +214,8 @@ private:
         std::vector<llvm::Constant *> entries;
         for (const CompiledKernel &k : kernels) {
             std::string code = k.code;
-            if (k.device_api == DeviceAPI::CUDA) {
-                code.push_back('\0');
+            if (k.device_api == DeviceAPI::CUDA || k.device_api == DeviceAPI::OpenCL) {
+                code.push_back('\0');  // text: the runtime reads it as a C string
             }
             llvm::Constant *bytes = llvm::ConstantDataArray::getRaw(code, code.size(), i8);
             auto *code_g = new llvm::GlobalVariable(*mod, bytes->getType(), true,

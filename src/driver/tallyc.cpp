@@ -1,12 +1,13 @@
 // tallyc: ahead-of-time compiler.
 //
-//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx] [-O N]
+//   tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx,cl] [-O N]
 //          [--buffer-constant NAME=FILE.npy[@X,Y,...]...]
 //
 // Lowers the pipeline for the target and writes DIR/<module>.o (link it with the static runtime
 // library, libtally_runtime.a), DIR/<module>.h (the entry points), DIR/<module>.ll (LLVM IR),
-// DIR/<module>.stmt (the lowered module) and DIR/<module>.ptx (the PTX of its CUDA kernels, one
-// PTX module; an error if it has none). Default outputs: object and header. --buffer-constant
+// DIR/<module>.stmt (the lowered module), DIR/<module>.ptx (the PTX of its CUDA kernels, one
+// PTX module; an error if it has none) and DIR/<module>.cl (the OpenCL C of its OpenCL kernels,
+// one program; an error if it has none). Default outputs: object and header. --buffer-constant
 // gives a buffer Halide embedded (`buffer NAME = {...}`, printed without its data) its contents.
 
 #include <fstream>
@@ -26,7 +27,7 @@ using namespace tally;
 namespace {
 
 void usage(std::ostream &os) {
-    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx] "
+    os << "usage: tallyc PIPELINE.stmt -target T -o DIR [-e object,header,llvm,asm,stmt,ptx,cl] "
           "[-O N] [--buffer-constant NAME=FILE.npy[@X,Y,...]...]\n";
 }
 
@@ -59,9 +60,9 @@ int main(int argc, char **argv) {
             std::string e;
             while (std::getline(in, e, ',')) {
                 if (e != "object" && e != "header" && e != "llvm" && e != "asm" && e != "stmt" &&
-                    e != "ptx") {
+                    e != "ptx" && e != "cl") {
                     std::cerr << "tallyc: error: unknown output '" << e
-                              << "' (expected object, header, llvm, stmt or ptx)\n";
+                              << "' (expected object, header, llvm, asm, stmt, ptx or cl)\n";
                     return 2;
                 }
                 emit.push_back(e);
@@ -96,10 +97,12 @@ int main(int argc, char **argv) {
         }
         OutputFiles out;
         std::string base = dir + "/" + m.name;
-        bool ptx = false;
+        bool ptx = false, cl = false;
         for (const std::string &e : emit) {
             if (e == "ptx") {
                 ptx = true;
+            } else if (e == "cl") {
+                cl = true;
             } else if (e == "object") {
                 out.object = base + ".o";
             } else if (e == "header") {
@@ -115,17 +118,27 @@ int main(int argc, char **argv) {
         CompileOptions co;
         co.opt_level = opt;
         compile_to_files(m, out, co);
-        if (ptx) {
-            std::string text = compile_to_ptx(m);
+        // -e ptx and -e cl: the device code of one API, an error when the module has none.
+        struct DeviceOutput {
+            bool wanted;
+            const char *ext, *api;
+            std::string (*compile)(const Module &);
+        };
+        for (const DeviceOutput &d : {DeviceOutput{ptx, "ptx", "CUDA", compile_to_ptx},
+                                      DeviceOutput{cl, "cl", "OpenCL", compile_to_opencl_c}}) {
+            if (!d.wanted) {
+                continue;
+            }
+            std::string text = d.compile(m);
             if (text.empty()) {
-                std::cerr << "tallyc: error: -e ptx: module '" << m.name
-                          << "' has no CUDA kernels for target " << m.target.to_string() << "\n";
+                std::cerr << "tallyc: error: -e " << d.ext << ": module '" << m.name << "' has no "
+                          << d.api << " kernels for target " << m.target.to_string() << "\n";
                 return 1;
             }
-            std::ofstream f(base + ".ptx", std::ios::binary);
+            std::ofstream f(base + "." + d.ext, std::ios::binary);
             f << text;
             if (!f.good()) {
-                std::cerr << base << ".ptx: error: cannot write file\n";
+                std::cerr << base << "." << d.ext << ": error: cannot write file\n";
                 return 1;
             }
         }

@@ -238,6 +238,8 @@ int runtime_device_api(DeviceAPI api) {
         return TALLY_DEVICE_API_CUDA;
     case DeviceAPI::Vulkan:
         return TALLY_DEVICE_API_VULKAN;
+    case DeviceAPI::OpenCL:
+        return TALLY_DEVICE_API_OPENCL;
     default:
         return TALLY_DEVICE_API_NONE;
     }
@@ -248,7 +250,7 @@ DeviceAPI resolve_device_api(DeviceAPI api, const Target &t) {
 }
 
 bool has_gpu_backend(DeviceAPI api) {
-    return api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan;
+    return api == DeviceAPI::CUDA || api == DeviceAPI::Vulkan || api == DeviceAPI::OpenCL;
 }
 
 // --- parallel closures and pipeline functions ------------------------------------------------

@@ -61,8 +61,10 @@ struct RuntimeSymbol {
     X(halide_host_device_interface,     "D:")                                     \
     X(halide_cuda_device_interface,     "D:")                                     \
     X(halide_vulkan_device_interface,   "D:")                                     \
+    X(halide_opencl_device_interface,   "D:")                                     \
     X(halide_cuda_run,                  "i:Upsiiiiiiippp")                         \
     X(halide_vulkan_run,                "i:Upsiiiiiiippp")                         \
+    X(halide_opencl_run,                "i:Upsiiiiiiippp")                         \
     X(halide_malloc,                    "p:Uq")                                   \
     X(halide_free,                      "v:Up")                                   \
     X(halide_do_par_for,                "i:Upiip")                                \
@@ -258,7 +260,7 @@ DeviceAPI resolve_device_api(DeviceAPI api, const Target &t);
 /** The runtime's number for a device API (tally_device_api_t: kernel tables, the flags of
  * tally_profiler_start): TALLY_DEVICE_API_NONE for an API without a Tally back end. */
 int runtime_device_api(DeviceAPI api);
-/** Does Tally have a device back end for `api`? (CUDA and Vulkan.) */
+/** Does Tally have a device back end for `api`? (CUDA, OpenCL and Vulkan.) */
 bool has_gpu_backend(DeviceAPI api);
 
 // ---------------------------------------------------------------------------------------------

@@ -229,13 +229,14 @@ bool Target::enables(DeviceAPI api) const {
 }
 
 void Target::check_supported() const {
-    for (Feature f : {OpenCL, Metal, OpenGLCompute, D3D12Compute, WebGPU}) {
+    for (Feature f : {Metal, OpenGLCompute, D3D12Compute, WebGPU}) {
         user_assert(!has_feature(f))
             << "target '" << to_string() << "' asks for device API '" << feature_name(f)
-            << "', for which Tally has no back end (supported: cuda, vulkan)";
+            << "', for which Tally has no back end (supported: cuda, opencl, vulkan)";
     }
-    user_assert(!(has_feature(CUDA) && has_feature(Vulkan)))
-        << "target '" << to_string() << "' asks for both cuda and vulkan; pick one";
+    int apis = int(has_feature(CUDA)) + int(has_feature(Vulkan)) + int(has_feature(OpenCL));
+    user_assert(apis <= 1) << "target '" << to_string()
+                           << "' asks for more than one of cuda, opencl and vulkan; pick one";
 }
 
 }  // namespace tally

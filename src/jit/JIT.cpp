@@ -33,6 +33,7 @@
 #include "codegen/Analysis.h"
 #include "codegen/CodeGen_Host.h"
 #include "codegen/CodeGen_LLVM.h"
+#include "codegen/CodeGen_OpenCL.h"
 #include "codegen/CodeGen_PTX.h"
 #include "codegen/DeviceKernels.h"
 #include "codegen/HostMachine.h"
@@ -427,6 +428,10 @@ void compile_to_files(const Module &lowered, const OutputFiles &out, const Compi
 
 std::string compile_to_ptx(const Module &lowered) {
     return compile_ptx_module(lowered);
+}
+
+std::string compile_to_opencl_c(const Module &lowered) {
+    return compile_opencl_module(lowered);
 }
 
 }  // namespace tally

@@ -394,18 +394,18 @@ TEST(OffloadGpuLoops, PrintedResultParsesBackEqual) {
 }
 
 TEST(OffloadGpuLoops, UnsupportedApiIsAUserErrorNamingIt) {
-    const char *ocl = R"(module name=m, target=host-opencl
+    const char *metal = R"(module name=m, target=host-metal
 external func f (out: buffer<int32, 1>) {
-gpu_block<OpenCL> (x, 0, 4) {
+gpu_block<Metal> (x, 0, 4) {
  out[x] = x
 }
 }
 )";
     try {
-        offload_gpu_loops(parse_module(ocl));
+        offload_gpu_loops(parse_module(metal));
         FAIL() << "expected a CompileError";
     } catch (const CompileError &e) {
-        EXPECT_NE(std::string(e.what()).find("OpenCL"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("Metal"), std::string::npos) << e.what();
     }
     const char *no_gpu = R"(module name=m, target=host
 external func f (out: buffer<int32, 1>) {

@@ -214,7 +214,10 @@ TEST(RuntimeCalls, DefaultGpuTakesTheTargetsApi) {
     EXPECT_EQ(resolve_device_api(DeviceAPI::OpenCL, host), DeviceAPI::OpenCL);
     EXPECT_TRUE(has_gpu_backend(DeviceAPI::CUDA));
     EXPECT_TRUE(has_gpu_backend(DeviceAPI::Vulkan));
-    EXPECT_FALSE(has_gpu_backend(DeviceAPI::OpenCL));
+    EXPECT_TRUE(has_gpu_backend(DeviceAPI::OpenCL));
+    EXPECT_FALSE(has_gpu_backend(DeviceAPI::Metal));
+    EXPECT_EQ(resolve_device_api(DeviceAPI::DefaultGPU, Target::parse("host-opencl")),
+              DeviceAPI::OpenCL);
     EXPECT_FALSE(has_gpu_backend(DeviceAPI::DefaultGPU));
 }
 

@@ -343,17 +343,21 @@ TEST(Target, ArchBitsAndOsAreReadInHalideOrder) {
 }
 
 TEST(Target, CheckSupportedNamesTheUnsupportedApi) {
-    EXPECT_THAT([] { Target::parse("host-opencl").check_supported(); },
-                ThrowsMessage<CompileError>(HasSubstr("'opencl'")));
     EXPECT_THAT([] { Target::parse("x86-64-linux-metal-profile").check_supported(); },
                 ThrowsMessage<CompileError>(HasSubstr("'metal'")));
-    EXPECT_THAT([] { Target::parse("host-cuda-vulkan").check_supported(); },
-                ThrowsMessage<CompileError>(HasSubstr("both cuda and vulkan")));
+    EXPECT_THAT([] { Target::parse("host-d3d12compute").check_supported(); },
+                ThrowsMessage<CompileError>(HasSubstr("'d3d12compute'")));
+    for (const char *two : {"host-cuda-vulkan", "host-cuda-opencl", "host-opencl-vulkan"}) {
+        EXPECT_THAT([&] { Target::parse(two).check_supported(); },
+                    ThrowsMessage<CompileError>(
+                        HasSubstr("more than one of cuda, opencl and vulkan; pick one")))
+            << two;
+    }
     EXPECT_NO_THROW(Target::parse("host").check_supported());
     EXPECT_NO_THROW(Target::parse("host-cuda-debug-profile").check_supported());
     EXPECT_NO_THROW(Target::parse("host-vulkan-profile").check_supported());
-    // The corpus's OpenCL target parses (it is only code generation that is unsupported).
-    EXPECT_NO_THROW(Target::parse("x86-64-linux-avx-avx2-opencl-sse41"));
+    EXPECT_NO_THROW(Target::parse("host-opencl-profile").check_supported());
+    EXPECT_NO_THROW(Target::parse("x86-64-linux-avx-avx2-opencl-sse41").check_supported());
 }
 
 TEST(Target, GpuApiFollowsTheFeatures) {
