@@ -672,6 +672,8 @@ typedef struct tally_kernel_source {
     const uint8_t *code;
     uint64_t code_size;
     int32_t device_api;
+    /** -1 each when the kernel's code says (tables made from Halide's source by
+     * halide_opencl_initialize_kernels): the back end checks a launch against the kernel. */
     int32_t num_args;
     int32_t num_buffers;
     int32_t reserved;
@@ -718,6 +720,16 @@ int32_t halide_opencl_run(void *user_context, void *state, const char *entry_nam
                           int32_t blocks_y, int32_t blocks_z, int32_t threads_x, int32_t threads_y,
                           int32_t threads_z, int32_t shared_mem_bytes, const int64_t *arg_sizes,
                           void **args, const uint8_t *arg_is_buffer);
+
+/** Halide's GPU module state, for lowered text whose kernels Halide compiled: makes *state_ptr
+ * (when still NULL) a kernel table of every `__kernel` the OpenCL C source `src` (`size` bytes,
+ * its NUL included) defines, which halide_opencl_run then takes as its state; the kernels' argument
+ * counts are the compiled kernels' (num_args -1). Returns 0, TALLY_ERROR_BAD_ARGUMENT for a NULL
+ * pointer or a source without kernels, TALLY_ERROR_OUT_OF_MEMORY. finalize gives nothing back:
+ * the table lives as long as the process. */
+int32_t halide_opencl_initialize_kernels(void *user_context, void **state_ptr, const char *src,
+                                         int32_t size);
+void halide_opencl_finalize_kernels(void *user_context, void *state);
 
 /** The kernel of `table` named `name`, or NULL. */
 const tally_kernel_source *tally_find_kernel(const tally_kernel_table *table, const char *name);

@@ -162,7 +162,19 @@ private:
      * `<name>.buffer` as Halide's object file binds an embedded Buffer. */
     void emit_buffer_constants() {
         llvm::StructType *dim_t = llvm::StructType::get(ctx, {i32, i32, i32, i32});
-        for (const BufferConstant &b : m.buffers) {
+        for (BufferConstant b : m.buffers) {
+            // What Halide's object file holds for the constants its GPU host code makes, which
+            // the text does not say: the bytes printed between the braces (the kernels' source,
+            // `<api>_gpu_source_kernels`) are a uint8 buffer of them, and a GPU module's state
+            // (`<api>_buf`) is one null pointer, writable.
+            if (!b.has_contents() && !b.opaque) {
+                b.type = UInt(8);
+                b.mins = {0};
+                b.extents = {int32_t(b.bytes.size())};
+            } else if (b.opaque && gpu_module_state_api(b.name) != DeviceAPI::None) {
+                b.type = UInt(64);
+                b.bytes.assign(8, '\0');
+            }
             if (!b.has_contents()) {
                 continue;
             }

@@ -197,6 +197,15 @@ const Call *as_copy_call(const Expr &e, bool *to_device) {
     return c;
 }
 
+DeviceAPI gpu_module_state_api(const std::string &name) {
+    for (DeviceAPI api : gpu_apis) {
+        if (name == runtime_api_name(api) + "_buf") {
+            return api;
+        }
+    }
+    return DeviceAPI::None;
+}
+
 std::string runtime_api_name(DeviceAPI api) {
     if (std::find(std::begin(gpu_apis), std::end(gpu_apis), api) == std::end(gpu_apis)) {
         return "";

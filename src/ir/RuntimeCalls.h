@@ -65,6 +65,9 @@ struct RuntimeSymbol {
     X(halide_cuda_run,                  "i:Upsiiiiiiippp")                         \
     X(halide_vulkan_run,                "i:Upsiiiiiiippp")                         \
     X(halide_opencl_run,                "i:Upsiiiiiiippp")                         \
+    /* Halide's GPU module state (lowered text: kernels Halide compiled) */       \
+    X(halide_opencl_initialize_kernels, "i:Upsi")                                 \
+    X(halide_opencl_finalize_kernels,   "v:Up")                                   \
     X(halide_malloc,                    "p:Uq")                                   \
     X(halide_free,                      "v:Up")                                   \
     X(halide_do_par_for,                "i:Upiip")                                \
@@ -243,6 +246,11 @@ const Call *as_copy_call(const Expr &e, bool *to_device = nullptr);
 /** The API's name in runtime entry points: `cuda`, `vulkan`, `opencl`, ...; "" for the APIs
  * that name no GPU (None, Host, Default_GPU). */
 std::string runtime_api_name(DeviceAPI api);
+/** The GPU API whose module state Halide's GPU host code keeps in the buffer constant `name`
+ * (`<api>_buf`, printed `buffer opencl_buf = {...}`), or DeviceAPI::None. In Halide's object
+ * file it is a scalar buffer of one pointer, null until halide_<api>_initialize_kernels sets it,
+ * and writable. */
+DeviceAPI gpu_module_state_api(const std::string &name);
 /** `halide_<api>_run`, the kernel launch entry point of a GPU API. */
 std::string launch_function(DeviceAPI api);
 /** The GPU API `c` launches a kernel on (`halide_<api>_run`), or DeviceAPI::None. */

@@ -17,9 +17,14 @@ Checks (each a ctest):
            as `host` does
   vulkan   (Halide 21, GPU schedules) tally-run on the Vulkan variant, target host-vulkan
            (lavapipe where there is no GPU), matches Halide's host output
+  opencl   (Halide 21, GPU schedules) tally-run on the OpenCL variant (Halide's own OpenCL C
+           kernels, unedited) and on its -profile twin (Halide's profiler calls), targets
+           host-opencl and host-opencl-profile (PoCL where there is no GPU), match Halide's host
+           output
   gpu      (Halide 21, GPU schedules) tally-run on the conceptual statement of each GPU variant
            (cuda, opencl, vulkan: Tally offloads their GPU loops itself, retargeted to Vulkan),
            target host-vulkan, matches Halide's host output
+  gpu_opencl  the same on OpenCL: target host-opencl (CUDA's and Vulkan's retargeted)
   strict   (float pipelines) tally-run on the strict_float variant is bit-exact with Halide's
            strict_float output
   aot      tallyc compiles every variant to an object and a header; the host (and strict)
@@ -56,6 +61,8 @@ VARIANT_TARGETS = {
     "debug": "host-debug",
     "strict": "host-strict_float",
     "vulkan": "host-vulkan",
+    "opencl": "host-opencl",
+    "opencl-profile": "host-opencl-profile",
 }
 
 
@@ -396,13 +403,25 @@ def check(args, manifest, pdir):
             compare_printed(manifest, pdir, text)
         if c in ("host", "conceptual"):
             compare_files(manifest, pdir, os.path.join(args.work, c))
-    elif c == "gpu":
+    elif c == "opencl":
+        failures = []
+        for v in ("opencl", "opencl-profile"):
+            try:
+                _, outputs = run_variant(args, manifest, pdir, v, os.path.join(args.work, v))
+                compare(manifest, pdir, outputs, strict=False)
+            except CheckFailed as e:
+                failures.append("%s: %s" % (v, str(e).strip().splitlines()[-1]))
+        if failures:
+            raise CheckFailed("%d of 2 OpenCL variants fail:\n  %s" %
+                              (len(failures), "\n  ".join(failures)))
+    elif c in ("gpu", "gpu_opencl"):
+        target = "host-vulkan" if c == "gpu" else "host-opencl"
         failures = []
         apis = [v for v in manifest.get("gpu", []) if not v.endswith("-profile")]
         for v in apis:
             try:
                 _, outputs = run_variant(args, manifest, pdir, v + ".conceptual",
-                                         os.path.join(args.work, v), target="host-vulkan")
+                                         os.path.join(args.work, v), target=target)
                 compare(manifest, pdir, outputs, strict=False)
             except CheckFailed as e:
                 failures.append("%s: %s" % (v, str(e).strip().splitlines()[-1]))

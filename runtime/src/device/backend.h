@@ -10,7 +10,8 @@
 //   2.           the injected launch fault (TALLY_FAULT=launch)
 //   3.           the call's pointers; the kernel table's ABI version; the kernel, by name, of this
 //                back end's API (else a message naming the API it is for); the argument count
-//                and the number of buffers against the kernel's
+//                and the number of buffers against the kernel's (when the table gives them:
+//                else the back end checks the count against the compiled kernel at launch)
 //   4.           an empty grid (any block or thread extent < 1) launches nothing and returns 0
 //   5.           each argument: non-NULL; a buffer has device memory of this back end
 //   6. compile   unless kernel_ready says the kernel is ready, in the one-time compile slot
