@@ -9,6 +9,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tally/IR.h"
 #include "tally/Module.h"
@@ -33,6 +34,28 @@ UsedNames used_names(const Stmt &s);
  * statement, the most any part of it needs. The runtime gives a task that may block a thread
  * of its own. */
 int async_min_threads(const Stmt &body);
+
+/** An atomic update without a mutex, as Halide writes one (`atomic { b[i] = f(b[i], ...) }`):
+ * lets around one store, unpredicated, whose value reads the stored buffer only at the stored
+ * index. */
+struct AtomicUpdate {
+    enum class Rmw { None, Add, Sub, Min, Max, And, Or, Xor };
+    std::vector<const LetStmt *> lets;  // outermost first
+    const Store *store = nullptr;
+    /** The read-modify-write the value is, when it is one: b[i] + d, d + b[i] (Add), b[i] - d
+     * (Sub), min or max of integers, bitwise and, or, xor of integers, d not reading b; None
+     * for any other value, and for bool elements (bytes in memory: a compare-and-swap). */
+    Rmw rmw = Rmw::None;
+    Expr operand;  // d, with rmw
+    /** The value with each read of the element replaced by the variable atomic_old_name: what a
+     * compare-and-swap loop computes from the value it read. */
+    Expr new_value;
+};
+/** The variable AtomicUpdate::new_value reads the old value of the element from. */
+extern const char *const atomic_old_name;
+/** Reads `op` (which has no mutex) as an AtomicUpdate into *out; returns "", or why it cannot
+ * be one (several stores, a predicated store, a read of the buffer at another index). */
+std::string read_atomic_update(const Atomic *op, AtomicUpdate *out);
 
 /** A gpu_block or gpu_thread loop (what becomes a block or thread id on the device). */
 bool is_gpu_loop(const For *op);

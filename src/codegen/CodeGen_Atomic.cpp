@@ -7,7 +7,8 @@
 //
 // - with a mutex, the body is generated as it is (the calls around it make it atomic);
 // - without one, the body is lets around one store whose value reads the stored buffer only
-//   at the stored index. `b[i] + d`, `b[i] - d` become an atomicrmw add/sub (fadd/fsub for
+//   at the stored index (read_atomic_update in Analysis.h says which, and which
+//   read-modify-write it is). `b[i] + d`, `b[i] - d` become an atomicrmw add/sub (fadd/fsub for
 //   floats), min/max of integers an atomicrmw min/max (signed or unsigned), bitwise and/or/xor
 //   an atomicrmw and/or/xor. Any other function becomes a compare-and-swap loop that computes
 //   the new value from the value it read, until no other thread changed it in between. A
@@ -20,148 +21,60 @@
 #include "codegen/CodeGen_LLVM.h"
 
 #include "tally/Error.h"
-#include "tally/IREquality.h"
-#include "tally/IRMutator.h"
-#include "tally/IRPrinter.h"
 
 namespace tally {
-
-namespace {
-
-/** The name the value read by an atomic update is bound to while its new value is computed. */
-const char *const atomic_old_name = "atomic.old";
-
-/** Does `e` read buffer `name` anywhere, and is every such read at index `index`? */
-class LoadsOf : public IRVisitor {
-public:
-    using IRVisitor::visit;
-    LoadsOf(const std::string &name, const Expr &index) : name(name), index(index) {}
-    bool found = false, other_index = false;
-
-private:
-    const std::string &name;
-    const Expr &index;
-    void visit(const Load *op) override {
-        if (op->name == name) {
-            found = true;
-            if (!equal(op->index, index) || op->predicate.defined()) {
-                other_index = true;
-            }
-        }
-        IRVisitor::visit(op);
-    }
-};
-
-/** Replaces the reads of the updated element with the variable `atomic_old_name`. */
-class ReadOldValue : public IRMutator {
-public:
-    using IRMutator::visit;
-    explicit ReadOldValue(const std::string &name) : name(name) {}
-
-private:
-    const std::string &name;
-    Expr visit(const Load *op) override {
-        if (op->name == name) {
-            return Variable::make(op->type, atomic_old_name);
-        }
-        return IRMutator::visit(op);
-    }
-};
-
-bool reads(const Expr &e, const std::string &name) {
-    LoadsOf l(name, e);
-    e.accept(&l);
-    return l.found;
-}
-
-/** Is `e` the read `name[index]`? */
-bool is_the_load(const Expr &e, const std::string &name, const Expr &index) {
-    const Load *l = e.as<Load>();
-    return l && l->name == name && !l->predicate.defined() && equal(l->index, index);
-}
-
-}  // namespace
 
 void CodeGen_LLVM::visit(const Atomic *op) {
     if (!op->mutex_name.empty()) {
         codegen(op->body);
         return;
     }
-    // Lets around one store.
-    std::vector<const LetStmt *> lets;
-    Stmt s = op->body;
-    while (const LetStmt *l = s.as<LetStmt>()) {
-        lets.push_back(l);
-        s = l->body;
+    AtomicUpdate u;
+    std::string why_not = read_atomic_update(op, &u);
+    if (!why_not.empty()) {
+        unsupported(why_not);
     }
-    const Store *st = s.as<Store>();
-    if (!st) {
-        unsupported("the atomic block '" + to_string(Stmt(op)) +
-                    "' (without a mutex it must hold a single store)");
-    }
-    if (st->predicate.defined()) {
-        unsupported("a predicated store in an atomic block");
-    }
-    LoadsOf l(st->name, st->index);
-    st->value.accept(&l);
-    if (l.other_index) {
-        unsupported("the atomic update of " + st->name + " that reads " + st->name +
-                    " at another index than it stores");
-    }
-    for (const LetStmt *let : lets) {
+    for (const LetStmt *let : u.lets) {
         push_var(let->name, codegen(let->value));
     }
-    atomic_store(st);
-    for (auto it = lets.rbegin(); it != lets.rend(); ++it) {
+    atomic_store(u);
+    for (auto it = u.lets.rbegin(); it != u.lets.rend(); ++it) {
         pop_var((*it)->name);
     }
 }
 
-void CodeGen_LLVM::atomic_store(const Store *st) {
+void CodeGen_LLVM::atomic_store(const AtomicUpdate &u) {
+    const Store *st = u.store;
     const Type &t = st->value.type();
     const Type et = t.element_of();
     const std::string &b = st->name;
-    // The read-modify-write operation, if the value has the form of one.
     llvm::AtomicRMWInst::BinOp rmw = llvm::AtomicRMWInst::BAD_BINOP;
-    Expr operand;
-    auto other_side = [&](const Expr &x, const Expr &y, bool commutes) {
-        if (is_the_load(x, b, st->index) && !reads(y, b)) {
-            operand = y;
-        } else if (commutes && is_the_load(y, b, st->index) && !reads(x, b)) {
-            operand = x;
-        }
-        return operand.defined();
-    };
-    const Expr &v = st->value;
-    bool is_int = !et.is_float() && !et.is_handle();
-    if (const Add *a = v.as<Add>()) {
-        if (other_side(a->a, a->b, true)) {
-            rmw = et.is_float() ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
-        }
-    } else if (const Sub *a = v.as<Sub>()) {
-        if (other_side(a->a, a->b, false)) {
-            rmw = et.is_float() ? llvm::AtomicRMWInst::FSub : llvm::AtomicRMWInst::Sub;
-        }
-    } else if (const Min *a = v.as<Min>()) {
-        if (is_int && !et.is_bool() && other_side(a->a, a->b, true)) {
-            rmw = et.is_int() ? llvm::AtomicRMWInst::Min : llvm::AtomicRMWInst::UMin;
-        }
-    } else if (const Max *a = v.as<Max>()) {
-        if (is_int && !et.is_bool() && other_side(a->a, a->b, true)) {
-            rmw = et.is_int() ? llvm::AtomicRMWInst::Max : llvm::AtomicRMWInst::UMax;
-        }
-    } else if (const Call *c = v.as<Call>()) {
-        if (is_int && c->is_intrinsic() && c->args.size() == 2 &&
-            (c->is_intrinsic({Call::bitwise_and, Call::bitwise_or, Call::bitwise_xor})) &&
-            other_side(c->args[0], c->args[1], true)) {
-            rmw = c->is_intrinsic(Call::bitwise_and)  ? llvm::AtomicRMWInst::And
-                  : c->is_intrinsic(Call::bitwise_or) ? llvm::AtomicRMWInst::Or
-                                                      : llvm::AtomicRMWInst::Xor;
-        }
+    switch (u.rmw) {
+    case AtomicUpdate::Rmw::None:
+        break;
+    case AtomicUpdate::Rmw::Add:
+        rmw = et.is_float() ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add;
+        break;
+    case AtomicUpdate::Rmw::Sub:
+        rmw = et.is_float() ? llvm::AtomicRMWInst::FSub : llvm::AtomicRMWInst::Sub;
+        break;
+    case AtomicUpdate::Rmw::Min:
+        rmw = et.is_int() ? llvm::AtomicRMWInst::Min : llvm::AtomicRMWInst::UMin;
+        break;
+    case AtomicUpdate::Rmw::Max:
+        rmw = et.is_int() ? llvm::AtomicRMWInst::Max : llvm::AtomicRMWInst::UMax;
+        break;
+    case AtomicUpdate::Rmw::And:
+        rmw = llvm::AtomicRMWInst::And;
+        break;
+    case AtomicUpdate::Rmw::Or:
+        rmw = llvm::AtomicRMWInst::Or;
+        break;
+    case AtomicUpdate::Rmw::Xor:
+        rmw = llvm::AtomicRMWInst::Xor;
+        break;
     }
-    if (et.is_bool()) {
-        rmw = llvm::AtomicRMWInst::BAD_BINOP;  // bools are bytes in memory: use the loop
-    }
+    const Expr &operand = u.operand;
     if (et.is_handle()) {
         unsupported("an atomic update of the handle buffer " + b);
     }
@@ -181,7 +94,7 @@ void CodeGen_LLVM::atomic_store(const Store *st) {
     }
     // Compare-and-swap: compute the new value from the one read, store it only if the element
     // still holds that, else try again with what it holds now.
-    Expr new_value = ReadOldValue(b).mutate(v);
+    const Expr &new_value = u.new_value;
     llvm::Type *mt = memory_type(et);
     llvm::Type *bits = builder.getIntNTy(mt->getPrimitiveSizeInBits());
     for (int i = 0; i < t.lanes(); i++) {

@@ -22,6 +22,8 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include "codegen/Analysis.h"
+
 #include "tally/IR.h"
 #include "tally/IRVisitor.h"
 
@@ -255,7 +257,7 @@ protected:
     void visit(const Fork *op) override;
     void visit(const Acquire *op) override;
     /** The store of an atomic block without a mutex, as one atomic operation per lane. */
-    void atomic_store(const Store *st);
+    void atomic_store(const AtomicUpdate &u);
 
     // Every back end decides these for itself.
     void visit(const Call *op) override = 0;

@@ -132,6 +132,38 @@ protected:
                              int64_t size) const override {
         return "__local " + type + " " + name + "[" + std::to_string(size) + "];";
     }
+    std::string atomic_word_pointer(Space space, const Type &word) const override {
+        return std::string(space == Space::Shared ? "volatile __local " : "volatile __global ") +
+               type_name(word) + " *";
+    }
+    std::string atomic_function(AtomicUpdate::Rmw rmw, const Type &elem) const override {
+        if (elem.is_float()) {
+            return "";  // OpenCL 1.2 has no float atomics: compare and swap
+        }
+        // OpenCL C 1.2's, on int and uint (min and max compare as the pointer's type says).
+        switch (rmw) {
+        case AtomicUpdate::Rmw::Add:
+            return "atomic_add";
+        case AtomicUpdate::Rmw::Sub:
+            return "atomic_sub";
+        case AtomicUpdate::Rmw::Min:
+            return "atomic_min";
+        case AtomicUpdate::Rmw::Max:
+            return "atomic_max";
+        case AtomicUpdate::Rmw::And:
+            return "atomic_and";
+        case AtomicUpdate::Rmw::Or:
+            return "atomic_or";
+        case AtomicUpdate::Rmw::Xor:
+            return "atomic_xor";
+        default:
+            return "";
+        }
+    }
+    std::string atomic_compare_exchange(const std::string &pointer, const std::string &expected,
+                                        const std::string &desired) const override {
+        return "atomic_cmpxchg(" + pointer + ", " + expected + ", " + desired + ")";
+    }
 
 private:
     std::vector<std::string> params;

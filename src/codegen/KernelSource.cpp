@@ -146,7 +146,7 @@ void KernelSourceGen::bind_arguments() {
             check_type(t.element_of(), "element type of buffer '" + a.name + "'");
             std::string access =
                 buffer_argument(a.name, t.element_of(), use.stored.count(a.name) != 0, num_buffers);
-            push_buffer(a.name, {access, t.element_of()});
+            push_buffer(a.name, {access, t.element_of(), Space::Global});
             num_buffers++;
         } else {
             scalars_seen = true;
@@ -913,13 +913,92 @@ void KernelSourceGen::visit(const Allocate *op) {
     } else {
         line(type_name(elem) + " " + n + "[" + std::to_string(size) + "];  // " + op->name);
     }
-    push_buffer(op->name, {n, elem});
+    push_buffer(op->name, {n, elem, shared ? Space::Shared : Space::Private});
     op->body.accept(this);
     pop_buffer(op->name);
 }
 void KernelSourceGen::visit(const Free *) {}
-void KernelSourceGen::visit(const Atomic *) {
-    unsupported("an atomic update");
+// An atomic update: lets around one store (read_atomic_update). A work item's own array needs
+// nothing atomic; otherwise each lane's element is updated by the language's read-modify-write
+// function, or else by a compare-and-swap loop on its 32-bit word that computes the new value
+// from the value it read, until no other work item changed it in between.
+void KernelSourceGen::visit(const Atomic *op) {
+    if (!op->mutex_name.empty()) {
+        unsupported("an atomic update guarded by a mutex ('" + op->mutex_name + "')");
+    }
+    AtomicUpdate u;
+    std::string why_not = read_atomic_update(op, &u);
+    if (!why_not.empty()) {
+        unsupported(why_not);
+    }
+    const BufferRef &b = buffer(u.store->name);
+    if (b.space != Space::Private && atomic_word_pointer(b.space, UInt(32)).empty()) {
+        unsupported("an atomic update");
+    }
+    for (const LetStmt *let : u.lets) {
+        push_var(let->name, bind_value(let->name, let->value));
+    }
+    if (b.space == Space::Private) {
+        u.store->accept(this);
+    } else {
+        atomic_store(u);
+    }
+    for (auto it = u.lets.rbegin(); it != u.lets.rend(); ++it) {
+        pop_var((*it)->name);
+    }
+}
+
+void KernelSourceGen::atomic_store(const AtomicUpdate &u) {
+    const Store *st = u.store;
+    const Type t = st->value.type().element_of();
+    const BufferRef &b = buffer(st->name);
+    user_assert(b.elem == t && t.bits() == 32 && !t.is_bool())
+        << api_name() << " back end: kernel '" << kernel.name << "': an atomic update of '"
+        << st->name << "' (" << b.elem.to_string() << ", stored as " << t.to_string()
+        << "); atomic updates take 32-bit integers and floats";
+    std::vector<std::string> idx = emit(st->index);
+    for (std::string &i : idx) {
+        i = share(Int(32), i);
+    }
+    auto pointer = [&](const std::string &i, const Type &word) {
+        return "((" + atomic_word_pointer(b.space, word) + ")&" + b.access + "[" + i + "])";
+    };
+    std::string f = u.rmw == AtomicUpdate::Rmw::None ? "" : atomic_function(u.rmw, t);
+    if (!f.empty()) {
+        std::vector<std::string> d = emit(u.operand);
+        for (size_t i = 0; i < idx.size(); i++) {
+            line(f + "(" + pointer(idx[i], t) + ", " + d[i] + ");");
+        }
+        return;
+    }
+    const Type word = UInt(32);
+    const std::string ptr_type = atomic_word_pointer(b.space, word);
+    for (size_t i = 0; i < idx.size(); i++) {
+        line("{  // atomic update of " + st->name + ": compare and swap");
+        indent++;
+        std::string p = fresh("t_atomic_ptr"), seen = fresh("t_atomic_seen");
+        line(ptr_type + p + " = " + pointer(idx[i], word) + ";");
+        line(type_name(word) + " " + seen + " = *" + p + ";");
+        line("for (;;) {");
+        indent++;
+        std::string old = fresh("v_atomic_old");
+        line(type_name(t) + " " + old + " = " + reinterpret(seen, word, t) + ";");
+        push_var(atomic_old_name, {t.with_lanes(st->value.type().lanes()),
+                                   std::vector<std::string>(idx.size(), old)});
+        std::vector<std::string> nv = emit(u.new_value);
+        pop_var(atomic_old_name);
+        std::string was = fresh("t_atomic_was");
+        line(type_name(word) + " " + was + " = " +
+             atomic_compare_exchange(p, seen, reinterpret(nv[i], t, word)) + ";");
+        line("if (" + was + " == " + seen + ") {");
+        line("    break;");
+        line("}");
+        line(seen + " = " + was + ";");
+        indent--;
+        line("}");
+        indent--;
+        line("}");
+    }
 }
 void KernelSourceGen::visit(const Fork *) {
     unsupported("a fork (async tasks)");

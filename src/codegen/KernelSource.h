@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/Analysis.h"
 #include "tally/IRVisitor.h"
 #include "tally/Module.h"
 
@@ -37,6 +38,9 @@ public:
     int num_buffers = 0;
 
 protected:
+    /** Where a buffer lives: a kernel argument, a work-group shared array, a work item's own. */
+    enum class Space { Global, Shared, Private };
+
     // --- what each language says ----------------------------------------------------------
 
     /** "Vulkan", "OpenCL": messages begin "<language> back end: kernel '<name>': ...". */
@@ -63,6 +67,23 @@ protected:
     /** The language's name of Halide's float math function `name` (sqrt, round, fabs, atan2,
      * ...; the name without `_f32`), or "" when it has none. */
     virtual std::string math_function(const std::string &name) const;
+    /** Atomic updates (Halide's `atomic` without a mutex), where the language has them: the
+     * type of a pointer to a 32-bit `word` (int32 or uint32) in `space`, which the atomic
+     * functions take; and the function doing read-modify-write `rmw` on an element of `elem`
+     * through a pointer to it as that word ("" when there is none: a compare-and-swap loop on
+     * its uint32 word does it). A language whose word pointer type is "" (the default) has no
+     * atomics: the update is a CompileError. */
+    virtual std::string atomic_word_pointer(Space space, const Type &word) const { return ""; }
+    virtual std::string atomic_function(AtomicUpdate::Rmw rmw, const Type &elem) const {
+        return "";
+    }
+    /** The compare-and-swap of the word at `pointer`: its value if it was `expected` (then
+     * replaced by `desired`), else its value. */
+    virtual std::string atomic_compare_exchange(const std::string &pointer,
+                                                const std::string &expected,
+                                                const std::string &desired) const {
+        return "";
+    }
     /** The declaration of a work-group shared array. */
     virtual std::string shared_array(const std::string &type, const std::string &name,
                                      int64_t size) const = 0;
@@ -76,6 +97,7 @@ protected:
     struct BufferRef {
         std::string access;  // `b0.data`, `b0` or a local/shared array name
         Type elem;
+        Space space = Space::Global;
     };
 
     [[noreturn]] void unsupported(const std::string &what);
@@ -150,6 +172,7 @@ private:
     bool call_math(const Call *op);
     bool call_lowered_intrinsic(const Call *op);
     void if_then_else(const Call *op);
+    void atomic_store(const AtomicUpdate &u);
 
     void visit(const IntImm *op) override;
     void visit(const UIntImm *op) override;

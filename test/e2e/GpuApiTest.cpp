@@ -16,6 +16,10 @@
 // - GpuShared: work-group shared memory with a barrier.
 // - GpuProfile: blur_gpu and bounce report both copy directions with the expected counts; the
 //   header counts launches and injected syncs (one per launch, one per copy to the device).
+// - OpenCL only: Halide 14's own gpu_gpu_cpu for OpenCL (its kernels Halide's OpenCL C) runs
+//   unedited, plain, with Halide's profiler calls and profiled by Tally, equal to the same
+//   statement before Halide's offload compiled by Tally; contended atomic updates count every
+//   update.
 //
 // The Vulkan instances also run once more under the Khronos validation layer (CMake), which fails
 // on any validation message.
@@ -483,6 +487,123 @@ external func widths (a: buffer<uint8, 1>, s: buffer<int16, 1>, w: buffer<int64,
     a.set_host_dirty();
     ASSERT_EQ(gpu->call({a, s, w, d, out_gpu.o8, out_gpu.o16, out_gpu.o64, out_gpu.od, count}), 0);
     EXPECT_EQ(out_gpu.o8[0], 199);
+}
+
+// Halide 14's own gpu_gpu_cpu for OpenCL (test/corpus/halide14/), as Halide printed it after its
+// offload: its kernels are OpenCL C that Halide wrote, kept in the text, and its host code calls
+// halide_opencl_initialize_kernels and halide_opencl_run with the module's state. It runs here
+// unedited, plain, with Halide's own profiler calls (the -profile text), and profiled by Tally
+// (host-opencl-profile: a sync after each launch, copy slots). Its output must equal two
+// computations whose kernels Tally wrote from the statement before Halide's offload: on OpenCL,
+// and retargeted to Vulkan.
+TEST(OpenCLHalideText, Halide14GpuGpuCpuRunsUnedited) {
+    REQUIRE_DEVICE(opencl_api);
+    const std::string corpus = TALLY_CORPUS_DIR;
+    const int w = 48, h = 40;
+    Buffer<float> input({w + 2, h + 2}, {-1, -1});
+    Rng rng(3);
+    for (size_t i = 0; i < input.size(); i++) {
+        input.data()[i] = rng.uniform(-1, 1);
+    }
+    auto run = [&](const std::string &file, const std::string &target) {
+        SCOPED_TRACE(file + " for " + target);
+        tally_profiler_reset();
+        auto jit = tally::compile_jit(tally::lower(tally::parse_module_file(corpus + "/" + file),
+                                                   tally::Target::parse(target)));
+        Buffer<float> out({w, h});
+        std::vector<float> first;
+        for (int r = 0; r < 2; r++) {
+            fill_sentinel(out, 0xff);
+            input.set_host_dirty();
+            EXPECT_EQ(jit->call({input, out}), 0);
+            if (r == 0) {
+                first = out.to_vector();
+            } else {
+                EXPECT_EQ(std::memcmp(first.data(), out.data(), first.size() * sizeof(float)), 0);
+            }
+        }
+        return first;
+    };
+    const std::vector<float> halide = run("gpu_gpu_cpu.opencl.stmt", "host-opencl");
+    tally_pipeline_stats ps;
+    const std::vector<float> halide_profiled =
+        run("gpu_gpu_cpu.opencl-profile.stmt", "host-opencl");
+    std::map<std::string, tally_slot_stats> s = slots_of("C");
+    for (const char *f : {"A", "B", "C"}) {
+        EXPECT_TRUE(s.count(f)) << "Halide's profiler calls name " << f;
+    }
+    const std::vector<float> tally_profiled = run("gpu_gpu_cpu.opencl.stmt", "host-opencl-profile");
+    ASSERT_EQ(tally_profiler_get_pipeline_stats("C", &ps), 0);
+    EXPECT_EQ(ps.kernel_launches, 4u);      // A and B, two runs
+    EXPECT_EQ(ps.injected_syncs, 4u + 2u);  // one per launch, one per copy to the device
+    s = slots_of("C");
+    EXPECT_EQ(s["input (copy to device)"].copies, 2u);
+    EXPECT_EQ(s["B (copy to host)"].copies, 2u);
+    const std::vector<float> tally_opencl =
+        run("preoffload/gpu_gpu_cpu.opencl.stmt", "host-opencl");
+    const std::vector<float> tally_vulkan =
+        halide_vulkan_device_interface() ? run("preoffload/gpu_gpu_cpu.opencl.stmt", "host-vulkan")
+                                         : tally_opencl;
+    EXPECT_EQ(std::memcmp(halide.data(), halide_profiled.data(), halide.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(halide.data(), tally_profiled.data(), halide.size() * sizeof(float)), 0);
+    EXPECT_TRUE(close_floats(halide, tally_opencl));
+    EXPECT_TRUE(close_floats(halide, tally_vulkan));
+    // Not a constant image: the stages did compute something from the input.
+    EXPECT_NE(*std::min_element(halide.begin(), halide.end()),
+              *std::max_element(halide.begin(), halide.end()));
+}
+
+// Atomic updates on OpenCL with every work item contending for a few elements: integer
+// read-modify-writes (OpenCL's atomic functions) and a float sum (a compare-and-swap loop) count
+// every update. 8 work groups of 16 items: 32 increments per bin, 128 halves summed exactly.
+TEST(OpenCLAtomics, ContendedUpdatesAreAllCounted) {
+    REQUIRE_DEVICE(opencl_api);
+    tally::Module m = tally::parse_module(R"(
+module name=atomics, target=host
+external func atomics (hist: buffer<int32, 1>, fsum: buffer<float32, 1>, umax: buffer<uint32, 1>) {
+  produce hist {
+    gpu_block<Default_GPU> (blk, 0, 8) {
+      gpu_thread<Default_GPU> (thr, 0, 16) {
+        atomic (hist) {
+          hist[thr % 4] = hist[thr % 4] + 1
+        }
+        atomic (hist) {
+          hist[4] = min(hist[4], (blk * -3) - thr)
+        }
+        atomic (umax) {
+          umax[0] = max(umax[0], uint32(blk * 16 + thr))
+        }
+        atomic (fsum) {
+          fsum[0] = fsum[0] + 0.5f
+        }
+      }
+    }
+  }
+}
+)",
+                                          "atomics.stmt");
+    for (const char *variant : {"", "-profile"}) {
+        SCOPED_TRACE(variant);
+        auto jit = compile_with(m, opencl_api.target(variant));
+        for (int run = 0; run < 3; run++) {
+            Buffer<int32_t> hist({5});
+            Buffer<float> fsum({1});
+            Buffer<uint32_t> umax({1});
+            std::memset(hist.data(), 0, 5 * sizeof(int32_t));
+            fsum[0] = 1.0f;
+            umax[0] = 3;
+            hist.set_host_dirty();
+            fsum.set_host_dirty();
+            umax.set_host_dirty();
+            ASSERT_EQ(jit->call({hist, fsum, umax}), 0);
+            for (int b = 0; b < 4; b++) {
+                EXPECT_EQ(hist[size_t(b)], 32) << "bin " << b;
+            }
+            EXPECT_EQ(hist[4], 7 * -3 - 15);
+            EXPECT_EQ(umax[0], 127u);
+            EXPECT_EQ(fsum[0], 65.0f);
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Apis, GpuSemantics, ::testing::ValuesIn(all_apis()), api_name);
