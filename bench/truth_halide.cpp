@@ -83,17 +83,22 @@ private:
 };
 
 /** Which of a corpus pipeline's texts and objects a CorpusPipeline runs: the host schedule
- * (Tally: NAME.host.stmt on `host`; Halide: NAME, NAME_profile) or the GPU schedule on Vulkan
- * (Tally: NAME.vulkan.conceptual.stmt, offloaded by Tally, on `host-vulkan`; Halide:
- * NAME_vulkan, NAME_vulkan_profile). */
-enum class Form { Host, Vulkan };
+ * (Tally: NAME.host.stmt on `host`; Halide: NAME, NAME_profile) or the GPU schedule on Vulkan or
+ * OpenCL (Tally: NAME.<api>.conceptual.stmt, offloaded by Tally, on `host-<api>`; Halide:
+ * NAME_<api>, NAME_<api>_profile). */
+enum class Form { Host, Vulkan, OpenCL };
 
-/** One corpus pipeline, as Tally compiles the text Halide printed (unprofiled, -profile and, on
- * Vulkan, -profile_timestamps) and, where a library is given, as Halide compiled it, with one
- * set of buffers and scalars shared by all: its arguments are the corpus manifest's, the buffers'
+/** "vulkan", "opencl"; "" for the host. */
+const char *form_api(Form form) {
+    return form == Form::Vulkan ? "vulkan" : form == Form::OpenCL ? "opencl" : "";
+}
+
+/** One corpus pipeline, as Tally compiles the text Halide printed (unprofiled, -profile and, on a
+ * GPU, -profile_timestamps) and, where a library is given, as Halide compiled it, with one set of
+ * buffers and scalars shared by all: its arguments are the corpus manifest's, the buffers'
  * extents and the scalars' values the benchmark's (set_scalar changes one between runs). A
  * buffer a GPU pipeline copied to the device keeps that runtime's device copy: Tally and Halide
- * never share a CorpusPipeline's buffers on Vulkan. */
+ * never share a CorpusPipeline's buffers on a GPU. */
 class CorpusPipeline {
 public:
     CorpusPipeline(int version, const std::string &name,
@@ -107,16 +112,17 @@ public:
         for (const nlohmann::json &f : manifest["funcs"]) {
             stages_.push_back(f.get<std::string>());
         }
-        const bool vulkan = form == Form::Vulkan;
+        const std::string api = form_api(form);
+        const bool gpu = !api.empty();
         tally::Module m = tally::parse_module_file(
-            dir + "/" + name + (vulkan ? ".vulkan.conceptual.stmt" : ".host.stmt"));
-        const std::string target = vulkan ? "host-vulkan" : "host";
+            dir + "/" + name + (gpu ? "." + api + ".conceptual.stmt" : ".host.stmt"));
+        const std::string target = gpu ? "host-" + api : "host";
         auto compile = [&](const std::string &t) {
             return tally::compile_jit(tally::lower(m, tally::Target::parse(t)));
         };
         host_ = compile(target);
         profiled_ = compile(target + "-profile");
-        if (vulkan) {
+        if (gpu) {
             timestamps_ = compile(target + "-profile_timestamps");
         }
         // Tally's arguments in its function's order: a conceptual statement's function is named
@@ -166,7 +172,7 @@ public:
             tally_args_.push_back(it->second);
         }
         if (lib) {
-            const std::string fn = vulkan ? name + "_vulkan" : name;
+            const std::string fn = gpu ? name + "_" + api : name;
             halide_ = lib->argv(fn);
             halide_profiled_ = lib->argv(fn + "_profile");
             if (!halide_ || !halide_profiled_) {
@@ -194,7 +200,7 @@ public:
     void run_tally(bool profiled) const {
         check((profiled ? profiled_ : host_)->call(function_, tally_args_), "Tally");
     }
-    /** The Vulkan form's -profile_timestamps build. */
+    /** A GPU form's -profile_timestamps build. */
     void run_tally_timestamps() const { check(timestamps_->call(function_, tally_args_), "Tally"); }
     void run_halide(bool profiled) {
         check((profiled ? halide_profiled_ : halide_)(halide_args_.data()), "Halide");
@@ -470,7 +476,8 @@ void BM_Constructed(benchmark::State &state) {
     }
 }
 
-// ---- BM_ConstructedGpu: truth_gpu on Vulkan, Tally's three GPU modes beside Halide 21's ----
+// ---- BM_ConstructedGpu/<api>: truth_gpu on Vulkan or OpenCL, Tally's three GPU modes beside
+// Halide 21's ----
 
 constexpr int kGpuTruthSize = 128;   // truth_gpu's in and gc: 128 x 128
 constexpr int kGpuTruthRounds = 25;  // interleaved rounds of every variant
@@ -526,12 +533,18 @@ nlohmann::json tally_report() {
  * sides runs in each round, in an order that rotates: the plain pipeline, the three with one
  * stage emptied, and the profiled builds (Tally's -profile in exact and in sampling mode, its
  * -profile_timestamps, Halide 21's -profile). */
-void BM_ConstructedGpu(benchmark::State &state) {
-    // lavapipe's shaders on one thread, as apps_bench runs them: the device is one of the two
-    // cores, the host the other. Nothing in truth_bench opens the Vulkan device before this.
-    setenv("LP_NUM_THREADS", "1", /*overwrite=*/0);
-    if (!halide_vulkan_device_interface()) {
-        state.SkipWithError("no Vulkan device (halide_vulkan_device_interface() returned NULL)");
+void BM_ConstructedGpu(benchmark::State &state, Form form) {
+    // The device's kernels on one thread, as apps_bench runs them: the device is one of the two
+    // cores, the host the other (lavapipe's shaders: LP_NUM_THREADS; PoCL's work groups:
+    // POCL_MAX_PTHREAD_COUNT; Tally's runtime and Halide's load the same driver). Nothing in
+    // truth_bench opens a device before this.
+    const bool vulkan = form == Form::Vulkan;
+    setenv(vulkan ? "LP_NUM_THREADS" : "POCL_MAX_PTHREAD_COUNT", "1", /*overwrite=*/0);
+    if (!(vulkan ? halide_vulkan_device_interface() : halide_opencl_device_interface())) {
+        state.SkipWithError(vulkan ? "no Vulkan device (halide_vulkan_device_interface() "
+                                     "returned NULL)"
+                                   : "no OpenCL device (halide_opencl_device_interface() "
+                                     "returned NULL)");
         return;
     }
     std::string why;
@@ -545,11 +558,9 @@ void BM_ConstructedGpu(benchmark::State &state) {
     std::unique_ptr<CorpusPipeline> tally, halide;
     int32_t tally_steps[3] = {0, 0, 0}, halide_steps[3] = {0, 0, 0};
     try {
-        tally =
-            std::make_unique<CorpusPipeline>(21, "truth_gpu", extents, zero, nullptr, Form::Vulkan);
+        tally = std::make_unique<CorpusPipeline>(21, "truth_gpu", extents, zero, nullptr, form);
         if (lib) {
-            halide =
-                std::make_unique<CorpusPipeline>(21, "truth_gpu", extents, zero, lib, Form::Vulkan);
+            halide = std::make_unique<CorpusPipeline>(21, "truth_gpu", extents, zero, lib, form);
         }
         // Steps per stage for the times aimed at, from each side's own code.
         for (CorpusPipeline *p : {tally.get(), halide.get()}) {
@@ -705,7 +716,8 @@ void BM_ConstructedGpu(benchmark::State &state) {
         auto billed_by = [&](int side) {
             std::vector<double> ns;
             if (side == GpuHalide21) {
-                halide_bench::Profile prof = lib->profile("truth_gpu_vulkan_profile");
+                halide_bench::Profile prof =
+                    lib->profile(std::string("truth_gpu_") + form_api(form) + "_profile");
                 for (const std::string &st : stages) {
                     ns.push_back(prof.of(st));
                 }
@@ -905,7 +917,14 @@ BENCHMARK(BM_Constructed)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ConstructedGpu)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ConstructedGpu, vulkan, Form::Vulkan)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ConstructedGpu, opencl, Form::OpenCL)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_HalideCost)
     ->Arg(21)
     ->Arg(14)

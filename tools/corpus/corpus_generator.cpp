@@ -11,7 +11,7 @@
 //                                            DIR/NAME.spec
 //   corpus_generator --gpu NAME DIR          writes the GPU variants' DIR/NAME.<variant>.stmt
 //                                            (nothing for a pipeline without a GPU schedule)
-//                                            and, for truth_gpu, its Vulkan objects
+//                                            and, for truth_gpu, its Vulkan and OpenCL objects
 //
 // Each pipeline is compiled in its own process (the script runs this program once a pipeline,
 // and once more for its GPU schedule): Halide numbers its temporaries with process-wide counters,
@@ -28,8 +28,9 @@
 // so that one shared object can hold them all; the strict twin's function is NAME_strict. Some
 // pipelines (Def::profile_object: float_chain and the host truth pipelines) add a -profile twin,
 // NAME_profile, for the benchmarks that run Halide's profiler; a GPU schedule with
-// GpuSchedule::objects (truth_gpu) adds its Vulkan objects NAME_vulkan and NAME_vulkan_profile,
-// and Halide 21's runtime (--runtime) then carries Vulkan.
+// GpuSchedule::objects (truth_gpu) adds its Vulkan and OpenCL objects NAME_vulkan,
+// NAME_vulkan_profile, NAME_opencl and NAME_opencl_profile, and Halide 21's runtime (--runtime)
+// then carries Vulkan and OpenCL.
 //
 // NAME.spec tells the reference maker how to call the pipeline (one record a line):
 //   pipeline NAME
@@ -1577,8 +1578,8 @@ Def gpu_chain(bool gpu) {
  * element ka, kb or kc times (RDoms over those scalars, innermost), so a benchmark sets each
  * stage's work and measures its time as the difference between fenced runs with and without it
  * (bench/truth_halide.cpp, BM_ConstructedGpu): a truth read from no profiler's clock. The host
- * schedule (for the references) runs all three on the CPU. Its Vulkan objects, plain and
- * -profile, go into Halide's library (GpuSchedule::objects). */
+ * schedule (for the references) runs all three on the CPU. Its Vulkan and OpenCL objects, plain
+ * and -profile, go into Halide's library (GpuSchedule::objects). */
 Def truth_gpu(bool gpu) {
     Def d;
     ImageParam in(Float(32), 2, "in");
@@ -1712,8 +1713,9 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
 }
 
 /** A pipeline's GPU schedule, the GPU APIs (gpu_apis() names) Halide cannot compile it for, and
- * whether Halide's library also gets its Vulkan objects, NAME_vulkan and NAME_vulkan_profile
- * (for the benchmarks that run Halide's GPU profiler; the runtime then carries Vulkan). */
+ * whether Halide's library also gets its Vulkan and OpenCL objects, NAME_vulkan,
+ * NAME_vulkan_profile, NAME_opencl and NAME_opencl_profile (for the benchmarks that run Halide's
+ * GPU profiler; the runtime then carries Vulkan and OpenCL). */
 struct GpuSchedule {
     std::function<Def()> make;
     std::vector<std::string> unsupported;
@@ -1912,7 +1914,7 @@ int generate_gpu(const std::string &name, const std::string &dir) {
     if (gpu->second.objects) {
         // After the texts, so that they are numbered as without the objects.
         for (const auto &variant : gpu_variants(name, base_target(g))) {
-            if (variant.first.rfind("vulkan", 0) != 0) {
+            if (variant.first.rfind("vulkan", 0) != 0 && variant.first.rfind("opencl", 0) != 0) {
                 continue;
             }
             std::string fn = name + "_" + variant.first;
@@ -1925,12 +1927,12 @@ int generate_gpu(const std::string &name, const std::string &dir) {
 }
 
 /** The target of Halide's standalone runtime in the library: the base, and (Halide 21) Vulkan
- * for the GPU objects. */
+ * and OpenCL for the GPU objects. */
 Target runtime_target() {
     Target t(kBaseTarget);
 #if TALLY_HALIDE_VERSION >= 21
     for (const auto &api : gpu_apis()) {
-        if (api.first == "vulkan") {
+        if (api.first == "vulkan" || api.first == "opencl") {
             for (Target::Feature f : api.second) {
                 t = t.with_feature(f);
             }
