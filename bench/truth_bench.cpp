@@ -32,9 +32,10 @@
 //     is one reset long). A profiler whose library is not built has no column; the label says
 //     why.
 //   BM_ConstructedGpu/<api>: truth_gpu on Vulkan (lavapipe, one shader thread) and on OpenCL
-//     (PoCL, one work-group thread): ga and gb on the device, gc on the host, 128 x 128, each an update stepping every element ka, kb, kc times
-//     (about 20 / 40 / 60 ms, calibrated on each side's own code: Tally's LLVM folds 8 of the
-//     host stage's steps into one fused multiply-add, Halide's does not). Truth: the time a
+//     (PoCL, one work-group thread): ga and gb on the device, gc on the host, 128 x 128, each
+//     an update stepping every element ka, kb, kc times (about 20 / 40 / 60 ms, calibrated on
+//     each side's own code: Tally's LLVM folds 8 of the host stage's steps into one fused
+//     multiply-add, Halide's does not). Truth: the time a
 //     stage's steps add to a run (the median over rounds of the round's plain run less its run
 //     with that stage's steps at 0), each side for its own code: Tally's JIT of the API's
 //     conceptual statement (its own offload) and Halide 21's truth_gpu_<api> objects. 25
