@@ -22,11 +22,12 @@ would and fails on anything they would drop, misplace or reject:
     names the report's pipelines, and every Func the report gives time gets at least one slice.
 With --expect-device: the pipeline has a device track with slices, and exactly one flow from a
 Func slice per kernel launch the report counts (at most one from a copy slice per copy: a copy
-through mapped memory puts nothing on the queue); lavapipe runs them here.
+through mapped memory puts nothing on the queue); lavapipe and PoCL run them here. With
+--expect-device=TRACK, one of the device tracks is named TRACK ("Vulkan queue", "OpenCL queue").
 
 Exit status 0 on success, 1 on a mismatch (each printed).
 
-Usage: check_trace.py --tally-run BIN --work DIR [--expect-device] -- PIPELINE.stmt ARGS...
+Usage: check_trace.py --tally-run BIN --work DIR [--expect-device[=TRACK]] -- PIPELINE.stmt ARGS...
        check_trace.py --self-test   (each rule against a small trace broken in that one way)
 """
 
@@ -323,7 +324,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tally-run", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--expect-device", action="store_true")
+    ap.add_argument("--expect-device", nargs="?", const="", default=None, metavar="TRACK",
+                    help="a device track with slices (named TRACK, when given)")
     ap.add_argument("run_args", nargs="+")
     args = ap.parse_args()
 
@@ -339,7 +341,12 @@ def main():
     report = json.load(open(files["json"]))
     with open(files["trace"]) as f:
         trace = json.load(f, parse_constant=reject_constant)
-    num_flows = check_trace(trace, report, args.expect_device)
+    num_flows = check_trace(trace, report, args.expect_device is not None)
+    if args.expect_device:
+        names = {e["args"]["name"] for e in trace["traceEvents"]
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        check(args.expect_device in names, "no device track named %r (tracks: %s)"
+              % (args.expect_device, sorted(names)))
     check(report.get("trace", {}).get("dropped_events") == 0,
           "the report's trace.dropped_events is %r" % report.get("trace"))
     check("trace: 0 events dropped" in open(files["text"]).read(),
