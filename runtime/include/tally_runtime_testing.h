@@ -61,6 +61,11 @@ int32_t tally_testing_vulkan_hold(int32_t mode);
  * 0 without Vulkan. Tests check with it that error paths free what the run allocated. */
 int32_t tally_testing_vulkan_live_buffers(void);
 
+/** OpenCL back end: how many device allocations are live (made by halide_device_malloc and not
+ * yet freed; a free deferred behind queued work counts as freed), as for Vulkan above. 0 without
+ * OpenCL. */
+int32_t tally_testing_opencl_live_buffers(void);
+
 /** Called on the waiting thread each time a device back end is about to block the host on its
  * queue (the start of every wait the device-wait ledger counts), after the thread was marked
  * waiting for the profiler; it may move the testing clock and call tally_testing_sample_now, and

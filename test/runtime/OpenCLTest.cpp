@@ -2,7 +2,9 @@
 // alone, against a real OpenCL implementation (PoCL's CPU device here; no mocks): buffers and
 // copies, launches of hand-written OpenCL C kernels from a hand-built tally_kernel_table, the
 // launch checks and their messages, profile_timestamps and the clock pairing, the device-wait
-// ledger (syncs, frees), release and re-initialization, fault injection.
+// ledger (syncs, frees), release and re-initialization, fault injection; and Halide's module
+// state (halide_opencl_initialize_kernels: the kernel table made from a module's OpenCL C source,
+// checked without a device, then launched from).
 //
 // The implementation is loaded once per process and chosen by the environment at each
 // initialization, so the suites that need another environment from the start run in their own
@@ -951,6 +953,282 @@ TEST_F(OpenCLTest, DeviceSelectionFollowsTheEnvironment) {
         EXPECT_EQ(halide_opencl_device_interface(), iface);
     }
     reinitialize();
+}
+
+// ---- Halide's module state (halide_opencl_initialize_kernels) ---------------------------------
+
+// A module's OpenCL C as Halide's OpenCL back end writes it: helpers, the placeholder kernel
+// Halide always emits, a kernel with an attribute between `void` and its name, and one whose last
+// argument is the __local pointer for shared memory (declared int16, as Halide declares it). Some
+// spellings contain `__kernel void NAME(` without being kernels: `__kernel` inside an identifier
+// (my__kernel_offset) or at the start of one (__kernel_bias), a `__kernel` or a `void` that is
+// part of a longer word, and whole definitions in comments.
+const char kHalideModuleSource[] = R"CL(/*OpenCL C x86-64-linux-opencl*/
+#pragma OPENCL FP_CONTRACT ON
+#define halide_unused(x)
+#define __kernel_bias 3
+inline int my__kernel_offset(int v) { return v + __kernel_bias; }
+// my__kernel void not_a_kernel(int x) { }
+// Nor are these: __kernelvoid fused(int x) { } __kernel voidish(int x) { }
+// __kernel void line_commented(int x) { }
+/* __kernel void block_commented(int x) { }
+   __kernel void block_commented_too(int x) { } */
+__kernel void _at_least_one_kernel(int x) { }
+__kernel void __attribute__((reqd_work_group_size(8, 1, 1))) scale_add(
+ __global int *restrict _out,
+ __global const int *restrict _in,
+ const int _scale)
+{
+ int i = get_global_id(0);
+ _out[i] = my__kernel_offset(_in[i] * _scale);
+}
+__kernel void reverse_local(
+ __global int *restrict _out,
+ __global const int *restrict _in,
+ __local int16* __shared)
+{
+ __local int *s = (__local int *)__shared;
+ int l = get_local_id(0), n = get_local_size(0), g = get_global_id(0);
+ s[l] = _in[g];
+ barrier(CLK_LOCAL_MEM_FENCE);
+ _out[g] = s[n - 1 - l] + 1000 * (int)get_group_id(0);
+}
+)CL";
+
+const int32_t kHalideModuleSize = int32_t(sizeof kHalideModuleSource);  // its NUL included
+
+// The kernel names of a table, in its order.
+std::vector<std::string> kernel_names(const tally_kernel_table *t) {
+    std::vector<std::string> names;
+    for (int32_t i = 0; i < t->num_kernels; i++) {
+        names.push_back(t->kernels[i].name ? t->kernels[i].name : "(null)");
+    }
+    return names;
+}
+
+// One entry per `__kernel void NAME(` of the source, in order, each the whole source for OpenCL
+// with its argument counts left to the compiled kernel; the identifiers and comments that merely
+// contain `__kernel` are not kernels. Needs no device.
+TEST(OpenCLModuleState, TableListsExactlyTheSourcesKernels) {
+    tally_test::MessageCapture capture;
+    void *state = nullptr;
+    ASSERT_EQ(
+        halide_opencl_initialize_kernels(nullptr, &state, kHalideModuleSource, kHalideModuleSize),
+        0)
+        << joined(capture.errors());
+    ASSERT_NE(state, nullptr);
+    const tally_kernel_table *t = static_cast<const tally_kernel_table *>(state);
+    EXPECT_EQ(t->abi_version, TALLY_RUNTIME_ABI_VERSION);
+    EXPECT_EQ(kernel_names(t),
+              (std::vector<std::string>{"_at_least_one_kernel", "scale_add", "reverse_local"}));
+    for (int32_t i = 0; i < t->num_kernels; i++) {
+        const tally_kernel_source &k = t->kernels[i];
+        SCOPED_TRACE(k.name);
+        EXPECT_EQ(k.device_api, TALLY_DEVICE_API_OPENCL);
+        EXPECT_EQ(k.num_args, -1);
+        EXPECT_EQ(k.num_buffers, -1);
+        EXPECT_EQ(reinterpret_cast<const char *>(k.code), kHalideModuleSource);
+        EXPECT_EQ(k.code_size, uint64_t(kHalideModuleSize));
+    }
+    for (void *s : t->device_state) {
+        EXPECT_EQ(s, nullptr) << "nothing built before the first launch";
+    }
+    for (const char *not_kernel : {"not_a_kernel", "my__kernel_offset", "fused", "ish",
+                                   "line_commented", "block_commented", "block_commented_too"}) {
+        EXPECT_EQ(tally_find_kernel(t, not_kernel), nullptr) << not_kernel;
+    }
+    EXPECT_TRUE(capture.errors().empty()) << joined(capture.errors());
+    halide_opencl_finalize_kernels(nullptr, state);
+}
+
+// Later runs of a module find its state set: initialization then changes nothing and succeeds
+// without reading the source, even when handed another one (Halide passes the same one each run)
+// or one it would reject.
+TEST(OpenCLModuleState, SecondInitializationChangesNothing) {
+    tally_test::MessageCapture capture;
+    void *state = nullptr;
+    ASSERT_EQ(
+        halide_opencl_initialize_kernels(nullptr, &state, kHalideModuleSource, kHalideModuleSize),
+        0);
+    void *const first = state;
+    const std::vector<std::string> names = kernel_names(static_cast<tally_kernel_table *>(first));
+    EXPECT_EQ(
+        halide_opencl_initialize_kernels(nullptr, &state, kHalideModuleSource, kHalideModuleSize),
+        0);
+    EXPECT_EQ(halide_opencl_initialize_kernels(nullptr, &state, kTwoArgsSource,
+                                               int32_t(strlen(kTwoArgsSource) + 1)),
+              0);
+    const char no_kernels[] = "int x;";
+    EXPECT_EQ(halide_opencl_initialize_kernels(nullptr, &state, no_kernels, sizeof no_kernels), 0);
+    EXPECT_EQ(state, first);
+    EXPECT_EQ(kernel_names(static_cast<tally_kernel_table *>(state)), names);
+    EXPECT_TRUE(capture.errors().empty()) << joined(capture.errors());
+}
+
+// A NULL state pointer or source, a size below 1 and a source that defines no kernel fail with
+// TALLY_ERROR_BAD_ARGUMENT, each reported once under the routine's name; the state stays NULL.
+TEST(OpenCLModuleState, BadArgumentsAreRejectedNamingTheRoutine) {
+    const char *const no_kernels[] = {
+        "int x;",
+        "// my__kernel void not_a_kernel(int x) { }\n#define __kernel_bias 3\n",
+        "__kernel int not_void(int x) { return x; }",
+    };
+    struct Case {
+        bool null_state;
+        const char *src;
+        int32_t size;
+        const char *why;
+    };
+    std::vector<Case> cases = {
+        {true, kHalideModuleSource, kHalideModuleSize, "no state pointer"},
+        {false, nullptr, 10, "no source"},
+        {false, kHalideModuleSource, 0, "an empty source"},
+        {false, kHalideModuleSource, -1, "an empty source"},
+    };
+    for (const char *src : no_kernels) {
+        cases.push_back({false, src, int32_t(strlen(src) + 1), "defines no kernel"});
+    }
+    for (const Case &c : cases) {
+        SCOPED_TRACE(std::string(c.why) + ": " + (c.src ? c.src : "(null)"));
+        tally_test::MessageCapture capture;
+        void *state = nullptr;
+        EXPECT_EQ(halide_opencl_initialize_kernels(nullptr, c.null_state ? nullptr : &state, c.src,
+                                                   c.size),
+                  TALLY_ERROR_BAD_ARGUMENT);
+        EXPECT_EQ(state, nullptr);
+        ASSERT_EQ(capture.errors().size(), 1u) << joined(capture.errors());
+        const std::string m = capture.errors()[0];
+        EXPECT_NE(m.find("halide_opencl_initialize_kernels: "), std::string::npos) << m;
+        EXPECT_NE(m.find(c.why), std::string::npos) << m;
+    }
+}
+
+// Concurrent first runs of one module (several threads, one state pointer, all released at once)
+// agree on one table: each finds the state its own call left set to the same table. Repeated to
+// give the race many chances.
+TEST(OpenCLModuleState, ConcurrentFirstInitializationsAgreeOnOneTable) {
+    const int kThreads = 8, kRounds = 50;
+    for (int round = 0; round < kRounds; round++) {
+        void *state = nullptr;
+        std::atomic<int> ready{0};
+        std::atomic<bool> go{false};
+        std::vector<void *> seen(kThreads, nullptr);
+        std::vector<int32_t> results(kThreads, -1);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; t++) {
+            threads.emplace_back([&, t] {
+                ready++;
+                while (!go.load()) {
+                    std::this_thread::yield();
+                }
+                results[size_t(t)] = halide_opencl_initialize_kernels(
+                    nullptr, &state, kHalideModuleSource, kHalideModuleSize);
+                seen[size_t(t)] = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+            });
+        }
+        while (ready.load() < kThreads) {
+            std::this_thread::yield();
+        }
+        go = true;
+        for (std::thread &th : threads) {
+            th.join();
+        }
+        ASSERT_NE(state, nullptr) << "round " << round;
+        for (int t = 0; t < kThreads; t++) {
+            ASSERT_EQ(results[size_t(t)], 0) << "round " << round << " thread " << t;
+            ASSERT_EQ(seen[size_t(t)], state) << "round " << round << " thread " << t;
+        }
+        EXPECT_EQ(kernel_names(static_cast<tally_kernel_table *>(state)).size(), 3u);
+    }
+}
+
+// The state is what halide_opencl_run takes: a table made by concurrent first runs launches the
+// source's kernels (the one with reqd_work_group_size on work groups of that size, the one with
+// Halide's trailing __local argument given the launch's shared memory) with the right output,
+// before and after finalize (which gives nothing back). The argument counts come from the
+// compiled kernel: a launch passing neither its count nor one fewer fails naming both, and runs
+// nothing; a name the table lacks (the comment's) is not found.
+TEST_F(OpenCLTest, HalideModuleStateLaunchesTheSourcesKernels) {
+    void *state = nullptr;
+    {
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; t++) {
+            threads.emplace_back([&] {
+                EXPECT_EQ(halide_opencl_initialize_kernels(nullptr, &state, kHalideModuleSource,
+                                                           kHalideModuleSize),
+                          0);
+            });
+        }
+        for (std::thread &th : threads) {
+            th.join();
+        }
+    }
+    ASSERT_NE(state, nullptr);
+    tally_kernel_table *t = static_cast<tally_kernel_table *>(state);
+
+    const int32_t groups = 4, size = 8, n = groups * size;
+    Buffer<int32_t> in(n), out(n, -1);
+    for (int32_t i = 0; i < n; i++) {
+        in.data[size_t(i)] = i - 5;
+    }
+    upload(in);
+    upload(out);
+    const int32_t blocks[3] = {groups, 1, 1}, threads[3] = {size, 1, 1};
+    auto scale_add = [&](int32_t scale) {
+        return run(t, "scale_add", blocks, threads,
+                   {buffer_arg(out), buffer_arg(in), scalar_arg(scale)});
+    };
+    auto expect_scaled = [&](int32_t scale) {
+        download(out);
+        for (int32_t i = 0; i < n; i++) {
+            ASSERT_EQ(out.data[size_t(i)], (i - 5) * scale + 3) << "scale " << scale << ", " << i;
+        }
+    };
+    ASSERT_EQ(scale_add(7), 0);
+    expect_scaled(7);
+
+    ASSERT_EQ(run(t, "reverse_local", blocks, threads, {buffer_arg(out), buffer_arg(in)},
+                  size * int32_t(sizeof(int32_t))),
+              0);
+    download(out);
+    for (int32_t g = 0; g < groups; g++) {
+        for (int32_t l = 0; l < size; l++) {
+            ASSERT_EQ(out.data[size_t(g * size + l)], g * size + (size - 1 - l) - 5 + 1000 * g)
+                << "group " << g << " item " << l;
+        }
+    }
+
+    {
+        tally_test::MessageCapture capture;
+        int32_t scale = 2, extra = 9;
+        EXPECT_EQ(run(t, "scale_add", blocks, threads,
+                      {buffer_arg(out), buffer_arg(in), scalar_arg(scale), scalar_arg(extra)}),
+                  TALLY_ERROR_DEVICE_RUN_FAILED);
+        EXPECT_EQ(run(t, "scale_add", blocks, threads, {buffer_arg(out)}),
+                  TALLY_ERROR_DEVICE_RUN_FAILED);
+        ASSERT_EQ(capture.errors().size(), 2u) << joined(capture.errors());
+        EXPECT_NE(capture.errors()[0].find("halide_opencl_run: kernel 'scale_add': its OpenCL C "
+                                           "source takes 3 arguments, the launch passes 4"),
+                  std::string::npos)
+            << capture.errors()[0];
+        EXPECT_NE(capture.errors()[1].find("takes 3 arguments, the launch passes 1"),
+                  std::string::npos)
+            << capture.errors()[1];
+        EXPECT_EQ(run(t, "not_a_kernel", blocks, threads, {buffer_arg(out)}),
+                  TALLY_ERROR_DEVICE_RUN_FAILED);
+        EXPECT_TRUE(contains(capture.errors(), "no OpenCL kernel 'not_a_kernel' in the module's "
+                                               "kernel table (3 kernels)"))
+            << joined(capture.errors());
+        download(out);
+        for (int32_t g = 0; g < groups; g++) {
+            ASSERT_EQ(out.data[size_t(g * size)], g * size + (size - 1) - 5 + 1000 * g)
+                << "a rejected launch ran";
+        }
+    }
+
+    halide_opencl_finalize_kernels(nullptr, state);
+    ASSERT_EQ(scale_add(-3), 0);
+    expect_scaled(-3);
 }
 
 // ---- OpenCL unusable -------------------------------------------------------------------------

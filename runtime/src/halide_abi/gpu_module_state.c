@@ -15,7 +15,7 @@
 // nothing to give back.
 //
 // OpenCL: the kernels are the source's `__kernel void <name>(` definitions (attributes between
-// `void` and the name are skipped), as Halide's OpenCL back end writes them.
+// `void` and the name are skipped; comments hold none), as Halide's OpenCL back end writes them.
 
 #include "core/error.h"
 #include "tally_runtime.h"
@@ -73,6 +73,21 @@ static int32_t for_each_opencl_kernel(const char *src, size_t size,
     static const char kw[] = "__kernel";
     const char *end = src + size;
     for (const char *p = src; p + sizeof kw - 1 <= end; p++) {
+        // Comments hold no definitions.
+        if (p + 1 < end && p[0] == '/' && p[1] == '/') {
+            while (p + 1 < end && p[1] != '\n') {
+                p++;
+            }
+            continue;
+        }
+        if (p + 1 < end && p[0] == '/' && p[1] == '*') {
+            p += 2;
+            while (p + 1 < end && !(p[0] == '*' && p[1] == '/')) {
+                p++;
+            }
+            p++;
+            continue;
+        }
         if (memcmp(p, kw, sizeof kw - 1) != 0 || (p > src && is_ident(p[-1])) ||
             (p + sizeof kw - 1 < end && is_ident(p[sizeof kw - 1]))) {
             continue;
@@ -143,10 +158,11 @@ static void free_record(state_record *r, int32_t names) {
 }
 
 // The table of the kernels `src` defines for `api` (its entries found by `find`), or NULL after
-// reporting why (`routine` names the caller).
-static state_record *make_table(
-    void *user_context, const char *routine, int32_t api, const char *src, int32_t size,
-    int32_t (*find)(const char *, size_t, int32_t (*)(void *, const char *, size_t), void *)) {
+// reporting why (`routine` names the caller) with the code in *error.
+static state_record *
+make_table(void *user_context, const char *routine, int32_t api, const char *src, int32_t size,
+           int32_t (*find)(const char *, size_t, int32_t (*)(void *, const char *, size_t), void *),
+           int32_t *error) {
     // The source's own length, at most `size` (Halide counts the terminating NUL).
     size_t n = 0;
     while (n < (size_t)size && src[n] != '\0') {
@@ -155,8 +171,9 @@ static state_record *make_table(
     table_builder b = {NULL, 0, src, (uint64_t)size, api};
     find(src, n, count_kernel, &b);
     if (b.count == 0) {
-        tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
-                           "%s: the source (%d bytes) defines no kernel", routine, (int)size);
+        *error =
+            tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                               "%s: the source (%d bytes) defines no kernel", routine, (int)size);
         return NULL;
     }
     state_record *r = (state_record *)calloc(1, sizeof *r);
@@ -164,8 +181,8 @@ static state_record *make_table(
     if (!r || !b.kernels) {
         free(r);
         free(b.kernels);
-        tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
-                           "%s: out of host memory for the kernel table", routine);
+        *error = tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                                    "%s: out of host memory for the kernel table", routine);
         return NULL;
     }
     r->table.abi_version = TALLY_RUNTIME_ABI_VERSION;
@@ -174,8 +191,8 @@ static state_record *make_table(
     if (find(src, n, add_kernel, &b) != 0) {
         r->table.num_kernels = b.count;
         free_record(r, b.count);
-        tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
-                           "%s: out of host memory for the kernel names", routine);
+        *error = tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                                    "%s: out of host memory for the kernel names", routine);
         return NULL;
     }
     r->table.num_kernels = b.count;
@@ -194,10 +211,11 @@ int32_t halide_opencl_initialize_kernels(void *user_context, void **state_ptr, c
     if (__atomic_load_n(state_ptr, __ATOMIC_ACQUIRE)) {
         return 0;
     }
+    int32_t error = 0;
     state_record *r = make_table(user_context, routine, TALLY_DEVICE_API_OPENCL, src, size,
-                                 for_each_opencl_kernel);
+                                 for_each_opencl_kernel, &error);
     if (!r) {
-        return TALLY_ERROR_BAD_ARGUMENT;
+        return error;
     }
     void *expected = NULL;
     if (!__atomic_compare_exchange_n(state_ptr, &expected, &r->table, 0, __ATOMIC_ACQ_REL,

@@ -181,13 +181,7 @@ static int32_t ocl_device_free(void *user_context, halide_buffer_t *buf) {
     }
     if (!atomic_load_explicit(&tally_ocl_ready, memory_order_acquire)) {
         // Allocated before a release, which finished the queue: nothing can use it.
-        cl_int err = tally_cl.clReleaseMemObject((cl_mem)(uintptr_t)buf->device);
-        if (err != CL_SUCCESS) {
-            return tally_ocl_fail(user_context, TALLY_ERROR_DEVICE_FREE_FAILED,
-                                  "halide_device_free (opencl)", "clReleaseMemObject", err);
-        }
-        buf->device = 0;
-        return 0;
+        return tally_ocl_free_now(user_context, buf);
     }
     return tally_device_free(&opencl_backend, user_context, buf, "halide_device_free (opencl)");
 }

@@ -18,8 +18,21 @@
 // is enqueued behind the buffer's last use and kept like a staging copy: deferred, and counted as
 // released (tally_device_count_deferred_release) once the marker is seen complete. retire_lock
 // guards the list of kept events; it is a leaf.
+//
+// For tests, live_buffers counts the allocations made here and not yet freed here (a deferred
+// free counts as freed, as on Vulkan): tally_testing_opencl_live_buffers.
 
 #include "device/opencl/opencl_internal.h"
+
+#include "tally_runtime_testing.h"
+
+#include <stdatomic.h>
+
+static _Atomic int32_t live_buffers;
+
+int32_t tally_testing_opencl_live_buffers(void) {
+    return atomic_load(&live_buffers);
+}
 
 #if TALLY_HAVE_OPENCL_HEADERS
 
@@ -133,6 +146,7 @@ int32_t tally_ocl_device_malloc(void *user_context, halide_buffer_t *buf, const 
                               err != CL_SUCCESS ? err : CL_OUT_OF_RESOURCES);
     }
     buf->device = (uint64_t)(uintptr_t)mem;
+    atomic_fetch_add(&live_buffers, 1);
     return 0;
 }
 
@@ -285,6 +299,7 @@ int32_t tally_ocl_defer_free(void *user_context, halide_buffer_t *buf) {
                                   "clReleaseMemObject", err);
         }
         buf->device = 0;
+        atomic_fetch_sub(&live_buffers, 1);
         return TALLY_DEVICE_FREED;
     }
     // Work may still use it: released by OpenCL behind that work, which the marker follows.
@@ -314,6 +329,7 @@ int32_t tally_ocl_defer_free(void *user_context, halide_buffer_t *buf) {
                                       "clReleaseMemObject", err);
     }
     buf->device = 0;
+    atomic_fetch_sub(&live_buffers, 1);
     return TALLY_DEVICE_FREE_DEFERRED;
 }
 
@@ -324,6 +340,7 @@ int32_t tally_ocl_free_now(void *user_context, halide_buffer_t *buf) {
                               "halide_device_free (opencl)", "clReleaseMemObject", err);
     }
     buf->device = 0;
+    atomic_fetch_sub(&live_buffers, 1);
     return 0;
 }
 
