@@ -6,9 +6,10 @@
 // counters are median runs, the ratios are of those medians. bench/run_benchmarks.py adds 5
 // repetitions and reports the median of each figure over them (each column on its own, so a
 // ratio need not equal the quotient of the two medians shown next to it). Pipelines are compiled
-// once per process and kept for the repetitions. The whole program takes about a minute on a
-// loaded 2-core machine with 5 repetitions. The CPU time column is the benchmark thread's only
-// (pipelines run on a thread pool, compile_jit on a helper thread): ignore it.
+// once per process and kept for the repetitions. On a loaded 2-core machine the GPU benchmarks
+// take most of the program's time: about 40 s a repetition on Vulkan and 30 s on OpenCL. The CPU
+// time column is the benchmark thread's only (pipelines run on a thread pool, compile_jit on a
+// helper thread): ignore it.
 //
 //   BM_ProfilingOverhead     blur 4096x4096: `host` vs `host-profile`, both compiled in this
 //                            process, 31 runs each. host_ms, profile_ms: median runs;
@@ -33,21 +34,29 @@
 //                            parse_ms, lower_ms, jit_ms; the time is their sum. CPU apps for
 //                            `host`, the Vulkan apps for `host-vulkan` (compiling needs no
 //                            device: kernels go from GLSL to SPIR-V through shaderc).
-//   BM_VulkanSync/<app>      the Vulkan apps on the Vulkan device (lavapipe on machines without a
-//                            GPU): `host-vulkan` (plain) vs `host-vulkan-profile` (profile: one
-//                            injected halide_device_sync_global per launch and per copy to the
-//                            device) vs `host-vulkan-profile` lowered with inject_device_sync =
-//                            false (nosync); 15 runs each. ratio = profile_ms / plain_ms
-//                            (profiling with its syncs), sync_ratio = profile_ms / nosync_ms (the
-//                            syncs alone). blur_gpu 1024x768, gpu_gpu_cpu 128x128 with reps =
-//                            1000. Skipped, with the reason as the error message, when there is
-//                            no Vulkan device; outputs are checked against the references.
-//   BM_VulkanTimestamps/<pipeline>
-//                            profile_timestamps and sync mode against fenced truth, on the
-//                            Vulkan device. gpu_gpu_cpu (A -> B on the device, C on the host)
-//                            and overlap (the same with a host stage P between B's launch and C,
-//                            which can overlap A and B), 128x128, reps = 8000; 15 interleaved
-//                            fenced runs each of the plain pipeline, -profile,
+//   BM_VulkanSync/<app>, BM_OpenCLSync/<app>
+//                            the GPU apps on one API's device, Vulkan's (lavapipe on machines
+//                            without a GPU) or OpenCL's (PoCL, a CPU device, here), the same code
+//                            for both: `host-<api>` (plain; <api> is vulkan or opencl) vs
+//                            `host-<api>-profile` (profile: one injected halide_device_sync_global
+//                            per launch and per copy to the device) vs `host-<api>-profile`
+//                            lowered with inject_device_sync = false (nosync); 15 runs each.
+//                            ratio = profile_ms / plain_ms (profiling with its syncs), sync_ratio
+//                            = profile_ms / nosync_ms (the syncs alone). blur_gpu 1024x768,
+//                            gpu_gpu_cpu 128x128 with reps = 1000. Skipped, with the reason as the
+//                            error message, when the API has no device
+//                            (halide_<api>_device_interface() returns NULL); outputs are checked
+//                            against the references.
+//   BM_VulkanTimestamps/<pipeline>, BM_OpenCLTimestamps/<pipeline>
+//                            profile_timestamps and sync mode against fenced truth, on one API's
+//                            device (the same code for both; skipped as above without it; on
+//                            OpenCL the device timestamps are its event profiling times).
+//                            gpu_gpu_cpu (A -> B on the device, C on the host) and overlap (the
+//                            same with a host stage P between B's launch and C, which can overlap
+//                            A and B: ~6 % of a run on lavapipe, ~1 % on PoCL, whose kernels
+//                            take longer), 128x128, reps = 8000 on Vulkan, 2000 on OpenCL (runs of
+//                            ~100 ms on each: PoCL runs these kernels ~5x slower than lavapipe);
+//                            15 interleaved fenced runs each of the plain pipeline, -profile,
 //                            -profile_timestamps and the variants keeping only A, only B, or no
 //                            stage (an emptied device stage keeps its launch and its buffers'
 //                            copies, its kernel shrunk to one work group; an emptied host stage
@@ -68,8 +77,8 @@
 //                            timestamps_pair_ratio, timestamps_pair_iqr_pct = the median and IQR
 //                            of the per-round ratio profile_timestamps / plain. blur_gpu
 //                            (1024x768; A = blur_x, B = output, both on the device, copies both
-//                            ways; runs of ~22 ms that spread more, so 90 of each) is measured
-//                            the same way.
+//                            ways; runs of ~22 ms on lavapipe, ~1 ms on PoCL, that spread more, so
+//                            90 of each) is measured the same way.
 //
 // The profiler's report goes to /dev/null at exit unless TALLY_PROFILE_OUTPUT is set.
 //
@@ -79,7 +88,16 @@
 // overlap share both cores instead, each kernel's device interval stretches by whatever host
 // work runs beside it, and no overlap shows in the wall time (overlap: plain 96 ms = sync 96 ms,
 // A's timestamps 51.6 % against 45.1 % alone; with one thread plain 89 ms against 97 ms for
-// sync, A within 1 pp).
+// sync, A within 1 pp). PoCL runs its kernels on POCL_MAX_PTHREAD_COUNT worker threads (default:
+// one per CPU): set to 1 here the same way (unless the environment says otherwise), so that on
+// both APIs the device is one core.
+//
+// PoCL builds an OpenCL program on its first launch (~0.6 s; kept in ~/.cache/pocl for the next
+// process) and compiles a kernel again for each new work-group size on its first use (50-70 ms):
+// each variant's warm-up run absorbs both, and the profiled runs read for shares come after the
+// interleaved ones. Halide 14's blur is a module loaded with dlopen(RTLD_LOCAL)
+// (apps_bench_halide.h): linked into the program, its libLLVM-14 sat in the global symbol scope,
+// and PoCL's own LLVM crashed there building a program it had not cached.
 
 #include <benchmark/benchmark.h>
 
@@ -120,12 +138,13 @@
 
 namespace {
 
-// Sizes. blur at 4096x4096 takes tens of ms per run on two cores; the Vulkan apps run on
-// lavapipe (the CPU), so they stay small: a few to a few tens of ms per run.
+// Sizes. blur at 4096x4096 takes tens of ms per run on two cores; the GPU apps run on CPU
+// devices here (lavapipe for Vulkan, PoCL for OpenCL), so they stay small: a few to a few tens of
+// ms per run.
 constexpr int kBlurSize = 4096;
 constexpr int kOverheadRuns = 31;
 constexpr int kCompareRuns = 7;
-constexpr int kVulkanRuns = 15;
+constexpr int kGpuRuns = 15;
 constexpr int kBlurGpuWidth = 1024, kBlurGpuHeight = 768;
 constexpr int kGgcSize = 128, kGgcReps = 1000;
 
@@ -188,7 +207,7 @@ double process_cpu_ms() {
 }
 
 /** Per-variant run times: wall and process CPU (all threads: the pipeline's thread pool, the
- * sampler, lavapipe's threads), in ms. */
+ * sampler, the GPU device's threads: lavapipe's, PoCL's), in ms. */
 struct Times {
     std::vector<double> wall, cpu;
 };
@@ -329,8 +348,8 @@ apps_bench_halide::Blur &halide_blur() {
         BlurState &b = blur_state();
         g_out_halide =
             std::make_unique<Buffer<uint16_t>>(std::vector<int32_t>{kBlurSize, kBlurSize});
-        g_halide = std::make_unique<apps_bench_halide::Blur>(b.input.data(), g_out_halide->data(),
-                                                             b.width, b.height);
+        g_halide = std::make_unique<apps_bench_halide::Blur>(
+            TALLY_BENCH_HALIDE_MODULE, b.input.data(), g_out_halide->data(), b.width, b.height);
     }
     return *g_halide;
 }
@@ -419,10 +438,41 @@ void BM_JitCompile(benchmark::State &state, const std::string &app, const std::s
     }
 }
 
-// --- Vulkan: the cost of the injected syncs ------------------------------------------------------
+// --- GPU: the cost of the injected syncs -------------------------------------------------------
 
-/** One Vulkan app compiled three ways, with its buffers. */
-struct VulkanApp {
+/** A GPU API the device benchmarks run on. Each benchmark is one function run once per API:
+ * only the targets and the device differ. */
+struct GpuApi {
+    const char *name;    // "Vulkan", "OpenCL": in the benchmarks' names and messages
+    const char *target;  // the plain target; "-profile" and "-profile_timestamps" are appended
+    const halide_device_interface_t *(*device_interface)();
+    const char *interface_name;  // device_interface's name, for the message when it has no device
+    // gpu_gpu_cpu's reps in BM_<name>Timestamps: runs of about 100 ms on this API's device here
+    // (lavapipe or PoCL on one thread), long against the machine's noise. PoCL runs these
+    // kernels about 5x slower than lavapipe (8000 reps: ~480 ms a run against ~90 ms).
+    int timestamps_reps;
+};
+
+const GpuApi kVulkan{"Vulkan", "host-vulkan", halide_vulkan_device_interface,
+                     "halide_vulkan_device_interface", 8 * kGgcReps};
+const GpuApi kOpenCL{"OpenCL", "host-opencl", halide_opencl_device_interface,
+                     "halide_opencl_device_interface", 2 * kGgcReps};
+
+/** The API's device interface, or nullptr after skipping the benchmark, saying that the API has
+ * no device. */
+const halide_device_interface_t *gpu_device(benchmark::State &state, const GpuApi &api) {
+    const halide_device_interface_t *device = api.device_interface();
+    if (!device) {
+        state.SkipWithError((std::string("no ") + api.name + " device (" + api.interface_name +
+                             "() returned NULL); skipped")
+                                .c_str());
+    }
+    return device;
+}
+
+/** One GPU app compiled three ways for one API, with its buffers (its own: a buffer's device
+ * copy belongs to one API). */
+struct GpuApp {
     std::unique_ptr<tally::JITModule> plain, profile, nosync;
     std::function<int(const tally::JITModule &)> run;
     std::function<bool()> check;  // the last output against the reference
@@ -461,34 +511,29 @@ struct GgcData {
     }
 };
 
-std::unique_ptr<BlurGpuData> g_blur_gpu;
-std::unique_ptr<GgcData> g_ggc;
-std::unique_ptr<VulkanApp> g_vk_blur_gpu, g_vk_ggc;
+std::map<std::string, std::unique_ptr<GpuApp>> g_gpu_apps;  // by "<API name>/<app>"
 
-VulkanApp &vulkan_app(const std::string &app) {
-    std::unique_ptr<VulkanApp> &slot = app == "blur_gpu" ? g_vk_blur_gpu : g_vk_ggc;
+GpuApp &gpu_app(const GpuApi &api, const std::string &app) {
+    std::unique_ptr<GpuApp> &slot = g_gpu_apps[std::string(api.name) + "/" + app];
     if (slot) {
         return *slot;
     }
-    slot = std::make_unique<VulkanApp>();
-    VulkanApp &v = *slot;
-    v.plain = compile_app(app, "host-vulkan");
-    v.profile = compile_app(app, "host-vulkan-profile");
-    v.nosync = compile_app(app, "host-vulkan-profile", /*inject_sync=*/false);
+    auto v = std::make_unique<GpuApp>();
+    v->plain = compile_app(app, api.target);
+    v->profile = compile_app(app, std::string(api.target) + "-profile");
+    v->nosync = compile_app(app, std::string(api.target) + "-profile", /*inject_sync=*/false);
     if (app == "blur_gpu") {
-        g_blur_gpu = std::make_unique<BlurGpuData>();
-        BlurGpuData *d = g_blur_gpu.get();
-        v.run = [d](const tally::JITModule &jit) { return d->run(jit); };
-        v.check = [d] {
+        auto d = std::make_shared<BlurGpuData>();
+        v->run = [d](const tally::JITModule &jit) { return d->run(jit); };
+        v->check = [d] {
             std::vector<uint32_t> want(d->output.size());
             tally_apps::blur_gpu_reference(d->input.data(), want.data(), d->width, d->height);
             return want == d->output.to_vector();
         };
     } else {
-        g_ggc = std::make_unique<GgcData>();
-        GgcData *d = g_ggc.get();
-        v.run = [d](const tally::JITModule &jit) { return d->run(jit); };
-        v.check = [d] {
+        auto d = std::make_shared<GgcData>();
+        v->run = [d](const tally::JITModule &jit) { return d->run(jit); };
+        v->check = [d] {
             std::vector<float> want(d->C.size());
             tally_apps::gpu_gpu_cpu_reference(d->input.data(), want.data(), d->width, d->height,
                                               d->reps);
@@ -501,25 +546,24 @@ VulkanApp &vulkan_app(const std::string &app) {
             return true;
         };
     }
-    return v;
+    slot = std::move(v);  // only once complete: a compile that throws leaves no half-made app
+    return *slot;
 }
 
-void BM_VulkanSync(benchmark::State &state, const std::string &app) {
-    if (!halide_vulkan_device_interface()) {
-        state.SkipWithError(
-            "no Vulkan device (halide_vulkan_device_interface() returned NULL); skipped");
+void BM_GpuSync(benchmark::State &state, const GpuApi &api, const std::string &app) {
+    if (!gpu_device(state, api)) {
         return;
     }
-    VulkanApp *vp = setup(state, [&]() -> VulkanApp & { return vulkan_app(app); });
+    GpuApp *vp = setup(state, [&]() -> GpuApp & { return gpu_app(api, app); });
     if (!vp) {
         return;
     }
-    VulkanApp &v = *vp;
+    GpuApp &v = *vp;
     for (auto _ : state) {
         int rc;
         auto t = interleave({[&] { return v.run(*v.plain); }, [&] { return v.run(*v.profile); },
                              [&] { return v.run(*v.nosync); }},
-                            kVulkanRuns, &rc);
+                            kGpuRuns, &rc);
         if (rc) {
             state.SkipWithError(error_text(app.c_str(), rc).c_str());
             return;
@@ -538,7 +582,7 @@ void BM_VulkanSync(benchmark::State &state, const std::string &app) {
     }
 }
 
-// --- Vulkan: profile_timestamps against fenced truth and sync mode ------------------------------
+// --- GPU: profile_timestamps against fenced truth and sync mode ---------------------------------
 
 // gpu_gpu_cpu as it is, and with an extra host stage P between B's launch and C (C working on the
 // previous frame, in a real pipeline): P's host work can overlap A and B on the device.
@@ -680,62 +724,74 @@ struct TimestampsSetup {
     double groups_a = 1, groups_b = 1;
     std::function<int(const tally::JITModule &)> run;
 };
-std::map<std::string, std::unique_ptr<TimestampsSetup>> g_timestamps_setups;
+std::map<std::string, std::unique_ptr<TimestampsSetup>> g_timestamps_setups;  // by "<API>/<name>"
+
+TimestampsSetup &timestamps_setup(const GpuApi &api, const std::string &name) {
+    std::unique_ptr<TimestampsSetup> &slot =
+        g_timestamps_setups[std::string(api.name) + "/" + name];
+    if (slot) {
+        return *slot;
+    }
+    std::string text = timestamps_pipeline_text(name);
+    const std::string target = api.target;
+    auto v = std::make_unique<TimestampsSetup>();
+    const bool blur = name == "blur_gpu";
+    v->pipeline = blur ? "blur_gpu" : "gpu_gpu_cpu";
+    v->a = blur ? "blur_x" : "A";
+    v->b = blur ? "output" : "B";
+    const double tiles_x = ((blur ? kBlurGpuWidth : kGgcSize) + 15) / 16;
+    v->groups_a = tiles_x * (blur ? (kBlurGpuHeight + 17) / 16 : tiles_x);
+    v->groups_b = tiles_x * (blur ? (kBlurGpuHeight + 15) / 16 : tiles_x);
+    v->plain = compile_text(text, target);
+    v->sync = compile_text(text, target + "-profile");
+    v->nosync = compile_text(text, target + "-profile", "*", false);
+    v->timestamps = compile_text(text, target + "-profile_timestamps");
+    v->only_a = compile_text(text, target, v->a);
+    v->only_b = compile_text(text, target, v->b);
+    v->none = compile_text(text, target, "");
+    if (blur) {
+        auto d = std::make_shared<BlurGpuData>();
+        v->run = [d](const tally::JITModule &jit) { return d->run(jit); };
+    } else {
+        auto d = std::make_shared<GgcData>();
+        d->reps = api.timestamps_reps;
+        v->run = [d](const tally::JITModule &jit) { return d->run(jit); };
+    }
+    slot = std::move(v);  // only once complete: a compile that throws leaves no half-made setup
+    return *slot;
+}
 
 // A and B device shares under profile_timestamps (device ms / run wall time) and under profile
 // (the slot's share) against the truth (each stage alone, fenced: truth_*_pct over the plain
 // pipeline's fenced run; each mode's *_pp against the same time over that mode's own fenced run,
 // timestamps_ms and sync_ms), all in percent; wall time of profile_timestamps and profile over the
 // unprofiled pipeline. Also the sampled shares of profile lowered without syncs (nosync_ab_pct: A +
-// B, nosync_copy_b_pct: the copy of B to the host, where their kernels surface): the real-time side
-// of ctest's e2e.VulkanAttribution, which checks the same attribution deterministically. Spreads:
-// the interquartile range of each variant's runs (plain_iqr_pct, timestamps_iqr_pct, sync_iqr_pct,
-// in percent of the median) and the median and IQR of the per-round ratio profile_timestamps /
-// plain (timestamps_pair_ratio, timestamps_pair_iqr_pct): neighbours in one round share the
-// machine's load. For blur_gpu, A and B are blur_x and output.
-void BM_VulkanTimestamps(benchmark::State &state, const std::string &name) {
-    if (!halide_vulkan_device_interface()) {
-        state.SkipWithError(
-            "no Vulkan device (halide_vulkan_device_interface() returned NULL); skipped");
+// B, nosync_copy_b_pct: the copy of B to the host, where their kernels surface): on Vulkan, the
+// real-time side of ctest's e2e.VulkanAttribution, which checks the same attribution
+// deterministically (with a Vulkan-only testing hook; OpenCL has no such test). Spreads: the
+// interquartile range of each variant's runs (plain_iqr_pct, timestamps_iqr_pct, sync_iqr_pct, in
+// percent of the median) and the median and IQR of the per-round ratio profile_timestamps / plain
+// (timestamps_pair_ratio, timestamps_pair_iqr_pct): neighbours in one round share the machine's
+// load. For blur_gpu, A and B are blur_x and output. The same code for every API.
+void BM_GpuTimestamps(benchmark::State &state, const GpuApi &api, const std::string &name) {
+    const halide_device_interface_t *device = gpu_device(state, api);
+    if (!device) {
         return;
     }
-    std::unique_ptr<TimestampsSetup> &slot = g_timestamps_setups[name];
+    TimestampsSetup *slot =
+        setup(state, [&]() -> TimestampsSetup & { return timestamps_setup(api, name); });
     if (!slot) {
-        std::string text = timestamps_pipeline_text(name);
-        slot = std::make_unique<TimestampsSetup>();
-        const bool blur = name == "blur_gpu";
-        slot->pipeline = blur ? "blur_gpu" : "gpu_gpu_cpu";
-        slot->a = blur ? "blur_x" : "A";
-        slot->b = blur ? "output" : "B";
-        const double tiles_x = ((blur ? kBlurGpuWidth : kGgcSize) + 15) / 16;
-        slot->groups_a = tiles_x * (blur ? (kBlurGpuHeight + 17) / 16 : tiles_x);
-        slot->groups_b = tiles_x * (blur ? (kBlurGpuHeight + 15) / 16 : tiles_x);
-        slot->plain = compile_text(text, "host-vulkan");
-        slot->sync = compile_text(text, "host-vulkan-profile");
-        slot->nosync = compile_text(text, "host-vulkan-profile", "*", false);
-        slot->timestamps = compile_text(text, "host-vulkan-profile_timestamps");
-        slot->only_a = compile_text(text, "host-vulkan", slot->a);
-        slot->only_b = compile_text(text, "host-vulkan", slot->b);
-        slot->none = compile_text(text, "host-vulkan", "");
-        if (blur) {
-            auto d = std::make_shared<BlurGpuData>();
-            slot->run = [d](const tally::JITModule &jit) { return d->run(jit); };
-        } else {
-            auto d = std::make_shared<GgcData>();
-            d->reps = 8 * kGgcReps;  // runs of about 100 ms here: long against the machine's noise
-            slot->run = [d](const tally::JITModule &jit) { return d->run(jit); };
-        }
+        return;
     }
     TimestampsSetup &v = *slot;
-    const halide_device_interface_t *vk = halide_vulkan_device_interface();
     const char *pipeline = v.pipeline.c_str();
     auto run = [&](const tally::JITModule &jit) { return v.run(jit); };
-    // blur_gpu runs take ~22 ms here (lavapipe on one thread), gpu_gpu_cpu's ~90 ms, and spread
-    // more (interquartile range 15-37 % of the median against 2-8 %): six times the runs.
-    const int runs = name == "blur_gpu" ? 6 * kVulkanRuns : kVulkanRuns;
+    // blur_gpu runs take ~22 ms on lavapipe (one thread), gpu_gpu_cpu's ~90 ms, and spread more
+    // (interquartile range 15-37 % of the median against 2-8 %): six times the runs.
+    const int runs = name == "blur_gpu" ? 6 * kGpuRuns : kGpuRuns;
     auto fenced = [&](const tally::JITModule &jit) {
         int r = run(jit);
-        return r ? r : halide_device_sync_global(nullptr, vk);
+        return r ? r : halide_device_sync_global(nullptr, device);
     };
     for (auto _ : state) {
         int rc;
@@ -831,19 +887,26 @@ void register_dynamic_benchmarks() {
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
     }
-    for (const char *app : {"blur_gpu", "gpu_gpu_cpu"}) {
-        benchmark::RegisterBenchmark((std::string("BM_VulkanSync/") + app).c_str(), BM_VulkanSync,
-                                     std::string(app))
-            ->Iterations(1)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+    // The same benchmarks once per API, OpenCL's right after Vulkan's: BM_VulkanSync/<app> for
+    // each app, then BM_OpenCLSync/<app>; likewise BM_<API>Timestamps/<pipeline>.
+    for (const GpuApi *api : {&kVulkan, &kOpenCL}) {
+        for (const char *app : {"blur_gpu", "gpu_gpu_cpu"}) {
+            benchmark::RegisterBenchmark((std::string("BM_") + api->name + "Sync/" + app).c_str(),
+                                         BM_GpuSync, *api, std::string(app))
+                ->Iterations(1)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+        }
     }
-    for (const char *name : {"gpu_gpu_cpu", "overlap", "blur_gpu"}) {
-        benchmark::RegisterBenchmark((std::string("BM_VulkanTimestamps/") + name).c_str(),
-                                     BM_VulkanTimestamps, std::string(name))
-            ->Iterations(1)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+    for (const GpuApi *api : {&kVulkan, &kOpenCL}) {
+        for (const char *name : {"gpu_gpu_cpu", "overlap", "blur_gpu"}) {
+            benchmark::RegisterBenchmark(
+                (std::string("BM_") + api->name + "Timestamps/" + name).c_str(), BM_GpuTimestamps,
+                *api, std::string(name))
+                ->Iterations(1)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+        }
     }
 }
 
@@ -853,7 +916,9 @@ int main(int argc, char **argv) {
     keep_freed_memory_in_process();  // the references and Halide's JIT share the heap
     // The profiled runs would print a report at exit; nobody reads it here.
     setenv("TALLY_PROFILE_OUTPUT", "/dev/null", /*overwrite=*/0);
-    setenv("LP_NUM_THREADS", "1", /*overwrite=*/0);  // before anything opens the Vulkan device
+    // One device thread for each API (see the header comment), before anything opens a device.
+    setenv("LP_NUM_THREADS", "1", /*overwrite=*/0);
+    setenv("POCL_MAX_PTHREAD_COUNT", "1", /*overwrite=*/0);
     register_dynamic_benchmarks();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
@@ -862,11 +927,8 @@ int main(int argc, char **argv) {
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     // Device buffers and JIT code go before the runtime's exit handlers run.
-    g_vk_blur_gpu.reset();
-    g_vk_ggc.reset();
+    g_gpu_apps.clear();
     g_timestamps_setups.clear();
-    g_blur_gpu.reset();
-    g_ggc.reset();
 #ifdef TALLY_BENCH_HALIDE
     g_halide.reset();
     g_out_halide.reset();

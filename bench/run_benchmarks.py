@@ -480,59 +480,8 @@ def targets(results):
     rows += truth_targets(results)
     rows += constructed_targets(results)
 
-    # No numeric target: for reference.
-    for app in ("blur_gpu", "gpu_gpu_cpu"):
-        pat = r"BM_VulkanSync/%s(/|$)" % app
-        ratio = counter(results, "apps_bench", pat, "ratio")
-        if ratio is None:
-            continue
-        rows.append(("(no target) Vulkan `%s`: host-vulkan-profile / host-vulkan" % app,
-                     "apps_bench `BM_VulkanSync/%s` `ratio`, `sync_ratio`" % app,
-                     "%.3fx with the injected syncs; the syncs alone (profile / profile without "
-                     "syncs) %.3fx" % (ratio, counter(results, "apps_bench", pat, "sync_ratio")),
-                     "for reference"))
-    # profile_timestamps: device shares against fenced truth, and the cost.
-    for name in ("gpu_gpu_cpu", "overlap", "blur_gpu"):
-        pat = r"BM_VulkanTimestamps/%s(/|$)" % name
-        ts_a = counter(results, "apps_bench", pat, "timestamps_a_pp")
-        if ts_a is None:
-            continue
-        ts_b = counter(results, "apps_bench", pat, "timestamps_b_pp")
-        if name == "blur_gpu":
-            # Not one of the two pipelines the targets name: an extra check whose runs are short
-            # and spread widely here, so its truth (differences of medians) is checked for sense.
-            truths = (counter(results, "apps_bench", pat, "truth_a_pct") +
-                      counter(results, "apps_bench", pat, "truth_b_pct"))
-            rows.append(("(extra) profile_timestamps `%s`: A and B device shares against truth"
-                         % name,
-                         "apps_bench `BM_VulkanTimestamps/%s` `timestamps_a_pp`, `_b_pp`, "
-                         "`truth_a_pct` + `truth_b_pct`, `plain_iqr_pct`" % name,
-                         "A %.1f pp, B %.1f pp; the two truths sum to %.1f %% of the run, runs "
-                         "spread %.0f %% (IQR)" % (ts_a, ts_b, truths, counter(
-                             results, "apps_bench", pat, "plain_iqr_pct")),
-                         "for reference" + ("" if truths <= 100 else
-                                            ": its truth exceeds the run, so it is noise here")))
-        else:
-            rows.append(("profile_timestamps `%s`: A and B device shares within 2 pp of truth"
-                         % name,
-                         "apps_bench `BM_VulkanTimestamps/%s` `timestamps_a_pp`, `_b_pp`" % name,
-                         "A %.1f pp, B %.1f pp" % (ts_a, ts_b), verdict(ts_a <= 2 and ts_b <= 2)))
-        ratio = counter(results, "apps_bench", pat, "timestamps_ratio")
-        # Profiling cannot make a run faster: a ratio well below 1 is the machine's noise, which
-        # then also hides any cost up to that size.
-        rows.append(("profile_timestamps `%s`: profiled / plain wall <= 1.02x" % name,
-                     "apps_bench `BM_VulkanTimestamps/%s` `timestamps_ratio`" % name,
-                     "%.3fx" % ratio,
-                     verdict(ratio <= 1.02) if ratio >= 0.98
-                     else "not measurable here (below 1: the noise)"))
-        rows.append(("(no target) sync mode `%s`: shares and cost next to it" % name,
-                     "apps_bench `BM_VulkanTimestamps/%s` `sync_a_pp`, `_b_pp`, `sync_ratio`"
-                     % name,
-                     "A %.1f pp, B %.1f pp; %.3fx" % (
-                         counter(results, "apps_bench", pat, "sync_a_pp"),
-                         counter(results, "apps_bench", pat, "sync_b_pp"),
-                         counter(results, "apps_bench", pat, "sync_ratio")),
-                     "for reference"))
+    rows += gpu_rows(results, "Vulkan")
+    rows += gpu_rows(results, "OpenCL")
     vs_ref = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_reference")
     if vs_ref is not None:
         vs_halide = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_halide")
@@ -542,6 +491,110 @@ def targets(results):
                      (vs_ref, "not compared with Halide 14 (not installed at configure time)"
                       if vs_halide is None else "%.3fx Halide 14 (same schedule)" % vs_halide),
                      "for reference"))
+    return rows
+
+
+def skip_reason(results, program, pattern):
+    """The message of the benchmark of `program` matching `pattern` that skipped, or None."""
+    for prog, info in results:
+        if prog == program:
+            for name, why in info.get("skipped", []):
+                if re.match(pattern, name):
+                    return why
+    return None
+
+
+def gpu_rows(results, api):
+    """Rows for apps_bench's GPU benchmarks on one API ("Vulkan" or "OpenCL"; one function in
+    apps_bench, BM_<api>Sync and BM_<api>Timestamps): the cost of the injected syncs, for
+    reference, and profile_timestamps and sync mode against fenced truth. Vulkan's targets:
+    gpu_gpu_cpu's and overlap's profile_timestamps shares within 2 pp and cost <= 1.02x (blur_gpu's
+    cost too), sync mode for reference. OpenCL's (set on PoCL): gpu_gpu_cpu's and overlap's shares
+    within 2 pp in sync mode and with profile_timestamps, the latter at <= 1.02x; the rest for
+    reference. Vulkan rows are left out when not measured; OpenCL's targets say so."""
+    rows = []
+    prefix = "" if api == "Vulkan" else "%s (PoCL) " % api
+    target = "host-%s" % api.lower()
+    for app in ("blur_gpu", "gpu_gpu_cpu"):
+        pat = r"BM_%sSync/%s(/|$)" % (api, app)
+        ratio = counter(results, "apps_bench", pat, "ratio")
+        if ratio is None:
+            continue
+        rows.append(("(no target) %s `%s`: %s-profile / %s" % (api, app, target, target),
+                     "apps_bench `BM_%sSync/%s` `ratio`, `sync_ratio`" % (api, app),
+                     "%.3fx with the injected syncs; the syncs alone (profile / profile without "
+                     "syncs) %.3fx" % (ratio, counter(results, "apps_bench", pat, "sync_ratio")),
+                     "for reference"))
+    # profile_timestamps: device shares against fenced truth, and the cost.
+    for name in ("gpu_gpu_cpu", "overlap", "blur_gpu"):
+        bench = "BM_%sTimestamps/%s" % (api, name)
+        pat = r"%s(/|$)" % bench
+        judged = name != "blur_gpu"  # the two pipelines the targets name
+        ts_a = counter(results, "apps_bench", pat, "timestamps_a_pp")
+        if ts_a is None:
+            if api != "Vulkan" and judged:
+                why = skip_reason(results, "apps_bench", pat)
+                measured = "n/a" + (" (%s)" % why if why else "")
+                for what, keys in (("profile_timestamps `%s`: A and B device shares within 2 "
+                                    "pp of truth", "`timestamps_a_pp`, `_b_pp`"),
+                                   ("profile_timestamps `%s`: profiled / plain wall <= 1.02x",
+                                    "`timestamps_ratio`"),
+                                   ("sync mode `%s`: A and B device shares within 2 pp of truth",
+                                    "`sync_a_pp`, `_b_pp`, `sync_ratio`")):
+                    rows.append((prefix + what % name, "apps_bench `%s` %s" % (bench, keys),
+                                 measured, verdict(None)))
+            continue
+        ts_b = counter(results, "apps_bench", pat, "timestamps_b_pp")
+        if not judged:
+            # Not one of the two pipelines the targets name: an extra check whose runs are short
+            # and spread widely here, so its truth (differences of medians) is checked for sense.
+            truths = (counter(results, "apps_bench", pat, "truth_a_pct") +
+                      counter(results, "apps_bench", pat, "truth_b_pct"))
+            rows.append(("(extra) %sprofile_timestamps `%s`: A and B device shares against "
+                         "truth" % (prefix, name),
+                         "apps_bench `%s` `timestamps_a_pp`, `_b_pp`, "
+                         "`truth_a_pct` + `truth_b_pct`, `plain_iqr_pct`" % bench,
+                         "A %.1f pp, B %.1f pp; the two truths sum to %.1f %% of the run, runs "
+                         "spread %.0f %% (IQR)" % (ts_a, ts_b, truths, counter(
+                             results, "apps_bench", pat, "plain_iqr_pct")),
+                         "for reference" + ("" if truths <= 100 else
+                                            ": its truth exceeds the run, so it is noise here")))
+        else:
+            rows.append(("%sprofile_timestamps `%s`: A and B device shares within 2 pp of truth"
+                         % (prefix, name),
+                         "apps_bench `%s` `timestamps_a_pp`, `_b_pp`" % bench,
+                         "A %.1f pp, B %.1f pp" % (ts_a, ts_b), verdict(ts_a <= 2 and ts_b <= 2)))
+        ratio = counter(results, "apps_bench", pat, "timestamps_ratio")
+        # Profiling cannot make a run faster: a ratio well below 1 is the machine's noise, which
+        # then also hides any cost up to that size.
+        if api == "Vulkan" or judged:
+            ratio_verdict = (verdict(ratio <= 1.02) if ratio >= 0.98
+                             else "not measurable here (below 1: the noise)")
+            rows.append(("%sprofile_timestamps `%s`: profiled / plain wall <= 1.02x" %
+                         (prefix, name),
+                         "apps_bench `%s` `timestamps_ratio`" % bench, "%.3fx" % ratio,
+                         ratio_verdict))
+        else:
+            rows.append(("(no target) %sprofile_timestamps `%s`: profiled / plain wall" %
+                         (prefix, name),
+                         "apps_bench `%s` `timestamps_ratio`" % bench, "%.3fx" % ratio,
+                         "for reference"))
+        sync_a = counter(results, "apps_bench", pat, "sync_a_pp")
+        sync_b = counter(results, "apps_bench", pat, "sync_b_pp")
+        sync_ratio = counter(results, "apps_bench", pat, "sync_ratio")
+        if api != "Vulkan" and judged:
+            rows.append(("%ssync mode `%s`: A and B device shares within 2 pp of truth" %
+                         (prefix, name),
+                         "apps_bench `%s` `sync_a_pp`, `_b_pp`, `sync_ratio`" % bench,
+                         "A %.1f pp, B %.1f pp; sync mode's run %.3fx the plain one" % (
+                             sync_a, sync_b, sync_ratio),
+                         verdict(sync_a <= 2 and sync_b <= 2)))
+        else:
+            rows.append(("(no target) %ssync mode `%s`: shares and cost next to it" %
+                         (prefix, name),
+                         "apps_bench `%s` `sync_a_pp`, `_b_pp`, `sync_ratio`" % bench,
+                         "A %.1f pp, B %.1f pp; %.3fx" % (sync_a, sync_b, sync_ratio),
+                         "for reference"))
     return rows
 
 
@@ -732,7 +785,8 @@ def constructed_targets(results):
                          "%s `BM_Constructed/pipeline:0/scenario:%d/hog:1` `exact_pp`" % (
                              prog, scenario), "; ".join(parts),
                          verdict(hog <= 2 * max(quiet, 0.05))))
-    rows.extend(constructed_gpu_rows(results))
+    for api in ("vulkan", "opencl"):
+        rows.extend(constructed_gpu_rows(results, api))
     for version in (21, 14):
         pat = r"BM_HalideCost/halide:%d(/|$)" % version
         tally = counter(results, prog, pat, "tally_ratio")
@@ -760,20 +814,21 @@ def constructed_targets(results):
     return rows
 
 
-def constructed_gpu_rows(results):
-    """Rows for truth_gpu on Vulkan (truth_bench `BM_ConstructedGpu`): each Tally GPU mode's
-    device and host shares against the fenced truth, beside Halide 21's `-profile` on its own
-    Vulkan objects, interleaved with the other variants and back to back; and the profiled over
-    plain wall time of each."""
+def constructed_gpu_rows(results, api):
+    """Rows for truth_gpu on one GPU API, "vulkan" or "opencl" (truth_bench
+    `BM_ConstructedGpu/<api>`): each Tally GPU mode's device and host shares against the fenced
+    truth, beside Halide 21's `-profile` on its own objects for that API, interleaved with the
+    other variants and back to back; and the profiled over plain wall time of each."""
     prog = "truth_bench"
-    pat = r"BM_ConstructedGpu(/|$)"
-    by = "%s `BM_ConstructedGpu`" % prog
+    pat = r"BM_ConstructedGpu/%s(/|$)" % api
+    by = "%s `BM_ConstructedGpu/%s`" % (prog, api)
+    device = {"vulkan": "Vulkan (lavapipe)", "opencl": "OpenCL (PoCL)"}[api]
     exact = counter(results, prog, pat, "exact_pp")
-    target = ("GPU constructed truth (truth_gpu: two device stages and a host stage on Vulkan): "
-              "every Tally mode within 2 pp (or within the truth's own 90 % interval, where that "
-              "is wider), interleaved and back to back, and below Halide 21's")
+    target = ("GPU constructed truth (truth_gpu: two device stages and a host stage on %s): "
+              "every Tally mode within 2 pp (or within the truth's own 90 %% interval, where that "
+              "is wider), interleaved and back to back, and below Halide 21's" % device)
     if exact is None:
-        return [(target, by, "n/a (no Vulkan device)", verdict(None))]
+        return [(target, by, "n/a (no %s device)" % device, verdict(None))]
     modes = (("exact", "exact"), ("sampling", "sampling"), ("timestamps", "timestamps"))
     worst = 0.0
     parts = []
@@ -829,8 +884,9 @@ def constructed_gpu_rows(results):
     measured += "; plain runs %.1f ms Tally" % counter(results, prog, pat, "tally_ms")
     if halide is not None:
         measured += ", %.1f ms Halide" % counter(results, prog, pat, "halide_ms")
-    rows.append(("GPU profiling cost no more than Halide 21's (truth_gpu on Vulkan, judged on "
-                 "exact mode): profiled / plain wall time, 90 % intervals", by + " `*_ratio`", measured, v))
+    rows.append(("GPU profiling cost no more than Halide 21's (truth_gpu on %s, judged on "
+                 "exact mode): profiled / plain wall time, 90 %% intervals" % device,
+                 by + " `*_ratio`", measured, v))
     return rows
 
 
