@@ -265,6 +265,16 @@ why once through its error handler (printed to stderr).)doc");
 
 As for vulkan_available, the reason it is not is reported once to stderr.)doc");
     m.def(
+        "opencl_available",
+        [] {
+            py::gil_scoped_release nogil;
+            return halide_opencl_device_interface() != nullptr;
+        },
+        R"doc(True when the runtime can use OpenCL here (the ICD loader, a platform and a device, e.g.
+PoCL; chosen by HL_OCL_PLATFORM_NAME, HL_OCL_DEVICE_TYPE and HL_GPU_DEVICE as Halide does).
+
+As for vulkan_available, the reason it is not is reported once to stderr.)doc");
+    m.def(
         "set_num_threads",
         [](int n) {
             py::gil_scoped_release nogil;

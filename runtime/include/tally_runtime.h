@@ -1284,6 +1284,13 @@ int32_t tally_profiler_write_pprof_window(void *user_context, const char *path);
 int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_stats *pipelines,
                                    const tally_slot_stats *const *slots, char *buf, size_t size);
 
+/** Formats a device-wait ledger read elsewhere (e.g. a JSON report's "device_waits") exactly as
+ * the report prints the process's after its pipelines: "" when it holds nothing. snprintf
+ * semantics as above. Returns the text's length, TALLY_ERROR_BAD_ARGUMENT for a NULL `waits`,
+ * or TALLY_ERROR_OUT_OF_MEMORY. */
+int32_t tally_profiler_format_device_waits(const tally_device_wait_stats *waits, char *buf,
+                                           size_t size);
+
 /* ---------------------------------------------------------------------------------------------
  * Report warnings (runtime/src/profiler/warnings.c): patterns in a pipeline's totals worth a look,
  * each with the numbers behind it. The text report lists them under "warnings:" after the sections,

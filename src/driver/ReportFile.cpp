@@ -255,6 +255,21 @@ Report parse_report(const std::string &text, const std::string &path) {
         r.pipelines.push_back(
             read_pipeline(pipelines[i], "pipelines[" + std::to_string(i) + "]", path));
     }
+    if (f.has("device_waits")) {
+        Fields w(f.get("device_waits"), "device_waits", path);
+        tally_device_wait_stats waits{};
+        for (int32_t reason = 0; reason < TALLY_NUM_DEVICE_WAIT_REASONS; reason++) {
+            const char *name = tally_device_wait_reason_name(reason);
+            if (w.has(name)) {  // reports of older runtimes know fewer reasons
+                Fields one(w.get(name), w.at(name), path);
+                waits.waits[reason] = one.count("count");
+                waits.wait_ns[reason] = one.count("ns");
+            }
+        }
+        waits.deferred_frees = w.count("deferred_frees");
+        waits.deferred_frees_released = w.count("deferred_frees_released");
+        r.device_waits = waits;
+    }
     return r;
 }
 
@@ -299,6 +314,20 @@ std::string format_report_text(const Report &report) {
     std::string text(size_t(len) + 1, '\0');
     tally_profiler_format_text(n, pipelines.data(), slot_ptrs.data(), &text[0], text.size());
     text.resize(size_t(len));
+    if (report.device_waits && n > 0) {
+        // After the pipelines, as the runtime prints the process's ledger.
+        int32_t wlen = tally_profiler_format_device_waits(&*report.device_waits, nullptr, 0);
+        if (wlen < 0) {
+            throw ReportError(report.path +
+                              ": error: the runtime cannot format the device "
+                              "waits (" +
+                              std::string(tally_error_code_name(wlen)) + ")");
+        }
+        std::string waits(size_t(wlen) + 1, '\0');
+        tally_profiler_format_device_waits(&*report.device_waits, &waits[0], waits.size());
+        waits.resize(size_t(wlen));
+        text += waits;
+    }
     return text;
 }
 

@@ -43,6 +43,8 @@ struct PipelineReport {
 struct Report {
     std::string path;
     std::vector<PipelineReport> pipelines;
+    /** The process's device-wait ledger, where the report has one ("device_waits"). */
+    std::optional<tally_device_wait_stats> device_waits;
 };
 
 /** Reads and checks the JSON report at `path`. Fields this reader does not know are ignored;

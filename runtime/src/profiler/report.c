@@ -622,10 +622,9 @@ static void write_json_device_timeline(tally_bytes *b, const tally_pipeline *p) 
 
 // ---- device waits ------------------------------------------------------------------------------
 
-// Fills *w with the process-wide device-wait ledger; returns whether anything is in it (the
-// section is printed only then, so reports of host-only programs are unchanged).
-static int device_waits_to_report(tally_device_wait_stats *w) {
-    tally_device_get_wait_stats(w);
+// Whether a ledger holds anything (the section is printed only then, so reports of host-only
+// programs are unchanged).
+static int device_waits_any(const tally_device_wait_stats *w) {
     int any = w->deferred_frees != 0;
     for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
         any |= w->waits[r] != 0;
@@ -633,20 +632,32 @@ static int device_waits_to_report(tally_device_wait_stats *w) {
     return any;
 }
 
-// Every device wait the runtime did, by reason, and the frees it deferred instead of waiting.
-static void write_text_device_waits(tally_bytes *b) {
-    tally_device_wait_stats w;
-    if (!device_waits_to_report(&w)) {
+// Fills *w with the process-wide device-wait ledger; returns whether anything is in it.
+static int device_waits_to_report(tally_device_wait_stats *w) {
+    tally_device_get_wait_stats(w);
+    return device_waits_any(w);
+}
+
+// Every device wait of `w`, by reason, and the frees deferred instead of waiting.
+static void write_text_device_waits_of(tally_bytes *b, const tally_device_wait_stats *w) {
+    if (!device_waits_any(w)) {
         return;
     }
     tally_bytes_printf(b, "\ndevice waits by the runtime (all pipelines):\n");
     tally_bytes_printf(b, "  %-22s%8s%12s\n", "reason", "count", "time ms");
     for (int32_t r = 0; r < TALLY_NUM_DEVICE_WAIT_REASONS; r++) {
         tally_bytes_printf(b, "    %-20s%8" PRIu64 "%12.3f\n", tally_device_wait_reason_name(r),
-                           w.waits[r], ms(w.wait_ns[r]));
+                           w->waits[r], ms(w->wait_ns[r]));
     }
     tally_bytes_printf(b, "  %-18s%" PRIu64 " (%" PRIu64 " released)\n",
-                       "deferred frees:", w.deferred_frees, w.deferred_frees_released);
+                       "deferred frees:", w->deferred_frees, w->deferred_frees_released);
+}
+
+// Every device wait the runtime did, by reason, and the frees it deferred instead of waiting.
+static void write_text_device_waits(tally_bytes *b) {
+    tally_device_wait_stats w;
+    tally_device_get_wait_stats(&w);
+    write_text_device_waits_of(b, &w);
 }
 
 static void write_json_device_waits(tally_bytes *b) {
@@ -822,6 +833,27 @@ void tally_report_at_exit(void) {
 }
 
 // ---- text from numbers read elsewhere ---------------------------------------------------
+
+int32_t tally_profiler_format_device_waits(const tally_device_wait_stats *waits, char *buf,
+                                           size_t size) {
+    if (!waits) {
+        return TALLY_ERROR_BAD_ARGUMENT;
+    }
+    tally_bytes b = {NULL, 0, 0, 0};
+    tally_bytes_reserve(&b, 0);
+    write_text_device_waits_of(&b, waits);
+    int32_t r = b.failed ? TALLY_ERROR_OUT_OF_MEMORY : 0;
+    if (r == 0 && buf && size > 0) {
+        size_t n = b.len < size - 1 ? b.len : size - 1;
+        if (n) {
+            memcpy(buf, b.data, n);
+        }
+        buf[n] = '\0';
+    }
+    int32_t len = b.len > INT32_MAX ? INT32_MAX : (int32_t)b.len;
+    tally_bytes_free(&b);
+    return r != 0 ? r : len;
+}
 
 int32_t tally_profiler_format_text(int32_t num_pipelines, const tally_pipeline_stats *pipelines,
                                    const tally_slot_stats *const *slots, char *buf, size_t size) {

@@ -1,7 +1,9 @@
-"""A Vulkan pipeline run from Python (lavapipe on machines without a GPU).
+"""A GPU pipeline run from Python, on Vulkan (lavapipe on machines without a GPU) and on OpenCL
+(PoCL on machines without a GPU).
 
-Uses an inline pipeline of apps/gpu_gpu_cpu's shape (A and B on the GPU, C on the CPU reading B). Skips, with the reason, when the runtime has no Vulkan device or the Vulkan back
-end cannot compile kernels yet; any other failure fails.
+Uses an inline pipeline of apps/gpu_gpu_cpu's shape (A and B on the GPU, C on the CPU reading B),
+whose GPU loops are Default_GPU: the target picks the API. Each test runs once per API and skips,
+with the reason, when the runtime has no device for it; any other failure fails.
 """
 
 import numpy as np
@@ -10,12 +12,12 @@ import pytest
 import tally
 
 # The inline stand-in: C = (input * 2 + 1) * 0.5, A and B on the GPU.
-GGC = """module name=ggc, target=host-vulkan
+GGC = """module name=ggc, target=host
 external func ggc (input: buffer<float32, 2>, C: buffer<float32, 2>, width: int32, height: int32) {
   allocate A[float32 * width * height]
   produce A {
-    gpu_block<Vulkan> (A.s0.y.__block_id_y, 0, height) {
-      gpu_thread<Vulkan> (A.s0.x.__thread_id_x, 0, width) {
+    gpu_block<Default_GPU> (A.s0.y.__block_id_y, 0, height) {
+      gpu_thread<Default_GPU> (A.s0.x.__thread_id_x, 0, width) {
         A[A.s0.y.__block_id_y*width + A.s0.x.__thread_id_x] = input[A.s0.y.__block_id_y*width + A.s0.x.__thread_id_x] * 2.0f
       }
     }
@@ -23,8 +25,8 @@ external func ggc (input: buffer<float32, 2>, C: buffer<float32, 2>, width: int3
   allocate B[float32 * width * height]
   produce B {
     consume A {
-      gpu_block<Vulkan> (B.s0.y.__block_id_y, 0, height) {
-        gpu_thread<Vulkan> (B.s0.x.__thread_id_x, 0, width) {
+      gpu_block<Default_GPU> (B.s0.y.__block_id_y, 0, height) {
+        gpu_thread<Default_GPU> (B.s0.x.__thread_id_x, 0, width) {
           B[B.s0.y.__block_id_y*width + B.s0.x.__thread_id_x] = A[B.s0.y.__block_id_y*width + B.s0.x.__thread_id_x] + 1.0f
         }
       }
@@ -54,20 +56,20 @@ def app():
     return tally.parse(GGC), (), lambda x: (x * np.float32(2) + np.float32(1)) * np.float32(0.5), ["A", "B"]
 
 
-def compile_or_skip(module, target):
-    if not tally.vulkan_available():
-        pytest.skip("no Vulkan device here (tally.vulkan_available() is False)")
-    try:
-        return module.compile(target)
-    except tally.CompileError as e:
-        if "not implemented" in str(e) or "back end" in str(e):
-            pytest.skip("the Vulkan back end is missing: %s" % e)
-        raise
+APIS = ["vulkan", "opencl"]
 
 
-def test_vulkan_pipeline_matches_numpy():
+def compile_or_skip(module, api, variant=""):
+    available = getattr(tally, api + "_available")
+    if not available():
+        pytest.skip("no %s device here (tally.%s_available() is False)" % (api, api))
+    return module.compile("host-" + api + variant)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_gpu_pipeline_matches_numpy(api):
     module, extra, reference, _ = app()
-    p = compile_or_skip(module, "host-vulkan")
+    p = compile_or_skip(module, api)
     rng = np.random.default_rng(5)
     inp = rng.uniform(-1, 1, size=(H, W)).astype(np.float32)
     out = np.zeros((H, W), dtype=np.float32)
@@ -77,9 +79,10 @@ def test_vulkan_pipeline_matches_numpy():
         np.testing.assert_allclose(out, reference(inp), rtol=1e-4, atol=1e-5)
 
 
-def test_vulkan_profile_counts_launches_syncs_and_copies(clean_profiler):
+@pytest.mark.parametrize("api", APIS)
+def test_gpu_profile_counts_launches_syncs_and_copies(clean_profiler, api):
     module, extra, reference, gpu_funcs = app()
-    p = compile_or_skip(module, "host-vulkan-profile")
+    p = compile_or_skip(module, api, "-profile")
     inp = np.ones((H, W), dtype=np.float32)
     out = np.zeros((H, W), dtype=np.float32)
     runs = 3
