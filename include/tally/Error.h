@@ -86,6 +86,10 @@ struct Voidify {
 }  // namespace detail
 }  // namespace tally
 
+// Halide's Error.h defines macros of the same names (for Halide's own exceptions): in a file
+// that included Halide.h first (the Halide bridge, include/tally/halide/Bridge.h), Tally's are
+// not defined and Tally's errors are thrown as tally::CompileError by name.
+#ifndef HALIDE_ERROR_H
 #define user_error ::tally::detail::ErrorReport(false, __FILE__, __LINE__, nullptr)
 #define internal_error ::tally::detail::ErrorReport(true, __FILE__, __LINE__, nullptr)
 #define user_assert(c)                                                                             \
@@ -94,5 +98,6 @@ struct Voidify {
 #define internal_assert(c)                                                                         \
     (c) ? (void)0                                                                                  \
         : ::tally::detail::Voidify() & ::tally::detail::ErrorReport(true, __FILE__, __LINE__, #c)
+#endif  // HALIDE_ERROR_H
 
 #endif  // TALLY_ERROR_H

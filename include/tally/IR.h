@@ -465,6 +465,16 @@ int64_t constant_allocation_bytes(const Allocate *op);
 /** Flattens right-nested blocks into a list. */
 std::vector<Stmt> flatten_block(const Stmt &s);
 
+/** The operators of Halide's vector reductions (`vector_reduce_add(v)`, Halide 14's
+ * `vector_reduce(Add, v)`). */
+enum class VectorReduceOp : uint8_t { Add, SaturatingAdd, Mul, Min, Max, And, Or };
+/** Halide's VectorReduce of `value` to `lanes` lanes: lane i reduces the f = lanes(value) / lanes
+ * adjacent lanes i*f ... i*f+f-1 of `value` with `op`. Tally's IR has no reduction node, so it
+ * is written out as `op` applied to the f strided slices of `value` (`value` itself when f is
+ * 1). `lanes` must divide the lanes of `value` (a CompileError otherwise). The text reader and
+ * the Halide bridge both build reductions with this. */
+Expr make_vector_reduce(VectorReduceOp op, const Expr &value, int lanes);
+
 }  // namespace tally
 
 // The nodes' accept() is defined with the visitor; every user of a node gets it.

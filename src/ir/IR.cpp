@@ -744,6 +744,45 @@ bool allocation_uses_heap(const Allocate *op, int64_t stack_limit_bytes) {
     }
 }
 
+Expr make_vector_reduce(VectorReduceOp op, const Expr &value, int lanes) {
+    const int n = value.type().lanes();
+    user_assert(lanes > 0 && lanes <= n && n % lanes == 0)
+        << "vector reduction of " << value.type().to_string() << " to " << lanes
+        << " lanes: the lanes must divide evenly";
+    const int f = n / lanes;
+    if (f == 1) {
+        return value;
+    }
+    Expr r = Shuffle::make_slice(value, 0, f, lanes);
+    for (int k = 1; k < f; k++) {
+        Expr x = Shuffle::make_slice(value, k, f, lanes);
+        switch (op) {
+        case VectorReduceOp::Add:
+            r = Add::make(r, x);
+            break;
+        case VectorReduceOp::SaturatingAdd:
+            r = Call::make(r.type(), Call::saturating_add, {r, x});
+            break;
+        case VectorReduceOp::Mul:
+            r = Mul::make(r, x);
+            break;
+        case VectorReduceOp::Min:
+            r = Min::make(r, x);
+            break;
+        case VectorReduceOp::Max:
+            r = Max::make(r, x);
+            break;
+        case VectorReduceOp::And:
+            r = And::make(r, x);
+            break;
+        case VectorReduceOp::Or:
+            r = Or::make(r, x);
+            break;
+        }
+    }
+    return r;
+}
+
 std::vector<Stmt> flatten_block(const Stmt &s) {
     std::vector<Stmt> out;
     Stmt cur = s;

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 
+#include <cctype>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -746,40 +747,50 @@ private:
     }
 
     /** Halide's vector reductions: Halide 14's `(T)vector_reduce(OP, v)` and Halide 21's
-     * `(T)vector_reduce_op(v)` (OP `Add` is `_add`, `SaturatingAdd` `_saturating_add`, ...).
-     * Lane i of the result reduces the f = lanes(v) / lanes(T) adjacent lanes i*f ... i*f+f-1
-     * of v with OP. Tally's IR has no reduction node, so it is written out as OP applied to the
-     * f strided slices of v. */
-    static const char *vector_reduce_op(const std::string &suffix) {
-        static const char *const ops[][2] = {{"add", "Add"}, {"saturating_add", "SaturatingAdd"},
-                                             {"mul", "Mul"}, {"min", "Min"},
-                                             {"max", "Max"}, {"and", "And"},
-                                             {"or", "Or"}};
+     * `(T)vector_reduce_op(v)` (OP `Add` is `_add`, `SaturatingAdd` `_saturating_add`, ...),
+     * written out by make_vector_reduce. */
+    static const std::pair<const char *, VectorReduceOp> *vector_reduce_op(const std::string &s) {
+        // Halide 21's suffix or Halide 14's operator name.
+        static const std::pair<const char *, VectorReduceOp> ops[] = {
+            {"add", VectorReduceOp::Add},
+            {"saturating_add", VectorReduceOp::SaturatingAdd},
+            {"mul", VectorReduceOp::Mul},
+            {"min", VectorReduceOp::Min},
+            {"max", VectorReduceOp::Max},
+            {"and", VectorReduceOp::And},
+            {"or", VectorReduceOp::Or},
+            {"Add", VectorReduceOp::Add},
+            {"SaturatingAdd", VectorReduceOp::SaturatingAdd},
+            {"Mul", VectorReduceOp::Mul},
+            {"Min", VectorReduceOp::Min},
+            {"Max", VectorReduceOp::Max},
+            {"And", VectorReduceOp::And},
+            {"Or", VectorReduceOp::Or}};
         for (const auto &o : ops) {
-            if (suffix == o[0]) {
-                return o[1];
+            if (s == o.first) {
+                return &o;
             }
         }
         return nullptr;
     }
 
     Expr elab_vector_reduce(const PExpr &e) {
-        std::string opn;
+        VectorReduceOp op;
         const PExpr *value = nullptr;
         if (e.name == "vector_reduce") {
             if (e.kids.size() != 2 || e.kids[0].kind != PExpr::Var) {
                 error(e.loc, "vector_reduce takes an operator name and a vector");
             }
-            opn = e.kids[0].name;
-            static const char *const ops[] = {"Add", "SaturatingAdd", "Mul", "Min",
-                                              "Max", "And",           "Or"};
-            if (std::find(std::begin(ops), std::end(ops), opn) == std::end(ops)) {
+            const std::string &opn = e.kids[0].name;
+            const auto *o = vector_reduce_op(opn);
+            if (!o || !std::isupper(static_cast<unsigned char>(opn[0]))) {
                 error(e.kids[0].loc, "unknown vector_reduce operator '" + opn +
                                          "' (Add, SaturatingAdd, Mul, Min, Max, And, Or)");
             }
+            op = o->second;
             value = &e.kids[1];
         } else {
-            opn = vector_reduce_op(e.name.substr(std::strlen("vector_reduce_")));
+            op = vector_reduce_op(e.name.substr(std::strlen("vector_reduce_")))->second;
             if (e.kids.size() != 1) {
                 error(e.loc, e.name + " takes one vector");
             }
@@ -799,28 +810,13 @@ private:
                              e.prefix.to_string() + ": the lanes must divide evenly and the " +
                              "element types agree");
         }
-        int f = n / m;
-        if (f == 1) {
-            return v;
-        }
-        Expr r = Shuffle::make_slice(v, 0, f, m);
-        for (int k = 1; k < f; k++) {
-            Expr x = Shuffle::make_slice(v, k, f, m);
-            r = opn == "Add"   ? Add::make(r, x)
-                : opn == "Mul" ? Mul::make(r, x)
-                : opn == "Min" ? Min::make(r, x)
-                : opn == "Max" ? Max::make(r, x)
-                : opn == "And" ? And::make(r, x)
-                : opn == "Or"  ? Or::make(r, x)
-                               : Call::make(r.type(), Call::intrinsic_name(Call::saturating_add),
-                                            {r, x}, Call::PureIntrinsic);
-        }
-        return r;
+        return make_vector_reduce(op, v, m);
     }
 
     Expr elab_call(const PExpr &e) {
         if (e.name == "vector_reduce" ||
-            (e.name.compare(0, 14, "vector_reduce_") == 0 && vector_reduce_op(e.name.substr(14)))) {
+            (e.name.compare(0, 14, "vector_reduce_") == 0 && vector_reduce_op(e.name.substr(14)) &&
+             std::islower(static_cast<unsigned char>(e.name[14])))) {
             return elab_vector_reduce(e);
         }
         std::vector<Expr> args;
