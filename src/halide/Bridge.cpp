@@ -8,8 +8,8 @@
 #include <set>
 
 #include "Runner.h"
+#include "Translate.h"
 #include "tally/Error.h"
-#include "tally/IRVisitor.h"
 
 namespace tally {
 namespace halide {
@@ -24,19 +24,31 @@ bool tally_owns(Target::Feature f) {
     return f == Target::Profile || f == Target::ProfileByTimer;
 }
 
-/** The names `X.buffer` of the statement's free buffer variables, for the embedded buffers. */
-class BufferNames : public IRVisitor {
+/** Thrown by CaptureConceptual to end Halide's lowering once it has the statement. */
+struct StopLowering {};
+
+/** The last custom lowering pass: Halide runs custom passes on the statement it then keeps as
+ * its conceptual statement (Lower.cpp), just before its GPU offload. The pass keeps it and ends
+ * the lowering, so that Halide never compiles its own kernels (which Tally would not use, and
+ * which Halide refuses for schedules Tally runs, such as 16-bit integers in Vulkan kernels). */
+class CaptureConceptual : public HI::IRMutator {
 public:
-    std::set<std::string> names;
-    using IRVisitor::visit;
-    void visit(const Variable *op) override {
-        const std::string suffix = ".buffer";
-        if (op->name.size() > suffix.size() &&
-            op->name.compare(op->name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-            names.insert(op->name.substr(0, op->name.size() - suffix.size()));
-        }
+    HI::Stmt stmt;
+    using HI::IRMutator::mutate;
+    HI::Stmt mutate(const HI::Stmt &s) override {
+        stmt = s;
+        throw StopLowering();
     }
 };
+
+Argument argument(const std::string &name, bool buffer, const Halide::Type &t, int dims) {
+    Argument a;
+    a.name = name;
+    a.kind = buffer ? Argument::Buffer : Argument::Scalar;
+    a.type = translate(t);
+    a.dimensions = buffer ? dims : -1;
+    return a;
+}
 
 /** An embedded Halide buffer's elements, dense, dimension 0 innermost. */
 std::string dense_bytes(const Halide::Buffer<> &b) {
@@ -82,18 +94,51 @@ Module translate(const Halide::Pipeline &pipeline, const std::vector<Halide::Arg
         }
         name = pipeline.outputs()[0].name();
     }
-    // Halide's lowering: everything up to its conceptual statement. (For a GPU target Halide
-    // goes on to compile its own kernels, which Tally then does not use.)
-    Halide::Pipeline p = pipeline;
-    Halide::Module hm = p.compile_to_module(args, name, halide_target(target));
-    const HI::LoweredFunc *main = nullptr;
-    for (const HI::LoweredFunc &f : hm.functions()) {
-        if (f.name == name) {
-            main = &f;
+    // Halide's lowering, up to its conceptual statement, on a pipeline of the same outputs and
+    // requirements (custom passes are the pipeline's: the user's run, then the capture), so
+    // that the caller's pipeline is left as it was. trace_pipeline() has no getter and is not
+    // carried over.
+    Halide::Pipeline user = pipeline;
+    Halide::Pipeline p(user.outputs(), user.requirements());
+    for (const Halide::CustomLoweringPass &c : user.custom_lowering_passes()) {
+        p.add_custom_lowering_pass(c.pass, [] {});
+    }
+    CaptureConceptual capture;
+    p.add_custom_lowering_pass(&capture, [] {});
+    try {
+        p.compile_to_module(args, name, halide_target(target));
+    } catch (const StopLowering &) {
+    }
+    if (!capture.stmt.defined()) {
+        throw CompileError("Halide's lowering of '" + name +
+                           "' ended before its conceptual "
+                           "statement");
+    }
+
+    // The arguments, as Halide's lowering makes them after this point: `args`, then each
+    // output's buffers. Every parameter the statement uses must be one of them (Halide's own
+    // check, which comes after the capture); the Buffers it names directly are embedded.
+    std::vector<Argument> fargs;
+    for (const Halide::Argument &a : args) {
+        fargs.push_back(argument(a.name, a.is_buffer(), a.type, a.dimensions));
+    }
+    for (const Halide::Func &out : p.outputs()) {
+        for (const Halide::OutputImageParam &o : out.output_buffers()) {
+            fargs.push_back(argument(o.name(), true, o.type(), o.dimensions()));
         }
     }
-    if (main == nullptr || !hm.get_conceptual_stmt().defined()) {
-        throw CompileError("Halide's module for '" + name + "' has no conceptual statement");
+    std::map<std::string, Halide::Buffer<>> images;
+    Stmt body = translate(capture.stmt, &images);
+    for (const Halide::Argument &used : p.infer_arguments(capture.stmt)) {
+        bool found = used.name == "__user_context" || images.count(used.name);
+        for (const Argument &a : fargs) {
+            found = found || a.name == used.name;
+        }
+        if (!found) {
+            throw CompileError("the pipeline '" + name + "' uses the " +
+                               (used.is_buffer() ? "image parameter '" : "parameter '") +
+                               used.name + "', which is not in its argument list");
+        }
     }
 
     Module m;
@@ -103,25 +148,11 @@ Module translate(const Halide::Pipeline &pipeline, const std::vector<Halide::Arg
     LoweredFunc f;
     f.name = name;
     f.linkage = LinkageType::ExternalPlusMetadata;
-    for (const HI::LoweredArgument &a : main->args) {
-        Argument arg;
-        arg.name = a.name;
-        arg.kind = a.is_buffer() ? Argument::Buffer : Argument::Scalar;
-        arg.type = translate(a.type);
-        arg.dimensions = a.is_buffer() ? int(a.dimensions) : -1;
-        f.args.push_back(arg);
-    }
-    f.body = translate(hm.get_conceptual_stmt());
-
-    // The buffers the pipeline embeds (Halide's `buffer lut = {...}`), with their contents.
-    // Halide's module also holds its own kernel sources for a GPU target; the statement does
-    // not name those.
-    BufferNames used;
-    f.body.accept(&used);
-    for (const Halide::Buffer<> &b : hm.buffers()) {
-        if (!used.names.count(b.name())) {
-            continue;
-        }
+    f.args = fargs;
+    f.body = body;
+    // The Buffers the pipeline embeds (Halide's `buffer lut = {...}`), with their contents.
+    for (const auto &kv : images) {
+        const Halide::Buffer<> &b = kv.second;
         std::vector<int32_t> mins, extents;
         for (int d = 0; d < b.dimensions(); d++) {
             mins.push_back(b.dim(d).min());

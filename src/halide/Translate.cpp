@@ -22,6 +22,8 @@
 
 #include <sstream>
 
+#include "Translate.h"
+
 #include "tally/Error.h"
 #include "tally/IR.h"
 
@@ -162,6 +164,9 @@ std::string node_name(HI::IRNodeType t) {
  * forks) are walked in loops. */
 class Translator {
 public:
+    explicit Translator(std::map<std::string, Halide::Buffer<>> *images = nullptr)
+        : images(images) {}
+
     Expr expr(const Halide::Expr &e) {
         if (!e.defined()) {
             return Expr();
@@ -183,8 +188,11 @@ public:
             return Cast::make(translate(e.type()), expr(e.as<HI::Cast>()->value));
         case HI::IRNodeType::Reinterpret:
             return Reinterpret::make(translate(e.type()), expr(e.as<HI::Reinterpret>()->value));
-        case HI::IRNodeType::Variable:
-            return Variable::make(translate(e.type()), e.as<HI::Variable>()->name);
+        case HI::IRNodeType::Variable: {
+            const auto *op = e.as<HI::Variable>();
+            note_image(op->image);
+            return Variable::make(translate(e.type()), op->name);
+        }
         case HI::IRNodeType::Add:
             return binary<Add, HI::Add>(e);
         case HI::IRNodeType::Sub:
@@ -223,6 +231,7 @@ public:
         }
         case HI::IRNodeType::Load: {
             const auto *op = e.as<HI::Load>();
+            note_image(op->image);
             return Load::make(translate(op->type), op->name, expr(op->index),
                               predicate(op->predicate), alignment(op->alignment));
         }
@@ -417,6 +426,16 @@ public:
     }
 
 private:
+    std::map<std::string, Halide::Buffer<>> *images;
+
+    /** A Buffer the statement names directly (not through a parameter): one the pipeline
+     * embeds. */
+    void note_image(const Halide::Buffer<> &b) {
+        if (images && b.defined()) {
+            images->emplace(b.name(), b);
+        }
+    }
+
     template <typename T, typename H>
     Expr binary(const Halide::Expr &e) {
         const H *op = e.as<H>();
@@ -500,6 +519,10 @@ Expr translate(const Halide::Expr &e) {
 
 Stmt translate(const HI::Stmt &s) {
     return Translator().stmt(s);
+}
+
+Stmt translate(const HI::Stmt &s, std::map<std::string, Halide::Buffer<>> *images) {
+    return Translator(images).stmt(s);
 }
 
 }  // namespace halide

@@ -34,6 +34,14 @@ Checks (each a ctest):
   profile  tally-run on the profile variant matches Halide's output and its report names the
            pipeline and each of the manifest's funcs
   debug    tally-run on the debug variant matches Halide's output
+  bridge   (Halide 21, with the Halide bridge built) the pipeline built from its Halide source
+           (tools/corpus/CorpusDefs.cpp) and compiled by the bridge in memory
+           (tally::halide::compile, run by test/halide/bridge_corpus.cpp given as --bridge)
+           matches Halide's output as `host` does, printed text and files included; for float
+           pipelines its strict_float build is bit-exact with Halide's strict_float output
+  bridge_gpu  (Halide 21, GPU schedules) the pipeline's GPU schedule through the bridge, on
+           host-vulkan and host-opencl (lavapipe and PoCL where there is no GPU), matches
+           Halide's host output
 
 Comparison: integer and bool outputs exactly; strict outputs bit for bit; other float outputs
 within the manifest's tolerance, |out - ref| <= atol + rtol * |ref|, with NaNs in the same places.
@@ -374,6 +382,22 @@ def compare_printed(manifest, pdir, text):
                       (len(got_lines), len(want_lines), "\n".join(diff[:40])))
 
 
+def run_bridge(args, manifest, pdir, outdir, target, gpu=False):
+    """Runs the pipeline through the Halide bridge (bridge_corpus) on the committed inputs for
+    `target`; returns (what it printed, {output name: .npy file})."""
+    if not args.bridge:
+        raise CheckFailed("the bridge checks need --bridge (test/halide's bridge_corpus)")
+    os.makedirs(outdir, exist_ok=True)
+    cmd = [args.bridge, manifest["pipeline"], pdir, outdir, "--target", target,
+           "--extern-lib", os.path.abspath(args.extern_lib), "--runs", str(manifest.get("runs", 1))]
+    if gpu:
+        cmd.append("--gpu")
+    text = run(cmd, cwd=outdir)
+    outputs = {a["name"]: os.path.join(outdir, a["ref"])
+               for a in manifest["args"] if a["kind"] == "output"}
+    return text, outputs
+
+
 def check(args, manifest, pdir):
     name = manifest["pipeline"]
     variants = manifest["variants"]
@@ -466,6 +490,28 @@ def check(args, manifest, pdir):
             missing.insert(0, "(the header 'pipeline: %s')" % name)
         if missing:
             raise CheckFailed("the profile report does not name: " + ", ".join(missing))
+    elif c == "bridge":
+        text, outputs = run_bridge(args, manifest, pdir, os.path.join(args.work, "host"), "host")
+        compare(manifest, pdir, outputs, strict=False)
+        if "printed" in manifest:
+            compare_printed(manifest, pdir, text)
+        compare_files(manifest, pdir, os.path.join(args.work, "host"))
+        if manifest.get("float"):
+            _, outputs = run_bridge(args, manifest, pdir, os.path.join(args.work, "strict"),
+                                    "host-strict_float")
+            compare(manifest, pdir, outputs, strict=True)
+    elif c == "bridge_gpu":
+        failures = []
+        for target in ("host-vulkan", "host-opencl"):
+            try:
+                _, outputs = run_bridge(args, manifest, pdir, os.path.join(args.work, target),
+                                        target, gpu=True)
+                compare(manifest, pdir, outputs, strict=False)
+            except CheckFailed as e:
+                failures.append("%s: %s" % (target, str(e).strip().splitlines()[-1]))
+        if failures:
+            raise CheckFailed("%d of 2 GPU targets fail:\n  %s" %
+                              (len(failures), "\n  ".join(failures)))
     else:
         raise CheckFailed("unknown check '%s'" % c)
 
@@ -491,6 +537,7 @@ def main():
     ap.add_argument("--work", required=True, help="a scratch folder for this check")
     ap.add_argument("--extern-lib", required=True,
                     help="the shared object with the extern stages' C functions")
+    ap.add_argument("--bridge", help="test/halide's bridge_corpus (checks bridge, bridge_gpu)")
     ap.add_argument("pipeline")
     ap.add_argument("check")
     args = ap.parse_args()

@@ -11,7 +11,7 @@
 function(tally_halide_corpus_tools version)
   set(src ${PROJECT_SOURCE_DIR}/tools/corpus)
   set(gen halide${version}_corpus_generator)
-  add_executable(${gen} EXCLUDE_FROM_ALL ${src}/corpus_generator.cpp)
+  add_executable(${gen} EXCLUDE_FROM_ALL ${src}/corpus_generator.cpp ${src}/CorpusDefs.cpp)
   target_link_libraries(${gen} PRIVATE Halide::Halide)
 
   # The reference maker needs Halide's runtime header only: it dlopens the library.
