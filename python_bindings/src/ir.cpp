@@ -395,6 +395,17 @@ Attributes:
     target: its Target.
     functions: its functions, a list of Function (name and args).
     kernels: its device kernels, a list of Kernel (empty before offload_gpu_loops).)doc")
+        .def_static(
+            "_from_capsule",
+            [](py::capsule c) {
+                // tally.halide's module (another pybind11) hands its translated modules over
+                // this way: a capsule named "tally.Module" owning a tally::Module.
+                if (std::string(c.name() ? c.name() : "") != "tally.Module") {
+                    throw py::type_error("_from_capsule(): not a tally.Module capsule");
+                }
+                return Module(*c.get_pointer<Module>());
+            },
+            py::arg("capsule"), "A copy of the module in a capsule named \"tally.Module\".")
         .def_property_readonly(
             "name", [](const Module &mod) { return mod.name; }, "The module's name.")
         .def_property_readonly(

@@ -245,6 +245,32 @@ errors raise tally.CompileError, failing pipelines tally.RuntimeError.)doc";
     bind_profiler(m);
     bind_report(m);
 
+    // tally.halide: the Halide bridge's module (_tally_halide, built where Halide 21 is
+    // installed), imported on first use so that `import tally` never loads Halide.
+    m.def(
+        "__getattr__",
+        [](const std::string &name) -> py::object {
+            if (name != "halide") {
+                throw py::attribute_error("module 'tally' has no attribute '" + name + "'");
+            }
+            py::module_ bridge;
+            try {
+                bridge = py::module_::import("_tally_halide");
+            } catch (py::error_already_set &e) {
+                if (!e.matches(PyExc_ImportError)) {
+                    throw;
+                }
+                throw py::import_error(
+                    "tally.halide needs the Halide bridge (_tally_halide), which is built where "
+                    "Halide 21 is installed (./run.sh deps; pip install halide==21.0.0): " +
+                    std::string(e.what()));
+            }
+            py::module_::import("sys").attr("modules")["tally.halide"] = bridge;
+            py::module_::import("tally").attr("halide") = bridge;
+            return std::move(bridge);
+        },
+        py::arg("name"));
+
     m.def(
         "vulkan_available",
         [] {
