@@ -6,7 +6,9 @@
 #   tally_find_halide21()
 #
 # defines the directory-scoped imported target Halide::Halide for Halide 21 where it is
-# installed, and nothing where it is not. Directory-scoped because tools/halide14 defines its
+# installed, and nothing where it is not; TALLY_HALIDE21_GENERATOR then names the library with
+# Halide's GenGen main that a generator executable links (Halide::Generator from Halide's CMake
+# package, else Halide::GenGen, libHalide_GenGen.a). Directory-scoped because tools/halide14 defines its
 # own Halide::Halide for Debian's Halide 14.
 set(TALLY_HALIDE21_PYTHON ${PROJECT_SOURCE_DIR}/.venv/bin/python CACHE FILEPATH
     "A Python whose halide module is Halide 21 (the Halide bridge, tools/halide21)")
@@ -35,6 +37,15 @@ macro(tally_find_halide21)
         IMPORTED_LOCATION ${_tally_halide21_root}/lib64/libHalide.so
         INTERFACE_INCLUDE_DIRECTORIES ${_tally_halide21_root}/include
         INTERFACE_COMPILE_FEATURES cxx_std_17)
+      add_library(Halide::GenGen STATIC IMPORTED)
+      set_target_properties(Halide::GenGen PROPERTIES
+        IMPORTED_LOCATION ${_tally_halide21_root}/lib64/libHalide_GenGen.a
+        INTERFACE_LINK_LIBRARIES "Halide::Halide;${CMAKE_DL_LIBS}")
     endif()
+  endif()
+  if(TARGET Halide::Generator)
+    set(TALLY_HALIDE21_GENERATOR Halide::Generator)
+  elseif(TARGET Halide::GenGen)
+    set(TALLY_HALIDE21_GENERATOR Halide::GenGen)
   endif()
 endmacro()

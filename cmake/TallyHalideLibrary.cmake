@@ -1,0 +1,82 @@
+# tally_add_halide_library: a Halide generator compiled through Tally, in the spirit of Halide's
+# add_halide_library, so that a project switches by changing the function's name:
+#
+#     add_halide_library(blur FROM blur.generator FEATURES profile)          # Halide
+#     tally_add_halide_library(blur FROM blur.generator FEATURES profile)    # Tally
+#
+#   tally_add_halide_library(<name> FROM <generator target>
+#                            [GENERATOR <registered name>]    default: <name>
+#                            [FUNCTION_NAME <function>]       default: <name>
+#                            [TARGETS <target>]               default: host (a Tally target)
+#                            [FEATURES <feature>...]          added to the target (profile, ...)
+#                            [PARAMS <param>=<value>...])     GeneratorParams
+#
+# FROM names the executable target of the generator (the sources that register it with
+# HALIDE_REGISTER_GENERATOR, as add_halide_generator or add_executable made it). Its sources are
+# built a second time into <name>.tally_generator with Tally's generator main
+# (src/halide/gengen.cpp) instead of Halide's GenGen; running it writes <function>.o and
+# <function>.h, the entry points Halide's library would have (<function>, <function>_argv,
+# <function>_metadata). <name> is a static library of that object with the header's folder on
+# its include path, linked with Tally's static runtime (tally_runtime) where Halide's would
+# carry Halide's runtime. A profiling target (FEATURES profile) prints Tally's report when the
+# program exits. Needs the Halide bridge (src/halide: Halide 21 installed); one target per
+# library (no multi-target dispatch).
+function(tally_add_halide_library name)
+  cmake_parse_arguments(A "" "FROM;GENERATOR;FUNCTION_NAME;TARGETS" "FEATURES;PARAMS" ${ARGN})
+  if(NOT TARGET tally_halide_gengen)
+    message(FATAL_ERROR "tally_add_halide_library(${name}): the Halide bridge is not built "
+                        "(Halide 21 not found: ./run.sh deps)")
+  endif()
+  if(NOT A_FROM OR NOT TARGET ${A_FROM})
+    message(FATAL_ERROR "tally_add_halide_library(${name}): FROM must name the generator's "
+                        "executable target")
+  endif()
+  foreach(opt GENERATOR FUNCTION_NAME)
+    if(NOT A_${opt})
+      set(A_${opt} ${name})
+    endif()
+  endforeach()
+  if(NOT A_TARGETS)
+    set(A_TARGETS host)
+  endif()
+  list(LENGTH A_TARGETS n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "tally_add_halide_library(${name}): one target, not ${n}")
+  endif()
+  set(target ${A_TARGETS})
+  foreach(f IN LISTS A_FEATURES)
+    string(APPEND target "-${f}")
+  endforeach()
+
+  # The generator's sources, again, with Tally's main.
+  get_target_property(srcs ${A_FROM} SOURCES)
+  get_target_property(src_dir ${A_FROM} SOURCE_DIR)
+  set(abs_srcs "")
+  foreach(s IN LISTS srcs)
+    cmake_path(ABSOLUTE_PATH s BASE_DIRECTORY ${src_dir} OUTPUT_VARIABLE a)
+    list(APPEND abs_srcs ${a})
+  endforeach()
+  set(gen ${name}.tally_generator)
+  add_executable(${gen} ${abs_srcs})
+  target_link_libraries(${gen} PRIVATE tally_halide_gengen)
+  get_target_property(incs ${A_FROM} INCLUDE_DIRECTORIES)
+  if(incs)
+    target_include_directories(${gen} PRIVATE ${incs})
+  endif()
+
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/${name}.tally)
+  set(obj ${dir}/${A_FUNCTION_NAME}.o)
+  set(hdr ${dir}/${A_FUNCTION_NAME}.h)
+  add_custom_command(
+    OUTPUT ${obj} ${hdr}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+    COMMAND ${gen} -g ${A_GENERATOR} -f ${A_FUNCTION_NAME} -o ${dir} -t ${target} ${A_PARAMS}
+    DEPENDS ${gen}
+    COMMENT "Compiling Halide generator ${A_GENERATOR} through Tally for ${target}"
+    VERBATIM)
+  add_library(${name} STATIC ${obj} ${hdr})
+  set_source_files_properties(${obj} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  set_target_properties(${name} PROPERTIES LINKER_LANGUAGE C)
+  target_include_directories(${name} INTERFACE ${dir})
+  target_link_libraries(${name} INTERFACE tally_runtime Threads::Threads ${CMAKE_DL_LIBS} m)
+endfunction()
