@@ -482,6 +482,7 @@ def targets(results):
 
     rows += gpu_rows(results, "Vulkan")
     rows += gpu_rows(results, "OpenCL")
+    rows += bridge_rows(results)
     vs_ref = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_reference")
     if vs_ref is not None:
         vs_halide = counter(results, "apps_bench", r"BM_BlurVsReference", "vs_halide")
@@ -492,6 +493,33 @@ def targets(results):
                       if vs_halide is None else "%.3fx Halide 14 (same schedule)" % vs_halide),
                      "for reference"))
     return rows
+
+
+def bridge_rows(results):
+    """The Halide bridge's compile time: Tally's (through the bridge) over Halide 21's own JIT
+    compile, no more than 1.5x for every pipeline of the Halide 21 corpus."""
+    rows_at = []
+    for prog, info in results:
+        if prog != "bridge_bench":
+            continue
+        for r in info["rows"]:
+            m = re.match(r"BM_BridgeCompile/([^/]+)", r["name"])
+            if m and "ratio" in r["counters"]:
+                rows_at.append((m.group(1), r["counters"]))
+    what = "Compile time through the Halide bridge <= 1.5x Halide 21's own JIT compile, every pipeline"
+    by = "bridge_bench `BM_BridgeCompile/<pipeline>` `ratio`"
+    if not rows_at:
+        return [(what, by, "n/a (bridge_bench not built or run)", verdict(None))]
+    values = sorted(((c["ratio"], n) for n, c in rows_at), reverse=True)
+    geo = math.exp(sum(math.log(v) for v, _ in values) / len(values))
+    above = [(v, n) for v, n in values if v > 1.5]
+    halide = sum(c["halide_ms"] for _, c in rows_at)
+    tally = sum(c["tally_ms"] for _, c in rows_at)
+    measured = ("%d pipelines: geometric mean %.2fx, largest %.2fx (`%s`); summed %.0f ms against "
+                "Halide's %.0f ms" % (len(values), geo, values[0][0], values[0][1], tally, halide))
+    if above:
+        measured += "; above 1.5x: " + ", ".join("`%s` %.2fx" % (n, v) for v, n in above)
+    return [(what, by, measured, verdict(not above))]
 
 
 def skip_reason(results, program, pattern):

@@ -4,15 +4,21 @@
 # Halide.
 
 #[[ tally_halide_corpus_tools(<version>)
-    Adds halide<version>_corpus_generator and halide<version>_reference_maker (built from
-    tools/corpus/), and the custom target halide<version>_corpus building
+    Adds halide<version>_corpus_defs (the pipelines, CorpusDefs.cpp), halide<version>_corpus_generator
+    and halide<version>_reference_maker (built from tools/corpus/), and the custom target halide<version>_corpus building
     <binary dir>/corpus/libhalide<version>_corpus.so, whose path is also stored in the global
     property TALLY_HALIDE<version>_CORPUS_LIBRARY (depend on the target and dlopen the path). ]]
 function(tally_halide_corpus_tools version)
   set(src ${PROJECT_SOURCE_DIR}/tools/corpus)
+  # The pipelines' definitions, also for Halide 21's bridge tests and benchmark (test/halide,
+  # bench/bridge_bench.cpp).
+  set(defs halide${version}_corpus_defs)
+  add_library(${defs} STATIC EXCLUDE_FROM_ALL ${src}/CorpusDefs.cpp)
+  target_include_directories(${defs} PUBLIC ${src})
+  target_link_libraries(${defs} PUBLIC Halide::Halide)
   set(gen halide${version}_corpus_generator)
-  add_executable(${gen} EXCLUDE_FROM_ALL ${src}/corpus_generator.cpp ${src}/CorpusDefs.cpp)
-  target_link_libraries(${gen} PRIVATE Halide::Halide)
+  add_executable(${gen} EXCLUDE_FROM_ALL ${src}/corpus_generator.cpp)
+  target_link_libraries(${gen} PRIVATE ${defs})
 
   # The reference maker needs Halide's runtime header only: it dlopens the library.
   set(ref halide${version}_reference_maker)
