@@ -166,11 +166,11 @@ fuzz() {
 
 demo() {
     build
-    log "demo: the 3x3 blur app (uint16, 2048x1536, parallel and vectorized), JIT-compiled for"
-    log "host-profile and run 50 times; the profiler prints its report when the process exits"
-    "$BUILD/bin/tally-run" "$ROOT/apps/blur/blur.stmt" -target host-profile \
-        --size input=2050x1538 --size output=2048x1536 --scalar width=2048 --scalar height=1536 \
-        --runs 50
+    log "demo: a Halide pipeline profiled by Tally (apps/halide/blur.py): the 3x3 blur written with"
+    log "Halide 21's Python API, compiled by Tally for host-profile and run 50 times on a 2048x1536"
+    log "image; the profiler prints its report when the process exits"
+    PYTHONPATH="$BUILD/python" MESA_SHADER_CACHE_DISABLE=true \
+        "$VENV/bin/python" "$ROOT/apps/halide/blur.py" --size 2048x1536 --runs 50
 }
 
 test_all() {

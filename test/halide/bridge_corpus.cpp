@@ -5,13 +5,15 @@
 // (test/conformance/check.py, checks `bridge` and `bridge_gpu`) compares them with Halide's own.
 //
 //   bridge_corpus NAME PIPELINE_DIR OUT_DIR [--gpu] [--target T] [--extern-lib LIB.so] [--runs N]
+//                 [--emit-stmt FILE]
 //
 // PIPELINE_DIR is test/conformance/halide21/NAME (input.<arg>.npy); OUT_DIR receives
 // ref.<output>.npy, named as the corpus names Halide's outputs, and is the working directory of
 // the runs (debug_to_file writes there). --gpu builds the pipeline's GPU schedule instead of its
 // host one. The target (default host) gets the pipeline's own features added. What the pipeline
-// prints goes to stdout, as with tally-run. Exit status: 0, 1 when the pipeline fails or cannot
-// be compiled (the error on stderr), 2 on bad usage.
+// prints goes to stdout, as with tally-run. --emit-stmt also writes the translated module as IR
+// text (what tally-opt and tallyc read), before anything runs. Exit status: 0, 1 when the pipeline
+// fails or cannot be compiled (the error on stderr), 2 on bad usage.
 
 #include "CorpusDefs.h"
 #include "tally/halide/Bridge.h"
@@ -20,11 +22,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "driver/NpyFile.h"
+#include "tally/IRPrinter.h"
 
 namespace {
 
@@ -70,7 +74,7 @@ tally::halide::Value scalar(const corpus::ScalarSpec &s) {
 
 int usage() {
     std::cerr << "usage: bridge_corpus NAME PIPELINE_DIR OUT_DIR [--gpu] [--target T] "
-                 "[--extern-lib LIB.so] [--runs N]\n";
+                 "[--extern-lib LIB.so] [--runs N] [--emit-stmt FILE]\n";
     return 2;
 }
 
@@ -82,6 +86,7 @@ int run(int argc, char **argv) {
     bool gpu = false;
     std::string target = "host";
     int runs = 1;
+    std::string emit;
     tally::halide::Options options;
     options.name = name;
     for (int i = 4; i < argc; i++) {
@@ -92,6 +97,8 @@ int run(int argc, char **argv) {
             target = argv[++i];
         } else if (a == "--extern-lib" && i + 1 < argc) {
             options.extern_libraries.push_back(argv[++i]);
+        } else if (a == "--emit-stmt" && i + 1 < argc) {
+            emit = argv[++i];
         } else if (a == "--runs" && i + 1 < argc) {
             runs = std::atoi(argv[++i]);
         } else {
@@ -128,6 +135,9 @@ int run(int argc, char **argv) {
     }
 
     auto p = tally::halide::compile(d.pipeline, d.args, target, options);
+    if (!emit.empty()) {
+        std::ofstream(emit) << tally::to_string(p->translated());
+    }
     const std::vector<tally::Argument> &args = p->translated().functions.at(0).args;
 
     // The values, in the function's argument order: inputs and scalars as the Def adds them,
