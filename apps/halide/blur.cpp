@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
     options.name = "blur";
     auto blur = tally::halide::compile(blur_y, {input}, "host-profile", options);
     Buffer<uint16_t> image(w, h), out(w, h);
-    image.for_each_element([&](int i, int j) { image(i, j) = uint16_t((i * 37 + j * 101) & 0xffff); });
+    image.for_each_element(
+        [&](int i, int j) { image(i, j) = uint16_t((i * 37 + j * 101) & 0xffff); });
     for (int r = 0; r < runs; r++) {
         if (blur->run({image, out}) != 0) {
             return 1;
