@@ -3,6 +3,16 @@
 // .cpp says how loops, values and arithmetic are generated); this file says how GLSL spells
 // what C does not have, and how the arguments arrive.
 //
+// Types: int32, uint32, float32 and bool, and 8- and 16-bit integers. The narrow integers are
+// stored narrow (buffers of int8_t ... uint16_t, GL_EXT_shader_8bit_storage and
+// GL_EXT_shader_16bit_storage: the runtime enables storageBuffer8BitAccess and
+// storageBuffer16BitAccess where the device has them) and computed as int or uint, every value
+// kept in its type's range: sign- or zero-extended from its low bits after each operation and
+// conversion (bitfieldExtract, a mask), which is C's arithmetic on them wrapped back to their
+// width, as the OpenCL back end computes them. Arrays in shared and private memory hold them as
+// int or uint. Atomic updates (Halide's `atomic()` without a mutex) of 32-bit integers use
+// GLSL's atomic functions, or an atomicCompSwap loop.
+//
 // Interface (tally_kernel_source in tally_runtime.h): the kernel's buffer arguments come first
 // and become std430 storage buffers at bindings 0..n-1 of set 0 (`b<i>.data[]`, element type from
 // the argument); the scalars follow, each at the next byte offset aligned to its own size, in one
@@ -51,8 +61,14 @@ public:
         generate_body();
 
         std::ostringstream src;
-        src << "#version 450\n"
-            << "// Tally kernel " << kernel.name << " (Vulkan compute shader)\n"
+        src << "#version 450\n";
+        if (need_8bit_storage) {
+            src << "#extension GL_EXT_shader_8bit_storage : require\n";
+        }
+        if (need_16bit_storage) {
+            src << "#extension GL_EXT_shader_16bit_storage : require\n";
+        }
+        src << "// Tally kernel " << kernel.name << " (Vulkan compute shader)\n"
             << "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n"
             << decls.str() << shared_decls.str();
         if (need_div_mod) {
@@ -67,6 +83,26 @@ private:
     // unpacked at entry.
     std::ostringstream decls, unpack;
     int offset = 0;
+    bool need_8bit_storage = false, need_16bit_storage = false;
+
+    static bool narrow(const Type &t) {
+        Type e = t.element_of();
+        return (e.is_int() || e.is_uint()) && e.bits() < 32 && !e.is_bool();
+    }
+    /** The GLSL type a buffer stores elements of `e` as. */
+    std::string storage_type(const Type &e) {
+        if (!narrow(e)) {
+            return type_name(e);
+        }
+        (e.bits() == 8 ? need_8bit_storage : need_16bit_storage) = true;
+        return std::string(e.is_int() ? "int" : "uint") + std::to_string(e.bits()) + "_t";
+    }
+    /** `v`, an int or uint, brought into the range of the narrow type `e`: its low bits, sign-
+     * or zero-extended. */
+    static std::string normalize(const std::string &v, const Type &e) {
+        return e.is_int() ? "bitfieldExtract(int(" + v + "), 0, " + std::to_string(e.bits()) + ")"
+                          : "(uint(" + v + ") & " + std::to_string((1u << e.bits()) - 1) + "u)";
+    }
 
     std::string buffer_argument(const std::string &name, const Type &elem, bool stored,
                                 int index) override {
@@ -77,8 +113,8 @@ private:
         reserve(block);
         decls << "// " << name << ": buffer<" << elem.to_string() << ">\n"
               << "layout(std430, set = 0, binding = " << index << ") "
-              << (stored ? "" : "readonly ") << "buffer B" << index << " {\n    " << type_name(elem)
-              << " data[];\n} " << block << ";\n";
+              << (stored ? "" : "readonly ") << "buffer B" << index << " {\n    "
+              << storage_type(elem) << " data[];\n} " << block << ";\n";
         return block + ".data";
     }
 
@@ -89,6 +125,11 @@ private:
         std::string v;
         if (t.is_bool()) {
             v = "((" + word + " >> " + std::to_string(8 * (offset % 4)) + "u) & 0xffu) != 0u";
+        } else if (narrow(t)) {
+            // Its bytes of the word, extended as its type is (bitfieldExtract of an int
+            // sign-extends, of a uint zero-extends).
+            v = std::string("bitfieldExtract(") + (t.is_int() ? "int(" + word + ")" : word) + ", " +
+                std::to_string(8 * (offset % 4)) + ", " + std::to_string(t.bits()) + ")";
         } else if (t.is_float()) {
             v = "uintBitsToFloat(" + word + ")";
         } else if (t.is_int()) {
@@ -115,8 +156,25 @@ protected:
         }
         return e.is_int() ? "int" : "uint";
     }
+    bool supports(const Type &e) const override {
+        return KernelSourceGen::supports(e) || narrow(e);
+    }
+    const char *supported_types() const override {
+        return "8-, 16- and 32-bit integers, float32 and bool";
+    }
     std::string cast(const std::string &v, const Type &, const Type &to) const override {
-        return type_name(to) + "(" + v + ")";
+        return narrow(to) ? normalize(v, to.element_of()) : type_name(to) + "(" + v + ")";
+    }
+    std::string from_storage(const BufferRef &b, const std::string &e) const override {
+        // int8_t and int16_t widen to int sign-extended, the unsigned ones zero-extended.
+        return b.space == Space::Global && narrow(b.elem) ? type_name(b.elem) + "(" + e + ")" : e;
+    }
+    std::string to_storage(const BufferRef &b, const std::string &v) const override {
+        if (b.space != Space::Global || !narrow(b.elem)) {
+            return v;
+        }
+        return std::string(b.elem.is_int() ? "int" : "uint") + std::to_string(b.elem.bits()) +
+               "_t(" + v + ")";
     }
     std::string bit_cast(const std::string &v, const Type &from, const Type &to) const override {
         if (from.is_float()) {
@@ -125,7 +183,7 @@ protected:
         if (to.is_float()) {
             return (from.is_int() ? "intBitsToFloat(" : "uintBitsToFloat(") + v + ")";
         }
-        return type_name(to) + "(" + v + ")";
+        return narrow(to) ? normalize(v, to) : type_name(to) + "(" + v + ")";
     }
     std::string work_id(bool block, int d) const override {
         return std::string(block ? "int(gl_WorkGroupID." : "int(gl_LocalInvocationID.") + "xyz"[d] +
@@ -149,6 +207,34 @@ protected:
     std::string shared_array(const std::string &type, const std::string &name,
                              int64_t size) const override {
         return "shared " + type + " " + name + "[" + std::to_string(size) + "];";
+    }
+    // Atomic updates: GLSL's atomic functions on int and uint elements of storage buffers and
+    // shared arrays, named as the element itself; a compare-and-swap loop (atomicCompSwap) for
+    // any other update of them. Floats have none in core GLSL.
+    bool atomics_take_elements() const override { return true; }
+    std::string atomic_function(AtomicUpdate::Rmw rmw, const Type &) const override {
+        switch (rmw) {
+        case AtomicUpdate::Rmw::Add:
+            return "atomicAdd";
+        case AtomicUpdate::Rmw::Min:
+            return "atomicMin";
+        case AtomicUpdate::Rmw::Max:
+            return "atomicMax";
+        case AtomicUpdate::Rmw::And:
+            return "atomicAnd";
+        case AtomicUpdate::Rmw::Or:
+            return "atomicOr";
+        case AtomicUpdate::Rmw::Xor:
+            return "atomicXor";
+        case AtomicUpdate::Rmw::Sub:
+        case AtomicUpdate::Rmw::None:
+            break;
+        }
+        return "";  // compare and swap
+    }
+    std::string atomic_compare_exchange(const std::string &element, const std::string &expected,
+                                        const std::string &desired) const override {
+        return "atomicCompSwap(" + element + ", " + expected + ", " + desired + ")";
     }
 };
 

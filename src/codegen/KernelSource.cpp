@@ -541,7 +541,7 @@ void KernelSourceGen::visit(const Select *op) {
 std::string KernelSourceGen::element(const std::string &name, const Type &t,
                                      const std::string &index) {
     const BufferRef &b = buffer(name);
-    std::string e = b.access + "[" + index + "]";
+    std::string e = from_storage(b, b.access + "[" + index + "]");
     if (b.elem == t.element_of()) {
         return e;
     }
@@ -877,7 +877,7 @@ void KernelSourceGen::visit(const Store *op) {
                 << "' of " << b.elem.to_string() << " stored as " << t.element_of().to_string();
             v = reinterpret(v, t.element_of(), b.elem);
         }
-        std::string s = b.access + "[" + idx[i] + "] = " + v + ";";
+        std::string s = b.access + "[" + idx[i] + "] = " + to_storage(b, v) + ";";
         line(pred.empty() ? s : "if (" + pred[i] + ") " + s);
     }
 }
@@ -932,7 +932,8 @@ void KernelSourceGen::visit(const Atomic *op) {
         unsupported(why_not);
     }
     const BufferRef &b = buffer(u.store->name);
-    if (b.space != Space::Private && atomic_word_pointer(b.space, UInt(32)).empty()) {
+    if (b.space != Space::Private && atomic_word_pointer(b.space, UInt(32)).empty() &&
+        !atomics_take_elements()) {
         unsupported("an atomic update");
     }
     for (const LetStmt *let : u.lets) {
@@ -952,15 +953,24 @@ void KernelSourceGen::atomic_store(const AtomicUpdate &u) {
     const Store *st = u.store;
     const Type t = st->value.type().element_of();
     const BufferRef &b = buffer(st->name);
+    const bool elements = atomics_take_elements();
     user_assert(b.elem == t && t.bits() == 32 && !t.is_bool())
         << api_name() << " back end: kernel '" << kernel.name << "': an atomic update of '"
         << st->name << "' (" << b.elem.to_string() << ", stored as " << t.to_string()
         << "); atomic updates take 32-bit integers and floats";
+    user_assert(!elements || !t.is_float())
+        << api_name() << " back end: kernel '" << kernel.name << "': an atomic update of '"
+        << st->name << "' (" << t.to_string() << "); " << api_name()
+        << " kernels' atomic updates take 32-bit integers";
     std::vector<std::string> idx = emit(st->index);
     for (std::string &i : idx) {
         i = share(Int(32), i);
     }
+    // What the atomic functions take: a pointer to the element as a `word`, or the element.
     auto pointer = [&](const std::string &i, const Type &word) {
+        if (elements) {
+            return b.access + "[" + i + "]";
+        }
         return "((" + atomic_word_pointer(b.space, word) + ")&" + b.access + "[" + i + "])";
     };
     std::string f = u.rmw == AtomicUpdate::Rmw::None ? "" : atomic_function(u.rmw, t);
@@ -971,14 +981,20 @@ void KernelSourceGen::atomic_store(const AtomicUpdate &u) {
         }
         return;
     }
-    const Type word = UInt(32);
-    const std::string ptr_type = atomic_word_pointer(b.space, word);
+    // The loop swaps the element's 32-bit word (the element itself where the functions take
+    // elements, which are then integers).
+    const Type word = elements ? t : UInt(32);
+    const std::string ptr_type = elements ? "" : atomic_word_pointer(b.space, word);
     for (size_t i = 0; i < idx.size(); i++) {
         line("{  // atomic update of " + st->name + ": compare and swap");
         indent++;
-        std::string p = fresh("t_atomic_ptr"), seen = fresh("t_atomic_seen");
-        line(ptr_type + p + " = " + pointer(idx[i], word) + ";");
-        line(type_name(word) + " " + seen + " = *" + p + ";");
+        std::string p = pointer(idx[i], word), seen = fresh("t_atomic_seen");
+        if (!elements) {
+            std::string ptr = fresh("t_atomic_ptr");
+            line(ptr_type + ptr + " = " + p + ";");
+            p = ptr;
+        }
+        line(type_name(word) + " " + seen + " = " + (elements ? p : "*" + p) + ";");
         line("for (;;) {");
         indent++;
         std::string old = fresh("v_atomic_old");

@@ -77,6 +77,11 @@ protected:
     virtual std::string atomic_function(AtomicUpdate::Rmw rmw, const Type &elem) const {
         return "";
     }
+    /** A language whose atomic functions take the element itself rather than a pointer to it
+     * (GLSL's `atomicAdd(b0.data[i], v)`): it has atomics on 32-bit integer elements only, and
+     * atomic_function and atomic_compare_exchange are given the element where the others get a
+     * pointer. */
+    virtual bool atomics_take_elements() const { return false; }
     /** The compare-and-swap of the word at `pointer`: its value if it was `expected` (then
      * replaced by `desired`), else its value. */
     virtual std::string atomic_compare_exchange(const std::string &pointer,
@@ -118,6 +123,12 @@ protected:
                                         int index) = 0;
     /** Declares scalar argument `name` of type `t`; returns the variable the body reads. */
     virtual std::string scalar_argument(const std::string &name, const Type &t) = 0;
+    /** An element `e` read from buffer `b`, as a value of the buffer's element type: a language
+     * that stores a type narrower than it computes with it (Vulkan's 8- and 16-bit integers)
+     * converts here; `e` itself by default. */
+    virtual std::string from_storage(const BufferRef &b, const std::string &e) const { return e; }
+    /** A value `v` of the buffer's element type as stored into buffer `b`; `v` by default. */
+    virtual std::string to_storage(const BufferRef &b, const std::string &v) const { return v; }
     /** Generates the body (indented one level) into body(), after the arguments are bound. */
     void generate_body();
 

@@ -606,6 +606,147 @@ external func atomics (hist: buffer<int32, 1>, fsum: buffer<float32, 1>, umax: b
     }
 }
 
+// Vulkan stores 8- and 16-bit integers narrow (8- and 16-bit storage buffers) and computes them as
+// int or uint, each result brought back into its type's range; scalars of those types arrive in
+// bytes of the push-constant words. The same IR on the host back end must give the same
+// integers: wrapping sums and products, Euclidean division and modulo with negative divisors,
+// shifts, bitwise not, signed and unsigned reinterprets, and narrow scalar arguments.
+TEST(VulkanSemantics, NarrowIntegersComputeWhatTheHostComputes) {
+    REQUIRE_DEVICE(vulkan_api);
+    const char *text = R"(
+module name=narrow, target=host
+external func narrow (a: buffer<uint8, 1>, s: buffer<int16, 1>, b: buffer<int8, 1>, u: buffer<uint16, 1>, o8: buffer<uint8, 1>, o16: buffer<int16, 1>, oi8: buffer<int8, 1>, ou16: buffer<uint16, 1>, n: int32, k: uint8, m: int16) {
+  produce o8 {
+    gpu_block<Default_GPU> (blk, 0, (n + 31) / 32) {
+      gpu_thread<Default_GPU> (thr, 0, 32) {
+        let i = blk * 32 + thr
+        if (i < n) {
+          let x = (uint8)a[i]
+          let y = (int16)s[i]
+          let c = (int8)b[i]
+          let v = (uint16)u[i]
+          o8[i * 4] = x + k
+          o8[i * 4 + 1] = x * (uint8)3
+          o8[i * 4 + 2] = (x / (uint8)7) + (x % (uint8)5)
+          o8[i * 4 + 3] = reinterpret<uint8>(c) + (uint8)shift_left(x, (uint8)3)
+          o16[i * 4] = y * m
+          o16[i * 4 + 1] = y / (int16)-7
+          o16[i * 4 + 2] = y % (int16)13
+          o16[i * 4 + 3] = min(y, (int16)100) - (int16)bitwise_not(y)
+          oi8[i * 2] = c * (int8)5 - reinterpret<int8>(x)
+          oi8[i * 2 + 1] = c / (int8)-3
+          ou16[i * 2] = v * (uint16)7 + uint16(x)
+          ou16[i * 2 + 1] = reinterpret<uint16>(y) + (uint16)shift_right(v, (uint16)4)
+        }
+      }
+    }
+  }
+}
+)";
+    tally::Module m = tally::parse_module(text, "narrow.stmt");
+    tally::Module host = m;
+    for (tally::LoweredFunc &fn : host.functions) {
+        fn.body = GpuLoopsToSerial().mutate(fn.body);
+    }
+    auto gpu = compile_with(m, vulkan_api.target(""));
+    auto cpu = compile_with(host, "host");
+
+    const int n = 200;
+    Buffer<uint8_t> a({n});
+    Buffer<int16_t> s({n});
+    Buffer<int8_t> b({n});
+    Buffer<uint16_t> u({n});
+    Rng rng(13);
+    for (int i = 0; i < n; i++) {
+        a[size_t(i)] = uint8_t(rng.below(256));
+        s[size_t(i)] = int16_t(int32_t(rng.below(65536)) - 32768);
+        b[size_t(i)] = int8_t(int32_t(rng.below(256)) - 128);
+        u[size_t(i)] = uint16_t(rng.below(65536));
+    }
+    s[0] = INT16_MIN;
+    b[1] = INT8_MIN;
+    a[2] = 255;
+    int32_t count = n;
+    uint8_t k = 200;
+    int16_t mul = -300;
+    struct Out {
+        Buffer<uint8_t> o8{{4 * n}};
+        Buffer<int16_t> o16{{4 * n}};
+        Buffer<int8_t> oi8{{2 * n}};
+        Buffer<uint16_t> ou16{{2 * n}};
+    } out_gpu, out_cpu;
+    ASSERT_EQ(
+        gpu->call({a, s, b, u, out_gpu.o8, out_gpu.o16, out_gpu.oi8, out_gpu.ou16, count, k, mul}),
+        0);
+    ASSERT_EQ(
+        cpu->call({a, s, b, u, out_cpu.o8, out_cpu.o16, out_cpu.oi8, out_cpu.ou16, count, k, mul}),
+        0);
+    EXPECT_TRUE(same_integers(out_gpu.o8.to_vector(), out_cpu.o8.to_vector()));
+    EXPECT_TRUE(same_integers(out_gpu.o16.to_vector(), out_cpu.o16.to_vector()));
+    EXPECT_TRUE(same_integers(out_gpu.oi8.to_vector(), out_cpu.oi8.to_vector()));
+    EXPECT_TRUE(same_integers(out_gpu.ou16.to_vector(), out_cpu.ou16.to_vector()));
+    // The wrap is real: 255 + 200 is 199 in uint8, not 455.
+    EXPECT_EQ(out_gpu.o8[8], 199);
+}
+
+// Atomic updates on Vulkan with every invocation contending for a few elements: GLSL's atomic
+// functions (add, min, max) and a compare-and-swap loop (an update that is no read-modify-write
+// function) count every update. 8 work groups of 16 invocations: 32 increments per bin.
+TEST(VulkanAtomics, ContendedUpdatesAreAllCounted) {
+    REQUIRE_DEVICE(vulkan_api);
+    tally::Module m = tally::parse_module(R"(
+module name=vk_atomics, target=host
+external func vk_atomics (hist: buffer<int32, 1>, umax: buffer<uint32, 1>, odd: buffer<int32, 1>) {
+  produce hist {
+    gpu_block<Default_GPU> (blk, 0, 8) {
+      gpu_thread<Default_GPU> (thr, 0, 16) {
+        atomic (hist) {
+          hist[thr % 4] = hist[thr % 4] + 1
+        }
+        atomic (hist) {
+          hist[4] = min(hist[4], (blk * -3) - thr)
+        }
+        atomic (umax) {
+          umax[0] = max(umax[0], uint32(blk * 16 + thr))
+        }
+        atomic (odd) {
+          odd[0] = (odd[0] * 3) % 1000003
+        }
+      }
+    }
+  }
+}
+)",
+                                          "vk_atomics.stmt");
+    for (const char *variant : {"", "-profile"}) {
+        SCOPED_TRACE(variant);
+        auto jit = compile_with(m, vulkan_api.target(variant));
+        for (int run = 0; run < 3; run++) {
+            Buffer<int32_t> hist({5});
+            Buffer<uint32_t> umax({1});
+            Buffer<int32_t> odd({1});
+            std::memset(hist.data(), 0, 5 * sizeof(int32_t));
+            umax[0] = 3;
+            odd[0] = 1;
+            hist.set_host_dirty();
+            umax.set_host_dirty();
+            odd.set_host_dirty();
+            ASSERT_EQ(jit->call({hist, umax, odd}), 0);
+            for (int bin = 0; bin < 4; bin++) {
+                EXPECT_EQ(hist[size_t(bin)], 32) << "bin " << bin;
+            }
+            EXPECT_EQ(hist[4], 7 * -3 - 15);
+            EXPECT_EQ(umax[0], 127u);
+            // 128 multiplications by 3 modulo 1000003, in any order: 3^128 mod 1000003.
+            int64_t want = 1;
+            for (int i = 0; i < 128; i++) {
+                want = want * 3 % 1000003;
+            }
+            EXPECT_EQ(odd[0], want);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Apis, GpuSemantics, ::testing::ValuesIn(all_apis()), api_name);
 INSTANTIATE_TEST_SUITE_P(Apis, GpuShared, ::testing::ValuesIn(all_apis()), api_name);
 INSTANTIATE_TEST_SUITE_P(Apis, GpuProfile, ::testing::ValuesIn(all_apis()), api_name);

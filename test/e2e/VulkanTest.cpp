@@ -156,13 +156,13 @@ std::string kernel_compile_error(const std::string &text) {
 TEST(VulkanCodegenErrors, UnsupportedTypesAndNodesAreNamed) {
     std::string e = kernel_compile_error(R"(
 module name=narrow, target=host-vulkan
-external func narrow (out: buffer<uint16, 1>) {
+external func narrow (out: buffer<float16, 1>) {
   gpu_block<Vulkan> (b, 0, 4) {
-    out[b] = (uint16)7
+    out[b] = (float16)7
   }
 }
 )");
-    EXPECT_NE(e.find("uint16"), std::string::npos) << e;
+    EXPECT_NE(e.find("float16"), std::string::npos) << e;
     EXPECT_NE(e.find("narrow_b"), std::string::npos) << e;  // the kernel's name
 
     e = kernel_compile_error(R"(
