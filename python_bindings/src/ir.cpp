@@ -98,7 +98,9 @@ Module parse(py::object source, py::object filename) {
     std::string s = py::str(os.attr("fspath")(source));
     bool is_file = is_path_like;
     if (!is_path_like && s.find('\n') == std::string::npos) {
-        is_file = os.attr("path").attr("isfile")(s).cast<bool>();
+        // An existing directory is meant as a path too: read_text_file says it is no file.
+        is_file = os.attr("path").attr("isfile")(s).cast<bool>() ||
+                  os.attr("path").attr("isdir")(s).cast<bool>();
         // A one-line string ending in .stmt is meant as a path: say the file is missing rather
         // than report a syntax error in the name.
         const std::string ext = ".stmt";

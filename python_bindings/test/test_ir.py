@@ -78,6 +78,19 @@ def test_corpus_is_there():
     assert len(CORPUS_FILES) >= 10
 
 
+def test_parse_rejects_paths_with_nothing_to_parse(tmp_path):
+    # A directory (as a string or a path), an empty file and a file of comments: errors naming
+    # the path and the reason, not a module that does nothing.
+    (tmp_path / "empty.stmt").write_text("")
+    (tmp_path / "comment.stmt").write_text("// a comment\n")
+    for source, reason in ((str(tmp_path), "is a directory"), (tmp_path, "is a directory"),
+                           (tmp_path / "empty.stmt", "no pipeline"),
+                           (str(tmp_path / "comment.stmt"), "no pipeline")):
+        with pytest.raises(tally.CompileError, match=reason) as e:
+            tally.parse(source)
+        assert str(tmp_path) in str(e.value)
+
+
 def test_parse_text_path_and_pathlike_agree():
     path = app_stmt("blur")
     from_path = tally.parse(path)

@@ -25,6 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tally/Parser.h"
+
 namespace tally {
 
 namespace {
@@ -274,16 +276,13 @@ Report parse_report(const std::string &text, const std::string &path) {
 }
 
 Report load_report(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw ReportError(path + ": error: cannot open the report");
+    std::string text;
+    try {
+        text = tally::read_text_file(path);
+    } catch (const tally::CompileError &e) {
+        throw ReportError(e.what());
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) {
-        throw ReportError(path + ": error: cannot read the report");
-    }
-    return parse_report(ss.str(), path);
+    return parse_report(text, path);
 }
 
 std::string format_report_text(const Report &report) {

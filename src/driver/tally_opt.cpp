@@ -149,12 +149,12 @@ int main(int argc, char **argv) {
         if (opt.input == "-") {
             ss << std::cin.rdbuf();
         } else {
-            std::ifstream in(opt.input, std::ios::binary);
-            if (!in) {
-                std::cerr << opt.input << ": error: cannot open file\n";
+            try {
+                ss << read_text_file(opt.input);
+            } catch (const CompileError &e) {
+                std::cerr << e.what() << "\n";
                 return 1;
             }
-            ss << in.rdbuf();
         }
         text = ss.str();
     }

@@ -278,7 +278,7 @@ Options parse_options(int argc, char **argv) {
 
 /** Parses, lowers and JIT-compiles the pipeline, with its buffer constants' contents. */
 std::unique_ptr<JITModule> compile(const Options &o) {
-    Module parsed = parse_module_file(o.pipeline);
+    Module parsed = parse_pipeline_file(o.pipeline);
     if (!npy::define_buffer_constants(parsed, o.constants, "tally-run")) {
         std::exit(2);  // a bad option value
     }

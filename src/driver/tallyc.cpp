@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     try {
-        Module parsed = parse_module_file(input);
+        Module parsed = parse_pipeline_file(input);
         if (!npy::define_buffer_constants(parsed, constants, "tallyc")) {
             return 2;  // a bad option value
         }

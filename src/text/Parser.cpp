@@ -11,6 +11,10 @@
 
 #include "tally/Parser.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -30,12 +34,42 @@ Module parse_module(const std::string &text, const std::string &filename) {
     });
 }
 
-Module parse_module_file(const std::string &path) {
+std::string read_text_file(const std::string &path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+        const int err = errno;
+        user_error << path << ": error: cannot open file: " << std::strerror(err);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        user_error << path << ": error: is a directory, not a file";
+    }
+    if (!S_ISREG(st.st_mode)) {
+        user_error << path << ": error: is not a regular file";
+    }
     std::ifstream in(path, std::ios::binary);
-    user_assert(in.good()) << path << ": error: cannot open file";
+    if (!in) {
+        const int err = errno;
+        user_error << path << ": error: cannot open file: " << std::strerror(err);
+    }
     std::stringstream ss;
     ss << in.rdbuf();
-    return parse_module(ss.str(), path);
+    if (in.bad()) {
+        user_error << path << ": error: cannot read file";
+    }
+    return ss.str();
+}
+
+Module parse_module_file(const std::string &path) {
+    return parse_module(read_text_file(path), path);
+}
+
+Module parse_pipeline_file(const std::string &path) {
+    Module m = parse_module_file(path);
+    if (m.functions.empty()) {
+        user_error << path << ": error: module '" << m.name
+                   << "' has no pipeline function: nothing to compile or run";
+    }
+    return m;
 }
 
 Expr parse_expr(const std::string &text) {

@@ -70,6 +70,12 @@ public:
                 parse_top_level(&m);
             }
         } else {
+            if (t.kind == Token::End) {
+                // Nothing to run: an empty file, only comments, or a directory read as a file
+                // would otherwise be a pipeline that does nothing.
+                err(t, "no pipeline: the text is empty or holds only comments (expected a "
+                       "`module` header or a statement)");
+            }
             m.bare = true;
             PFunc f;
             f.loc = t.loc;

@@ -491,6 +491,15 @@ TEST(IRParser, ReportsLineAndColumnOfBadToken) {
               "bad.stmt:2:7: error: expected ')' to close the argument list (found 'y')");
 }
 
+// A text with nothing to run is an error, not a pipeline that does nothing.
+TEST(IRParser, EmptyTextHoldsNoPipeline) {
+    const std::string msg =
+        "error: no pipeline: the text is empty or holds only comments (expected a `module` header "
+        "or a statement) (found end of input)";
+    EXPECT_EQ(module_error(""), "bad.stmt:1:1: " + msg);
+    EXPECT_EQ(module_error("// only a comment\n\n"), "bad.stmt:3:1: " + msg);
+}
+
 TEST(IRParser, ReportsTruncatedInputAtTheEnd) {
     EXPECT_EQ(module_error("module name=m, target=host\n"
                            "external func f (x: int32) {\n"
