@@ -100,6 +100,12 @@ typedef enum tally_error_code_t {
  * "ERROR_UNKNOWN" for values not in the enum. Never NULL. */
 const char *tally_error_code_name(int32_t code);
 
+/** An on/off environment variable, read by the one rule every TALLY_* and HL_* variable follows
+ * (docs/environment.md): 1, true, yes or on is on; 0, false, no or off is off; unset or empty is
+ * off; any other value is off, with one warning naming the variable and its value. The compiler
+ * library reads its own on/off variables (TALLY_PERF_MAP) through it too. */
+int32_t tally_env_flag(const char *name);
+
 /* ---------------------------------------------------------------------------------------------
  * Buffers (layout-compatible with Halide's halide_buffer_t)
  * ------------------------------------------------------------------------------------------- */
@@ -934,7 +940,8 @@ void tally_profiler_memory_free(void *instance, int32_t slot, int32_t kind, uint
 void tally_profiler_count_launch(void);
 
 /** Sets the sampling interval in microseconds (clamped to [10, 1000000]); takes effect at the next
- * tick. The default is TALLY_PROFILE_INTERVAL_US from the environment, else 1000. */
+ * tick. The default is TALLY_PROFILE_INTERVAL_US from the environment (10 to 1000000), else 1000.
+ */
 void tally_profiler_set_interval_us(uint32_t us);
 
 /** The current sampling interval in microseconds. */
@@ -944,6 +951,16 @@ uint32_t tally_profiler_get_interval_us(void);
  * variable TALLY_PROFILE_OUTPUT = "stderr" (default: the installed print handler, else stderr),
  * "stdout", or a file path (appended). Returns 0 or a negative error code. */
 int32_t tally_profiler_report(void *user_context);
+
+/** Writes now what the process writes at exit: the report to TALLY_PROFILE_OUTPUT (the file
+ * truncated), the JSON report to TALLY_PROFILE_JSON, and the exports TALLY_PROFILE_PPROF,
+ * TALLY_PROFILE_FOLDED and TALLY_PROFILE_TRACE name, after waiting for queued device work; nothing
+ * when no profiled run has finished. Every output is attempted; each failure is reported through
+ * halide_error naming the file and the reason. Returns 0, or the first failure's code
+ * (TALLY_ERROR_IO for a file that cannot be written). A program whose callers gate on these files
+ * calls it before exiting and exits non-zero when it fails (tally-run exits 3); at exit they are
+ * then written again only if profiled runs finished after the call. */
+int32_t tally_profiler_write_exit_outputs(void *user_context);
 
 /** Writes the report (text if json == 0, JSON otherwise) into buf with snprintf semantics: at most
  * size - 1 characters and a NUL if size > 0. Returns the report's length without the NUL (bytes

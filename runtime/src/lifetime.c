@@ -22,6 +22,10 @@
 //    pprof writer of export_continuous.c, started with the first profiled run, is stopped), then
 //    hands the cached free blocks of halide_malloc back to the system.
 //
+// tally_profiler_write_exit_outputs writes the report and the exports now, as the handler would,
+// and returns the first failure's code, so that a program can exit with it (tally-run does); the
+// handler then writes them again only if runs finished since.
+//
 // tally_profiler_shutdown stops the sampler (a later run starts it again) and empties the malloc
 // cache.
 
@@ -37,6 +41,8 @@
 #include "profiler/trace.h"
 #include "tally_runtime.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static void fork_prepare(void) {
@@ -64,12 +70,30 @@ static void fork_child(void) {
     tally_export_continuous_fork_child();
 }
 
+// The finished runs the last tally_profiler_write_exit_outputs covered (UINT64_MAX: none wrote).
+static _Atomic uint64_t outputs_cover = UINT64_MAX;
+
+// The report and the exports, for the runs finished so far (the caller drained the devices).
+static int32_t write_outputs(void *user_context) {
+    const uint64_t runs = tally_profiler_runs_finished();
+    const int32_t report = tally_report_at_exit(user_context);
+    const int32_t exports = tally_export_at_exit(user_context);
+    atomic_store(&outputs_cover, runs);
+    return report != 0 ? report : exports;
+}
+
+int32_t tally_profiler_write_exit_outputs(void *user_context) {
+    tally_device_drain_for_exit_report();
+    return write_outputs(user_context);
+}
+
 static void at_exit(void) {
     tally_thread_pool_shutdown();
     tally_sampler_shutdown();
     tally_device_drain_for_exit_report();
-    tally_report_at_exit();
-    tally_export_at_exit();
+    if (atomic_load(&outputs_cover) != tally_profiler_runs_finished()) {
+        (void)write_outputs(NULL);  // the process is exiting: a failure is said, not returned
+    }
     tally_export_continuous_stop();
     tally_malloc_cache_shutdown();
 }

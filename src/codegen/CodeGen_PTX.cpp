@@ -124,12 +124,13 @@ bool file_exists(const std::string &p) {
     return f.good();
 }
 
-/** libdevice.10.bc: $TALLY_LIBDEVICE (empty or "none" disables it), else the CUDA toolkit's copy
- * under $CUDA_HOME, $CUDA_PATH, /usr/local/cuda or Debian's nvidia-cuda-toolkit. Empty if none. */
+/** libdevice.10.bc: $TALLY_LIBDEVICE ("none" disables it; empty is unset, as for every variable,
+ * docs/environment.md), else the CUDA toolkit's copy under $CUDA_HOME, $CUDA_PATH,
+ * /usr/local/cuda or Debian's nvidia-cuda-toolkit. Empty if none. */
 std::string libdevice_path() {
-    if (const char *env = std::getenv("TALLY_LIBDEVICE")) {
+    if (const char *env = std::getenv("TALLY_LIBDEVICE"); env && *env) {
         std::string p = env;
-        if (p.empty() || p == "none") {
+        if (p == "none") {
             return "";
         }
         user_assert(file_exists(p)) << "TALLY_LIBDEVICE names '" << p << "', which cannot be read";

@@ -475,6 +475,13 @@ int main(int argc, char **argv) {
             return 1;
         }
         write_outputs(jit->entry(), o, buffers);
+        // The report and the exports the environment asks for, now rather than at exit, so that
+        // a file that cannot be written fails the command (status 3) and not a later step.
+        if (int rc = tally_profiler_write_exit_outputs(nullptr); rc != 0) {
+            std::cerr << "tally-run: error: the profile could not be written ("
+                      << tally_error_code_name(rc) << ")\n";
+            return 3;
+        }
     } catch (const ArgumentError &e) {
         std::cerr << "tally-run: error: " << e.what() << "\n";
         return 2;

@@ -208,7 +208,8 @@ static std::unique_ptr<JITModule> compile_jit_impl(const Module &lowered,
     }
     // ORC reports a symbol it cannot resolve (an extern function no library defines) through the
     // session's reporter, then fails the lookup with a vaguer error: keep the report for that.
-    if (std::getenv("TALLY_PERF_MAP")) {
+    static const bool perf_map = tally_env_flag("TALLY_PERF_MAP") != 0;  // read (and said) once
+    if (perf_map) {
         if (auto *oll =
                 llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&(*jit)->getObjLinkingLayer())) {
             oll->addPlugin(std::make_unique<PerfMapPlugin>());

@@ -103,9 +103,10 @@ int32_t run_fill(Table &t, const char *name, halide_buffer_t *out, int32_t value
 /** What every suite checks when CUDA is unusable: a NULL interface that says why once, a launch
  * that fails with TALLY_ERROR_NO_DEVICE_INTERFACE and the reason, and buffer calls on the NULL
  * interface that fail cleanly. */
-void expect_unusable(const std::string &reason) {
+void expect_unusable(const std::string &reason, const std::string &warning = "") {
     tally_test::MessageCapture capture;
     EXPECT_EQ(halide_cuda_device_interface(), nullptr);
+    EXPECT_EQ(capture.printed(), warning);
     EXPECT_TRUE(contains(capture.errors(), reason)) << joined(capture.errors());
     size_t reported = capture.errors().size();
     // The interface says why only once.
@@ -181,7 +182,9 @@ protected:
 
 // "1x" is not read as device 1 (nor "abc" as device 0): CUDA is unusable, and says why.
 TEST_F(CudaBadDeviceIndex, InterfaceIsNullAndLaunchesFailNamingTheValue) {
-    expect_unusable("TALLY_CUDA_DEVICE / HL_GPU_DEVICE is '1x', not a device index");
+    expect_unusable("TALLY_CUDA_DEVICE=1x is not a device index",
+                    "tally: warning: TALLY_CUDA_DEVICE=1x: expected a whole number from 0 to "
+                    "2147483647; using no CUDA device: CUDA is not available\n");
 }
 
 // ---- the fake driver ----------------------------------------------------------------------------

@@ -955,6 +955,37 @@ TEST_F(OpenCLTest, DeviceSelectionFollowsTheEnvironment) {
     reinitialize();
 }
 
+// HL_OCL_DEVICE_TYPE and TALLY_OPENCL_NO_TIMESTAMPS follow the environment rule (core/env.c): a
+// type that is not cpu, gpu or acc is said, naming the value, and every type is used (before,
+// "fpga" silently meant every type and "cpugpu" meant both); a bad switch is said and stays off.
+TEST_F(OpenCLTest, DeviceTypeAndSwitchFollowTheEnvironmentRule) {
+    struct Case {
+        const char *name, *value, *warning;
+    };
+    const Case cases[] = {
+        {"HL_OCL_DEVICE_TYPE", "fpga",
+         "tally: warning: HL_OCL_DEVICE_TYPE=fpga: expected cpu, gpu or acc, or a list of them; "
+         "using every device type\n"},
+        {"HL_OCL_DEVICE_TYPE", "cpugpu",
+         "tally: warning: HL_OCL_DEVICE_TYPE=cpugpu: expected cpu, gpu or acc, or a list of them; "
+         "using every device type\n"},
+        {"HL_OCL_DEVICE_TYPE", "gpu | cpu", ""},
+        {"TALLY_OPENCL_NO_TIMESTAMPS", "2",
+         "tally: warning: TALLY_OPENCL_NO_TIMESTAMPS=2: expected 1, true, yes, on, 0, false, no "
+         "or off; using off\n"},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(std::string(c.name) + "=" + c.value);
+        ScopedEnv set(c.name, c.value);
+        ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+        tally_test::MessageCapture capture;
+        EXPECT_EQ(halide_opencl_device_interface(), iface);  // PoCL's CPU device
+        EXPECT_EQ(capture.printed(), c.warning);
+        EXPECT_TRUE(capture.errors().empty()) << joined(capture.errors());
+    }
+    reinitialize();
+}
+
 // ---- Halide's module state (halide_opencl_initialize_kernels) ---------------------------------
 
 // A module's OpenCL C as Halide's OpenCL back end writes it: helpers, the placeholder kernel
@@ -1236,9 +1267,10 @@ TEST_F(OpenCLTest, HalideModuleStateLaunchesTheSourcesKernels) {
 /** What every unusable-OpenCL suite checks: a NULL interface that says why once, a launch that
  * fails with TALLY_ERROR_NO_DEVICE_INTERFACE naming the routine and the reason each time, and
  * buffer calls on the NULL interface that fail cleanly. */
-void expect_unusable(const std::string &reason) {
+void expect_unusable(const std::string &reason, const std::string &warning = "") {
     tally_test::MessageCapture capture;
     EXPECT_EQ(halide_opencl_device_interface(), nullptr);
+    EXPECT_EQ(capture.printed(), warning);
     EXPECT_TRUE(contains(capture.errors(), reason)) << joined(capture.errors());
     size_t reported = capture.errors().size();
     EXPECT_EQ(halide_opencl_device_interface(), nullptr);
@@ -1304,7 +1336,9 @@ TEST_F(OpenCLNoGpu, InterfaceIsNullAndLaunchesFailNamingTheType) {
 }
 
 TEST_F(OpenCLBadIndex, InterfaceIsNullAndLaunchesFailNamingTheValue) {
-    expect_unusable("HL_GPU_DEVICE is 'x', not a device index");
+    expect_unusable("HL_GPU_DEVICE=x is not a device index",
+                    "tally: warning: HL_GPU_DEVICE=x: expected a whole number from 0 to "
+                    "2147483647; using no OpenCL device: OpenCL is not available\n");
 }
 
 }  // namespace

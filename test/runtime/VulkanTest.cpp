@@ -1506,6 +1506,63 @@ TEST_F(VulkanTest, DisabledVulkanGivesNullInterfaceAndCleanErrors) {
     ASSERT_EQ(vulkan(), iface);
 }
 
+std::string printed_since(size_t mark) {
+    std::lock_guard<std::mutex> lock(message_log().mutex);
+    return message_log().printed.substr(std::min(mark, message_log().printed.size()));
+}
+
+size_t printed_mark() {
+    std::lock_guard<std::mutex> lock(message_log().mutex);
+    return message_log().printed.size();
+}
+
+/** The lines of `text` that are Tally's warnings (a validation run prints the loader's too). */
+std::string warnings_in(const std::string &text) {
+    std::istringstream in(text);
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("tally: warning: ", 0) == 0) {
+            out += line + "\n";
+        }
+    }
+    return out;
+}
+
+// The on/off switches and TALLY_VULKAN_DEBUG follow the environment rule (core/env.c): a value
+// that is not one the variable takes is said once per initialization, naming the variable and
+// the value, and the switch stays off (before, "maybe" turned each switch on). A word the rule
+// takes ("yes") is taken.
+TEST_F(VulkanTest, SwitchesFollowTheEnvironmentRule) {
+    for (const char *name :
+         {"TALLY_VULKAN_DISABLE", "TALLY_VULKAN_FORCE_STAGING", "TALLY_VULKAN_NO_TIMESTAMPS"}) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+        ScopedEnv bad(name, "maybe");
+        const size_t mark = printed_mark();
+        ASSERT_EQ(vulkan(), iface);  // not disabled
+        EXPECT_EQ(warnings_in(printed_since(mark)),
+                  std::string("tally: warning: ") + name +
+                      "=maybe: expected 1, true, yes, on, 0, false, no or "
+                      "off; using off\n");
+    }
+    ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    {
+        ScopedEnv bad("TALLY_VULKAN_DEBUG", "loud");
+        const size_t mark = printed_mark();
+        ASSERT_EQ(vulkan(), iface);
+        EXPECT_EQ(warnings_in(printed_since(mark)),
+                  "tally: warning: TALLY_VULKAN_DEBUG=loud: expected a whole number from 0 to 2; "
+                  "using 0 (no messages)\n");
+        ASSERT_EQ(halide_device_release(nullptr, iface), 0);
+    }
+    {
+        ScopedEnv disable("TALLY_VULKAN_DISABLE", "yes");
+        EXPECT_EQ(halide_vulkan_device_interface(), nullptr);
+        EXPECT_EQ(halide_device_release(nullptr, iface), 0);
+    }
+    ASSERT_EQ(vulkan(), iface);
+}
+
 TEST_F(VulkanTest, DeviceSelectionByIndexOrName) {
     ASSERT_EQ(halide_device_release(nullptr, iface), 0);
     {

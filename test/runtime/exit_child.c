@@ -2,17 +2,22 @@
  * generated code hits a failed assertion, ends the run on the error path and exits with an error.
  * ProfilerExitTest runs it and checks that the report still appears at exit. Being C11 with
  * -pedantic, it also proves the header and the runtime need no C++. Usage:
- *   tally_runtime_exit_child fail|ok|timer|none|interval|threads [N]
+ *   tally_runtime_exit_child fail|ok|timer|none|interval|threads [N]|env|written
  * "threads N" runs a parallel loop and prints the most tasks seen running at once; each task
  * first waits until N tasks have been seen running at once (giving up, for good, once 10 s have
- * passed: a deadlock guard), so that a pool with N threads shows them whatever the load. */
+ * passed: a deadlock guard), so that a pool with N threads shows them whatever the load.
+ * "env" prints, a line each, what the runtime settled from the environment, then ends a run so
+ * that the exports the environment asks for are written. "written" is "ok", then
+ * tally_profiler_write_exit_outputs, whose result it prints and exits with (0 or 1). */
 #include "tally_runtime.h"
+#include "tally_runtime_testing.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -66,6 +71,20 @@ int main(int argc, char **argv) {
         printf("max_concurrency=%d\n", atomic_load(&max_running_tasks));
         return 0;
     }
+    if (strcmp(mode, "env") == 0) {
+        tally_malloc_cache_stats cache;
+        tally_malloc_cache_get_stats(&cache);
+        void *block = halide_malloc(NULL, 64);  // fails if TALLY_FAULT armed malloc
+        printf("mode=%s\ninterval_us=%u\nthreads=%d\ncores=%ld\nmalloc_cache_limit=%llu\n"
+               "clock=%s\nmalloc=%s\nfaults=%lld\n",
+               tally_profiler_mode_name(tally_profiler_get_default_mode()),
+               (unsigned)tally_profiler_get_interval_us(), (int)tally_set_num_threads(0),
+               sysconf(_SC_NPROCESSORS_ONLN), (unsigned long long)cache.limit_bytes,
+               tally_profiler_clock_name(), block ? "ok" : "failed",
+               (long long)tally_testing_faults_injected());
+        halide_free(NULL, block);
+        mode = "ok";
+    }
     static const char *const names[] = {"overhead", "producer", "consumer",
                                         "input (copy to device)", "consumer (copy to host)"};
     static const int32_t kinds[] = {TALLY_SLOT_FUNC, TALLY_SLOT_FUNC, TALLY_SLOT_FUNC,
@@ -92,5 +111,10 @@ int main(int argc, char **argv) {
         printf("interval_us=%u\n", (unsigned)tally_profiler_get_interval_us());
     }
     tally_profiler_end(NULL, inst);
+    if (strcmp(mode, "written") == 0) {
+        int32_t written = tally_profiler_write_exit_outputs(NULL);
+        printf("write_exit_outputs=%s\n", tally_error_code_name(written));
+        return written != 0 ? 1 : 0;
+    }
     return result != 0 ? 1 : 0;
 }

@@ -20,6 +20,7 @@
 // the clock from its signal handler).
 
 #include "core/clock.h"
+#include "core/env.h"
 #include "tally_runtime_testing.h"
 
 #include <pthread.h>
@@ -152,8 +153,9 @@ static int calibrate(void) {
 
 static void init_clock(void) {
 #if TALLY_HAVE_TSC
-    const char *env = getenv("TALLY_PROFILE_CLOCK");
-    int forced_monotonic = env && strcmp(env, "monotonic") == 0;
+    static const char *const words[] = {"tsc", "monotonic"};
+    int forced_monotonic = tally_env_choice("TALLY_PROFILE_CLOCK", words, 2, 0,
+                                            "tsc, the default (where the kernel trusts it)") == 1;
     if (!forced_monotonic && tsc_is_invariant() && kernel_trusts_tsc() && calibrate()) {
         atomic_store_explicit(&tally_use_tsc, 1, memory_order_release);
     }

@@ -23,6 +23,7 @@
 // tally_thread_create.
 
 #include "core/fault.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "tally_runtime.h"
 #include "tally_runtime_testing.h"
@@ -78,7 +79,13 @@ static int parse_spec(const char *spec, int32_t *op, int64_t *n) {
     return 0;
 }
 
-static int32_t arm(const char *spec, const char *origin) {
+#define FAULT_SPEC_SYNTAX                                                                          \
+    "<op>[:<n>] with op one of malloc, device_malloc, copy_to_host, copy_to_device, launch, sync " \
+    "and n >= 1"
+
+// Arms `spec`; from the environment (from_env), a malformed spec is a warning by the environment
+// rule, else an error returned to tally_testing_set_fault's caller.
+static int32_t arm(const char *spec, int from_env) {
     atomic_store(&armed_op, -1);
     atomic_store(&armed_count, 0);
     if (!spec || !*spec) {
@@ -87,11 +94,14 @@ static int32_t arm(const char *spec, const char *origin) {
     int32_t op;
     int64_t n;
     if (parse_spec(spec, &op, &n) != 0) {
+        if (from_env) {
+            tally_env_reject("TALLY_FAULT", spec, FAULT_SPEC_SYNTAX, "no fault injection");
+            return 0;
+        }
         return tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                                  "%s \"%s\": expected <op>[:<n>] with op one of malloc, "
-                                  "device_malloc, copy_to_host, copy_to_device, launch, sync and "
-                                  "n >= 1; no fault will be injected",
-                                  origin, spec);
+                                  "tally_testing_set_fault \"%s\": expected " FAULT_SPEC_SYNTAX
+                                  "; no fault will be injected",
+                                  spec);
     }
     atomic_store(&armed_n, n);
     atomic_store(&armed_op, op);
@@ -99,7 +109,7 @@ static int32_t arm(const char *spec, const char *origin) {
 }
 
 static void read_env(void) {
-    (void)arm(getenv("TALLY_FAULT"), "TALLY_FAULT");
+    (void)arm(tally_env_string("TALLY_FAULT"), 1);
     atomic_store_explicit(&env_read, 1, memory_order_release);
 }
 
@@ -131,7 +141,7 @@ int32_t tally_fault_check(void *user_context, int32_t op, const char *fmt, ...) 
 
 int32_t tally_testing_set_fault(const char *spec) {
     pthread_once(&env_once, read_env);
-    return arm(spec, "tally_testing_set_fault");
+    return arm(spec, 0);
 }
 
 int64_t tally_testing_faults_injected(void) {

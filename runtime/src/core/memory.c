@@ -35,6 +35,7 @@
 // Locking: one mutex guards the cache lists and counts; it is taken only for cacheable sizes.
 
 #include "core/memory.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "tally_runtime.h"
@@ -80,20 +81,16 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t default_limit(void) {
-    const char *env = getenv("TALLY_MALLOC_CACHE_BYTES");
-    if (env && *env) {
-        char *end = NULL;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (*end == '\0') {
-            return (uint64_t)v;
-        }
-    }
     uint64_t limit = 1ull << 30;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 4 < limit) {
         limit = (uint64_t)pages * (uint64_t)page / 4;
     }
-    return limit;
+    char instead[96];
+    snprintf(instead, sizeof instead, "%llu (a quarter of memory, at most 1 GiB)",
+             (unsigned long long)limit);
+    return (uint64_t)tally_env_int("TALLY_MALLOC_CACHE_BYTES", 0, INT64_MAX, (int64_t)limit,
+                                   instead);
 }
 
 static uint64_t limit_locked(void) {

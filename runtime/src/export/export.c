@@ -2,23 +2,21 @@
 // the pprof profile (export_pprof.c), TALLY_PROFILE_FOLDED=<path> the folded stacks
 // (export_folded.c), TALLY_PROFILE_TRACE=<path> the timeline (export_trace.c, recorded since the
 // first profiled run because the variable was set then). Like the report, they are written only
-// when at least one profiled run finished, and failures are reported through halide_error (the
-// process is exiting: nothing can be returned).
+// when at least one profiled run finished; each failure is reported through halide_error and the
+// first is returned (tally_profiler_write_exit_outputs passes it on; at exit it is dropped).
 
 #include "export/export.h"
+#include "core/env.h"
 #include "tally_runtime.h"
 
 #include <stdlib.h>
 
-void tally_export_at_exit(void) {
-    const char *pprof = getenv("TALLY_PROFILE_PPROF");
-    const char *folded = getenv("TALLY_PROFILE_FOLDED");
-    const char *trace = getenv("TALLY_PROFILE_TRACE");
-    int want_pprof = pprof && *pprof;
-    int want_folded = folded && *folded;
-    int want_trace = trace && *trace;
-    if (!want_pprof && !want_folded && !want_trace) {
-        return;
+int32_t tally_export_at_exit(void *user_context) {
+    const char *pprof = tally_env_string("TALLY_PROFILE_PPROF");
+    const char *folded = tally_env_string("TALLY_PROFILE_FOLDED");
+    const char *trace = tally_env_string("TALLY_PROFILE_TRACE");
+    if (!pprof && !folded && !trace) {
+        return 0;
     }
     uint64_t runs = 0;
     int32_t n = tally_profiler_num_pipelines();
@@ -29,15 +27,17 @@ void tally_export_at_exit(void) {
         }
     }
     if (runs == 0) {
-        return;
+        return 0;
     }
-    if (want_pprof) {
-        tally_profiler_write_pprof(NULL, pprof);
+    int32_t r = 0, w;
+    if (pprof && (w = tally_profiler_write_pprof(user_context, pprof)) != 0 && r == 0) {
+        r = w;
     }
-    if (want_folded) {
-        tally_profiler_write_folded(NULL, folded);
+    if (folded && (w = tally_profiler_write_folded(user_context, folded)) != 0 && r == 0) {
+        r = w;
     }
-    if (want_trace) {
-        tally_profiler_write_trace(NULL, trace);
+    if (trace && (w = tally_profiler_write_trace(user_context, trace)) != 0 && r == 0) {
+        r = w;
     }
+    return r;
 }

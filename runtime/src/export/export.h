@@ -72,8 +72,9 @@ int32_t tally_export_folded_format(const tally_export_snapshot *s, char **out, s
 int32_t tally_export_trace_format(char **out, size_t *out_len);
 
 /** Writes the exports named by TALLY_PROFILE_PPROF, TALLY_PROFILE_FOLDED and TALLY_PROFILE_TRACE,
- * when at least one profiled run finished. Called once by lifetime.c at exit, after the report. */
-void tally_export_at_exit(void);
+ * when at least one profiled run finished. Returns 0 or the first failure's code (each reported
+ * through halide_error); every export is attempted. Called by lifetime.c, after the report. */
+int32_t tally_export_at_exit(void *user_context);
 
 /** Starts the continuous pprof writer if TALLY_PROFILE_PPROF_EVERY asks for it (once per process;
  * lifetime.c calls it when a profiled run starts). Bad settings are reported, and leave it off. */

@@ -16,6 +16,7 @@
 // and the last, partial window written; a forked child does not inherit the thread and writes
 // nothing.
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "export/export.h"
@@ -207,53 +208,34 @@ static void *writer_main(void *arg) {
 }
 
 static void start_writer(void) {
-    const char *every = getenv("TALLY_PROFILE_PPROF_EVERY");
-    if (!every || !*every) {
+    const double seconds =
+        tally_env_double("TALLY_PROFILE_PPROF_EVERY", 0, 1e6, 0, "no continuous profiling");
+    if (seconds == 0) {
         return;
     }
-    char *end = NULL;
-    double seconds = strtod(every, &end);
-    if (*end != '\0' || !(seconds > 0) || seconds > 1e6) {
-        tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                           "TALLY_PROFILE_PPROF_EVERY: '%s' is not a number of seconds in "
-                           "(0, 1e6]; continuous profiling is off",
-                           every);
+    const char *path = tally_env_string("TALLY_PROFILE_PPROF");
+    if (!path) {
+        tally_env_reject("TALLY_PROFILE_PPROF_EVERY", tally_env_string("TALLY_PROFILE_PPROF_EVERY"),
+                         "TALLY_PROFILE_PPROF=<path> beside it, to name the files",
+                         "no continuous profiling");
         return;
     }
-    const char *path = getenv("TALLY_PROFILE_PPROF");
-    if (!path || !*path) {
-        tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                           "TALLY_PROFILE_PPROF_EVERY needs TALLY_PROFILE_PPROF=<path> to name "
-                           "its files; continuous profiling is off");
-        return;
-    }
-    writer_keep = TALLY_CONTINUOUS_DEFAULT_KEEP;
-    const char *keep = getenv("TALLY_PROFILE_PPROF_KEEP");
-    if (keep && *keep) {
-        unsigned long long k = strtoull(keep, &end, 10);
-        if (*end != '\0' || k < 1 || k > 1000000) {
-            tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                               "TALLY_PROFILE_PPROF_KEEP: '%s' is not a whole number in "
-                               "[1, 1000000]; continuous profiling is off",
-                               keep);
-            return;
-        }
-        writer_keep = k;
-    }
+    char instead[48];
+    snprintf(instead, sizeof instead, "%d, the default", (int)TALLY_CONTINUOUS_DEFAULT_KEEP);
+    writer_keep = (uint64_t)tally_env_int("TALLY_PROFILE_PPROF_KEEP", 1, 1000000,
+                                          TALLY_CONTINUOUS_DEFAULT_KEEP, instead);
     writer_path = (char *)malloc(strlen(path) + 1);
     if (!writer_path) {
         return;
     }
     strcpy(writer_path, path);
     writer_period_ns = (uint64_t)(seconds * 1e9);
-    const char *interval = getenv("TALLY_PROFILE_INTERVAL_US");
-    if (!interval || !*interval) {
+    if (!tally_env_string("TALLY_PROFILE_INTERVAL_US")) {
         tally_profiler_set_interval_us(TALLY_CONTINUOUS_INTERVAL_US);
     }
     // Continuous profiling samples at a low rate (its cost is the sampler's wakeups, not a clock
     // read per switch), unless TALLY_PROFILE_MODE asks for another mode.
-    const char *mode = getenv("TALLY_PROFILE_MODE");
-    if (!mode || !*mode) {
+    if (!tally_env_string("TALLY_PROFILE_MODE")) {
         tally_profiler_set_default_mode(TALLY_PROFILER_FLAG_SAMPLING);
     }
     pthread_condattr_t attr;

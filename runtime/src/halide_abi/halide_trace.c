@@ -14,6 +14,7 @@
 //    and the tag, both NUL-terminated, padded to 4 bytes.
 // halide_set_custom_trace replaces the handler.
 
+#include "core/env.h"
 #include "core/error.h"
 #include "tally_runtime.h"
 
@@ -200,8 +201,8 @@ int halide_get_trace_file(void *user_context) {
     pthread_mutex_lock(&trace_lock);
     if (trace_fd < 0) {
         int fd = 0;  // text, unless HL_TRACE_FILE names a file that opens
-        const char *path = getenv("HL_TRACE_FILE");
-        if (path && *path) {
+        const char *path = tally_env_string("HL_TRACE_FILE");
+        if (path) {
             int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
             if (f > 0) {
                 fd = f;

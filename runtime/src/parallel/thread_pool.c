@@ -78,6 +78,7 @@
 
 #include "parallel/thread_pool.h"
 #include "core/context.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "profiler/profiler.h"
@@ -1053,16 +1054,18 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static int32_t parse_thread_count(const char *s) {
-    if (!s || !*s) {
-        return 0;
-    }
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (*end != '\0' || v <= 0) {
-        return 0;
-    }
-    return v > TALLY_MAX_THREADS ? TALLY_MAX_THREADS : (int32_t)v;
+// The default thread count: TALLY_NUM_THREADS, else Halide's HL_NUM_THREADS (so a program moved
+// from Halide's runtime keeps its setting), else the number of online cores (at most
+// TALLY_MAX_THREADS).
+static int32_t default_thread_count(void) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int32_t n =
+        cores > 0 ? (int32_t)(cores > TALLY_MAX_THREADS ? TALLY_MAX_THREADS : cores) : 1;
+    char instead[64];
+    snprintf(instead, sizeof instead, "the number of cores (%d)", (int)n);
+    const char *name =
+        tally_env_string("TALLY_NUM_THREADS") ? "TALLY_NUM_THREADS" : "HL_NUM_THREADS";
+    return (int32_t)tally_env_int(name, 1, TALLY_MAX_THREADS, n, instead);
 }
 
 // Threads (caller included) the pool should use (pool lock held).
@@ -1071,12 +1074,7 @@ static int32_t wanted_threads_locked(void) {
         return pool.desired_threads;
     }
     if (pool.default_threads == 0) {
-        int32_t n = parse_thread_count(getenv("TALLY_NUM_THREADS"));
-        if (n == 0) {
-            long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            n = cores > 0 ? (int32_t)(cores > TALLY_MAX_THREADS ? TALLY_MAX_THREADS : cores) : 1;
-        }
-        pool.default_threads = n;
+        pool.default_threads = default_thread_count();
     }
     return pool.default_threads;
 }

@@ -38,6 +38,7 @@
 #include "profiler/profiler.h"
 #include "core/clock.h"
 #include "core/context.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "profiler/device_timeline.h"
 #include "profiler/device_waits.h"
@@ -288,23 +289,12 @@ static void report_bad_call_once(tally_instance *inst, const char *what, int32_t
 static _Atomic int32_t default_mode;  // a mode flag, or 0: not chosen yet
 
 static int32_t mode_from_env(void) {
-    const char *env = getenv("TALLY_PROFILE_MODE");
-    if (env && strcmp(env, "exact") == 0) {
-        return TALLY_PROFILER_FLAG_EXACT;
-    }
-    if (env && strcmp(env, "sampling") == 0) {
-        return TALLY_PROFILER_FLAG_SAMPLING;
-    }
-    if (env && strcmp(env, "timer") == 0) {
-        return TALLY_PROFILER_FLAG_TIMER;
-    }
-    if (env && *env) {
-        tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                           "TALLY_PROFILE_MODE=%s: expected exact, sampling or timer; using the "
-                           "default",
-                           env);
-    }
-    return TALLY_PROFILER_DEFAULT_MODE;
+    static const char *const words[] = {"exact", "sampling", "timer"};
+    static const int32_t flags[] = {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_SAMPLING,
+                                    TALLY_PROFILER_FLAG_TIMER};
+    _Static_assert(TALLY_PROFILER_DEFAULT_MODE == TALLY_PROFILER_FLAG_EXACT,
+                   "the fallback below names the default");
+    return flags[tally_env_choice("TALLY_PROFILE_MODE", words, 3, 0, "exact, the default")];
 }
 
 int32_t tally_profiler_set_default_mode(int32_t mode) {
@@ -458,10 +448,19 @@ static void rescale_to_wall(tally_instance *inst, uint64_t wall) {
     inst->acc[largest].time_ns += wall - scaled_sum;
 }
 
+// Runs merged into any pipeline since the process started; never reset (tally_profiler_reset
+// forgets the totals, not this count).
+static _Atomic uint64_t runs_finished;
+
+uint64_t tally_profiler_runs_finished(void) {
+    return atomic_load_explicit(&runs_finished, memory_order_acquire);
+}
+
 static void merge_into_pipeline_locked(tally_instance *inst, uint64_t wall) {
     tally_pipeline *p = inst->pipeline;
     const int32_t failed = atomic_load_explicit(&inst->failed, memory_order_relaxed);
     p->runs++;
+    atomic_fetch_add_explicit(&runs_finished, 1, memory_order_release);
     p->total_ns += wall;
     p->ticks += inst->ticks;
     p->tick_thread_sum += inst->tick_thread_sum;

@@ -29,6 +29,10 @@ void *tally_profiler_start_run(void *user_context, const char *pipeline, const c
 // pipeline's totals: Halide 21's bounds queries run its probes but are no runs of the pipeline.
 int32_t tally_profiler_end_run(void *user_context, void *instance, int32_t count);
 
+// Profiled runs finished in this process (merged into a pipeline's totals), counting on through
+// tally_profiler_reset: what the outputs written at exit or on demand cover (lifetime.c).
+uint64_t tally_profiler_runs_finished(void);
+
 // The registry. Report code walks it with the lock held.
 extern pthread_mutex_t tally_registry_lock;
 tally_pipeline *tally_registry_first_locked(void);

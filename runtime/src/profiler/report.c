@@ -57,6 +57,7 @@
 
 #include "profiler/report.h"
 #include "core/bytes.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "profiler/device_timeline.h"
 #include "profiler/profiler.h"
@@ -64,6 +65,7 @@
 #include "profiler/trace.h"
 #include "tally_runtime.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -756,14 +758,17 @@ int32_t tally_profiler_report_to_buffer(char *buf, size_t size, int32_t json) {
 
 static int32_t write_file(void *user_context, const char *path, const char *mode, const char *text,
                           size_t len) {
+    errno = 0;
     FILE *f = fopen(path, mode);
     int ok = f && fwrite(text, 1, len, f) == len;
     if (f && fclose(f) != 0) {
         ok = 0;
     }
     if (!ok) {
+        const int err = errno;
         return tally_report_error(user_context, TALLY_ERROR_IO,
-                                  "tally profiler: cannot write the report to %s", path);
+                                  "tally profiler: cannot write the report to %s: %s", path,
+                                  err ? strerror(err) : "write failed");
     }
     return 0;
 }
@@ -781,8 +786,8 @@ static void write_fd_all(int fd, const char *s, size_t len) {
 
 // Sends the text to TALLY_PROFILE_OUTPUT. `at_exit` writes stderr directly and truncates files.
 static int32_t emit_text(void *user_context, const char *text, size_t len, int at_exit) {
-    const char *dest = getenv("TALLY_PROFILE_OUTPUT");
-    if (!dest || !*dest || strcmp(dest, "stderr") == 0) {
+    const char *dest = tally_env_string("TALLY_PROFILE_OUTPUT");  // stderr, stdout or a path
+    if (!dest || strcmp(dest, "stderr") == 0) {
         if (at_exit) {
             write_fd_all(STDERR_FILENO, text, len);
         } else {
@@ -812,24 +817,32 @@ int32_t tally_profiler_report(void *user_context) {
     return r;
 }
 
-void tally_report_at_exit(void) {
+int32_t tally_report_at_exit(void *user_context) {
     tally_bytes b = {NULL, 0, 0, 0};
     int any = 0;
-    if (build_report(&b, 0, &any) != 0) {
-        return;
+    int32_t r = build_report(&b, 0, &any);
+    if (r != 0) {
+        tally_bytes_free(&b);
+        return tally_report_error(user_context, r,
+                                  "tally profiler: out of memory building the report");
     }
     if (any) {
-        emit_text(NULL, b.data, b.len, 1);
-        const char *json_path = getenv("TALLY_PROFILE_JSON");
-        if (json_path && *json_path) {
+        r = emit_text(user_context, b.data, b.len, 1);
+        const char *json_path = tally_env_string("TALLY_PROFILE_JSON");
+        if (json_path) {
             tally_bytes j = {NULL, 0, 0, 0};
-            if (build_report(&j, 1, &any) == 0) {
-                write_file(NULL, json_path, "w", j.data, j.len);
-            }
+            int32_t rj = build_report(&j, 1, &any);
+            rj = rj != 0 ? tally_report_error(user_context, rj,
+                                              "tally profiler: out of memory building the JSON "
+                                              "report for %s",
+                                              json_path)
+                         : write_file(user_context, json_path, "w", j.data, j.len);
+            r = r != 0 ? r : rj;
             tally_bytes_free(&j);
         }
     }
     tally_bytes_free(&b);
+    return r;
 }
 
 // ---- text from numbers read elsewhere ---------------------------------------------------

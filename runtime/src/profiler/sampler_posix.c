@@ -22,6 +22,7 @@
 
 #include "profiler/sampler_posix.h"
 #include "core/clock.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "profiler/run.h"
@@ -150,15 +151,8 @@ static uint32_t clamp_interval(uint64_t us) {
 uint32_t tally_profiler_get_interval_us(void) {
     uint32_t us = atomic_load(&interval_us);
     if (us == 0) {
-        uint64_t v = 1000;
-        const char *env = getenv("TALLY_PROFILE_INTERVAL_US");
-        if (env && *env) {
-            char *end = NULL;
-            unsigned long long parsed = strtoull(env, &end, 10);
-            if (*end == '\0' && parsed > 0) {
-                v = parsed;
-            }
-        }
+        uint64_t v = (uint64_t)tally_env_int("TALLY_PROFILE_INTERVAL_US", 10, 1000000, 1000,
+                                             "1000, the default");
         uint32_t expected = 0;
         atomic_compare_exchange_strong(&interval_us, &expected, clamp_interval(v));
         us = atomic_load(&interval_us);

@@ -33,11 +33,13 @@
 #include "profiler/trace.h"
 #include "core/clock.h"
 #include "core/context.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "profiler/run.h"
 #include "tally_runtime.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,20 +317,14 @@ void tally_trace_wait_slow(uint64_t begin_ns, uint64_t end_ns) {
 }
 
 void tally_trace_start_from_env(void) {
-    const char *path = getenv("TALLY_PROFILE_TRACE");
-    if (!path || !*path) {
+    if (!tally_env_string("TALLY_PROFILE_TRACE")) {
         return;
     }
-    const char *events = getenv("TALLY_PROFILE_TRACE_EVENTS");
-    if (events && *events) {
-        char *end = NULL;
-        unsigned long long n = strtoull(events, &end, 10);
-        if (*end != '\0' || tally_trace_set_capacity(n) != 0) {
-            tally_report_error(NULL, TALLY_ERROR_BAD_ARGUMENT,
-                               "TALLY_PROFILE_TRACE_EVENTS=%s: expected a number of records from "
-                               "1 to %u; using %u",
-                               events, TRACE_MAX_CAPACITY, TRACE_DEFAULT_CAPACITY);
-        }
+    if (tally_env_string("TALLY_PROFILE_TRACE_EVENTS")) {  // unset: the capacity as it is
+        char instead[48];
+        snprintf(instead, sizeof instead, "%u, the default", TRACE_DEFAULT_CAPACITY);
+        (void)tally_trace_set_capacity((uint64_t)tally_env_int(
+            "TALLY_PROFILE_TRACE_EVENTS", 1, TRACE_MAX_CAPACITY, TRACE_DEFAULT_CAPACITY, instead));
     }
     atomic_store_explicit(&tally_trace_on, 1, memory_order_relaxed);
 }

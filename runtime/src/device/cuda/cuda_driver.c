@@ -7,6 +7,7 @@
 // stream. A failure leaves CUDA unusable with a reason ("libcuda.so.1 not found", "no CUDA
 // device", ...) for the caller to report.
 
+#include "core/env.h"
 #include "core/error.h"
 #include "device/cuda/cuda_internal.h"
 #include "tally_runtime.h"
@@ -95,10 +96,10 @@ static int open_driver_locked(void) {
     if (tally_cuda.lib) {
         return 1;
     }
-    const char *override = getenv("TALLY_CUDA_LIBRARY");
+    const char *override = tally_env_string("TALLY_CUDA_LIBRARY");
     const char *candidates[2] = {"libcuda.so.1", "libcuda.so"};
     int n = 2;
-    if (override && *override) {
+    if (override) {
         candidates[0] = override;
         n = 1;
     }
@@ -134,24 +135,12 @@ static int open_driver_locked(void) {
     return 1;
 }
 
-// The device TALLY_CUDA_DEVICE (else HL_GPU_DEVICE) names, 0 when neither is set, or -1 when
-// the value is not a whole decimal index (the caller says so, naming the variable's value).
-static int device_index(const char **value) {
-    const char *s = getenv("TALLY_CUDA_DEVICE");
-    if (!s || !*s) {
-        s = getenv("HL_GPU_DEVICE");
-    }
-    *value = s && *s ? s : "";
-    if (!**value) {
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0 || v > INT_MAX || !(s[0] >= '0' && s[0] <= '9')) {
-        return -1;
-    }
-    return (int)v;
+// The device TALLY_CUDA_DEVICE (else HL_GPU_DEVICE) names (*name: the variable read), 0 when
+// neither is set, or -1 when the value is not a device index (said by the environment rule).
+static int device_index(const char **name) {
+    *name = tally_env_string("TALLY_CUDA_DEVICE") ? "TALLY_CUDA_DEVICE" : "HL_GPU_DEVICE";
+    return (int)tally_env_int(*name, 0, INT_MAX, tally_env_string(*name) ? -1 : 0,
+                              "no CUDA device: CUDA is not available");
 }
 
 int tally_cuda_init_locked(void) {
@@ -187,10 +176,10 @@ int tally_cuda_init_locked(void) {
         set_reason("no CUDA device (%s reports none)", tally_cuda.lib_name);
         return 0;
     }
-    const char *value = "";
-    int index = device_index(&value);
+    const char *name = "";
+    int index = device_index(&name);
     if (index < 0) {
-        set_reason("TALLY_CUDA_DEVICE / HL_GPU_DEVICE is '%s', not a device index", value);
+        set_reason("%s=%s is not a device index", name, tally_env_string(name));
         return 0;
     }
     if (index >= count) {

@@ -19,6 +19,7 @@
 
 #if TALLY_HAVE_OPENCL_HEADERS
 
+#include "core/env.h"
 #include "core/error.h"
 #include "tally_runtime.h"
 
@@ -115,10 +116,10 @@ static int open_library_locked(void) {
     if (tally_ocl.lib) {
         return 1;
     }
-    const char *override = getenv("TALLY_OPENCL_LIBRARY");
+    const char *override = tally_env_string("TALLY_OPENCL_LIBRARY");
     const char *candidates[2] = {"libOpenCL.so.1", "libOpenCL.so"};
     int n = 2;
-    if (override && *override) {
+    if (override) {
         candidates[0] = override;
         n = 1;
     }
@@ -162,42 +163,51 @@ static int open_library_locked(void) {
 // ---- the platform and the device -------------------------------------------------------------
 
 // The device types HL_OCL_DEVICE_TYPE names, and their names for messages ("gpu", "cpu or gpu";
-// "" for all).
+// "" for all). Its value is a list of cpu, gpu and acc, separated by ',', '|' or spaces, as
+// Halide's runtime takes it; any other word makes it all types (said by the environment rule).
 static cl_device_type device_types(char *label, size_t size) {
-    const char *s = getenv("HL_OCL_DEVICE_TYPE");
     static const struct {
         const char *word;
         cl_device_type type;
     } words[] = {{"cpu", CL_DEVICE_TYPE_CPU},
                  {"gpu", CL_DEVICE_TYPE_GPU},
                  {"acc", CL_DEVICE_TYPE_ACCELERATOR}};
+    const char *s = tally_env_string("HL_OCL_DEVICE_TYPE");
     cl_device_type types = 0;
     label[0] = '\0';
-    for (size_t i = 0; s && i < sizeof words / sizeof words[0]; i++) {
-        if (strstr(s, words[i].word)) {
+    for (const char *p = s; p && *p;) {
+        const size_t sep = strspn(p, ",| "), len = strcspn(p + sep, ",| ");
+        p += sep;
+        if (len == 0) {
+            break;
+        }
+        size_t i = 0;
+        while (i < sizeof words / sizeof words[0] &&
+               !(strlen(words[i].word) == len && strncmp(p, words[i].word, len) == 0)) {
+            i++;
+        }
+        if (i == sizeof words / sizeof words[0]) {
+            tally_env_reject("HL_OCL_DEVICE_TYPE", s, "cpu, gpu or acc, or a list of them",
+                             "every device type");
+            label[0] = '\0';
+            return CL_DEVICE_TYPE_ALL;
+        }
+        if (!(types & words[i].type)) {
             size_t used = strlen(label);
             snprintf(label + used, size - used, "%s%s", types ? " or " : "", words[i].word);
             types |= words[i].type;
         }
+        p += len;
     }
     return types ? types : CL_DEVICE_TYPE_ALL;
 }
 
-// The device HL_GPU_DEVICE names, 0 when unset, or -1 when the value is not a whole decimal
-// index (the caller says so, naming the value).
-static int device_index(const char **value) {
-    const char *s = getenv("HL_GPU_DEVICE");
-    *value = s ? s : "";
-    if (!**value) {
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0 || v > INT_MAX || !(s[0] >= '0' && s[0] <= '9')) {
-        return -1;
-    }
-    return (int)v;
+// The device HL_GPU_DEVICE names, 0 when unset, or -1 when the value is not a device index
+// (said by the environment rule).
+static int device_index(void) {
+    return (int)tally_env_int("HL_GPU_DEVICE", 0, INT_MAX,
+                              tally_env_string("HL_GPU_DEVICE") ? -1 : 0,
+                              "no OpenCL device: OpenCL is not available");
 }
 
 static void platform_name(cl_platform_id p, char *out, size_t size) {
@@ -219,10 +229,9 @@ static void list_platforms(char names[][128], cl_uint n, char *out, size_t size)
 
 // Chooses tally_ocl.platform and tally_ocl.device; 0 with the reason set when it cannot.
 static int choose_device_locked(void) {
-    const char *index_value = "";
-    int index = device_index(&index_value);
+    int index = device_index();
     if (index < 0) {
-        set_reason("HL_GPU_DEVICE is '%s', not a device index", index_value);
+        set_reason("HL_GPU_DEVICE=%s is not a device index", tally_env_string("HL_GPU_DEVICE"));
         return 0;
     }
     cl_platform_id platforms[TALLY_OCL_MAX_PLATFORMS];
@@ -243,12 +252,12 @@ static int choose_device_locked(void) {
         platform_name(platforms[i], names[i], sizeof names[i]);
     }
     // The platforms whose name matches, in the order the loader lists them.
-    const char *wanted_name = getenv("HL_OCL_PLATFORM_NAME");
+    const char *wanted_name = tally_env_string("HL_OCL_PLATFORM_NAME");
     cl_platform_id matching[TALLY_OCL_MAX_PLATFORMS];
     char matching_names[TALLY_OCL_MAX_PLATFORMS][128];
     cl_uint num_matching = 0;
     for (cl_uint i = 0; i < num_platforms; i++) {
-        if (!wanted_name || !*wanted_name || strstr(names[i], wanted_name)) {
+        if (!wanted_name || strstr(names[i], wanted_name)) {
             matching[num_matching] = platforms[i];
             memcpy(matching_names[num_matching], names[i], sizeof names[i]);
             num_matching++;
@@ -347,11 +356,6 @@ static int read_device_info_locked(void) {
     return 1;
 }
 
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 int tally_ocl_init_locked(void) {
     if (atomic_load_explicit(&tally_ocl_ready, memory_order_relaxed)) {
         return 1;
@@ -378,7 +382,7 @@ int tally_ocl_init_locked(void) {
         return 0;
     }
     // In order, with profiling unless the tests ask for none (or the device has none).
-    tally_ocl.profiling = !env_flag("TALLY_OPENCL_NO_TIMESTAMPS");
+    tally_ocl.profiling = !tally_env_flag("TALLY_OPENCL_NO_TIMESTAMPS");
     tally_ocl.queue = NULL;
     if (tally_ocl.profiling) {
         tally_ocl.queue = tally_cl.clCreateCommandQueue(tally_ocl.context, tally_ocl.device,

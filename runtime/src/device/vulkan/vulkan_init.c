@@ -6,6 +6,7 @@
 // the optional shader features the device offers, and a command pool. A failure destroys what
 // was created and leaves its reason for the caller to report. Nothing here waits for the device.
 
+#include "core/env.h"
 #include "core/error.h"
 #include "device/vulkan/vulkan_internal.h"
 #include "tally_runtime.h"
@@ -66,27 +67,6 @@ int32_t tally_vk_fail(void *user_context, int32_t code, const char *routine, con
                       VkResult r) {
     return tally_report_error(user_context, code, "%s: %s failed: %s (%d)", routine, what,
                               tally_vk_result_name(r), (int)r);
-}
-
-// Non-empty and not "0".
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
-}
-
-// A level variable: unset, empty or "0" is 0, a positive decimal number is that level (at most
-// 9), and any other value ("1x", "yes", "-2") turns the setting on at level 1.
-static int32_t env_level(const char *name) {
-    const char *v = getenv(name);
-    if (!v || !v[0] || strcmp(v, "0") == 0) {
-        return 0;
-    }
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end != '\0' || !(v[0] >= '0' && v[0] <= '9') || n < 1) {
-        return 1;
-    }
-    return n > 9 ? 9 : (int32_t)n;
 }
 
 // dlsym returns an object pointer; POSIX guarantees it converts to a function pointer.
@@ -183,16 +163,11 @@ static int select_device_locked(char *why, size_t why_size) {
                  tally_vk_result_name(r), (int)r);
         return -1;
     }
-    const char *selector = getenv("TALLY_VULKAN_DEVICE");
-    int by_index = 0;
-    long index = -1;
-    if (selector && selector[0]) {
-        char *end = NULL;
-        index = strtol(selector, &end, 10);
-        by_index = end && *end == '\0';
-    } else {
-        selector = NULL;
-    }
+    // An index (decimal digits only), else a part of the device's name.
+    const char *selector = tally_env_string("TALLY_VULKAN_DEVICE");
+    const int by_index =
+        selector && strspn(selector, "0123456789") == strlen(selector) && strlen(selector) < 10;
+    const long index = by_index ? strtol(selector, NULL, 10) : -1;
     char names[512] = "";
     int found = 0;
     for (uint32_t i = 0; i < count && !found; i++) {
@@ -398,7 +373,8 @@ static int open_loader_locked(char *why, size_t why_size) {
 // TALLY_VULKAN_DEBUG's level, or 0 (said once through tally_print_diagnostic) when the loader lacks
 // VK_EXT_debug_utils.
 static int32_t debug_level(PFN_vkEnumerateInstanceExtensionProperties enumerate_extensions) {
-    int32_t debug = env_level("TALLY_VULKAN_DEBUG");
+    // 0: none; 1: warnings and errors; 2 and up: information too.
+    int32_t debug = (int32_t)tally_env_int("TALLY_VULKAN_DEBUG", 0, 2, 0, "0 (no messages)");
     if (!debug) {
         return 0;
     }
@@ -489,7 +465,7 @@ static int create_instance_locked(int32_t *debug, char *why, size_t why_size) {
 }
 
 int tally_vk_init_locked(char *why, size_t why_size) {
-    if (env_flag("TALLY_VULKAN_DISABLE")) {
+    if (tally_env_flag("TALLY_VULKAN_DISABLE")) {
         snprintf(why, why_size, "Vulkan is disabled by TALLY_VULKAN_DISABLE");
         return -1;
     }
@@ -503,9 +479,9 @@ int tally_vk_init_locked(char *why, size_t why_size) {
         return -1;
     }
     tally_vk.f.vkGetPhysicalDeviceMemoryProperties(tally_vk.physical, &tally_vk.memory);
-    tally_vk.force_staging = env_flag("TALLY_VULKAN_FORCE_STAGING");
+    tally_vk.force_staging = tally_env_flag("TALLY_VULKAN_FORCE_STAGING");
     tally_vk.next_serial = 1;
-    if (env_flag("TALLY_VULKAN_NO_TIMESTAMPS")) {
+    if (tally_env_flag("TALLY_VULKAN_NO_TIMESTAMPS")) {
         tally_vk.timestamp_bits = 0;
     }
     tally_vk.calibrated = 0;
