@@ -7,6 +7,8 @@
 #   fuzz_parser    text front end, verifier, printer (ParserRoundTrip.h)
 #   fuzz_lowering  parse, verify, lower for 8 targets, verify, print, re-parse, equal
 #                  (LoweringRoundTrip.h)
+#   fuzz_halide21  both of those properties, seeded with the Halide 21 listings instead of the
+#                  Halide 14 ones (the Halide 21 dialect)
 #   fuzz_report    the profiler's text report and JSON writers (runtime/src/profiler/report.c)
 #   fuzz_npy       the .npy reader of tally-run (src/driver/NpyFile.cpp)
 #
@@ -31,7 +33,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_TO_RUN="${1:-30}"
 shift || true
-ALL_TARGETS=(fuzz_parser fuzz_lowering fuzz_report fuzz_npy)
+ALL_TARGETS=(fuzz_parser fuzz_lowering fuzz_halide21 fuzz_report fuzz_npy)
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL_TARGETS[@]}")
 BUILD="${TALLY_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
@@ -44,19 +46,28 @@ CC=clang-19 CXX=clang++-19 cmake -S "$ROOT/test/fuzz" -B "$BUILD" -G Ninja >/dev
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 
 # The IR-text seeds: every lit/corpus file split into its `// -----` cases, one file each, the
-# kept regressions, and the blocks of the Halide 14 listings (stmt_blocks.py: each `produce`,
+# kept regressions, and the blocks of the Halide listings (stmt_blocks.py: each `produce`,
 # loop, `allocate` or `if` block, a bare statement of its own); those longer than $2 bytes are
-# left out.
+# left out. $3 is the listings' Halide version: 14 (test/corpus/halide14 and
+# test/conformance/halide14, with test/ir's goldens) or 21 (test/conformance/halide21, with the
+# goldens of test/ir that are Halide 21's: a `dialect=halide21` header).
 stmt_seeds() {
-    local out="$1" max="$2" n=0 f
+    local out="$1" max="$2" version="$3" n=0 f
+    local listings=("$ROOT/test/corpus/halide14" "$ROOT/test/conformance/halide14")
+    local goldens=("$ROOT/test/ir")
+    if [[ "$version" == 21 ]]; then
+        listings=("$ROOT/test/conformance/halide21")
+        goldens=()
+        while IFS= read -r f; do goldens+=("$f"); done < <(grep -rl --include='*.stmt' \
+            -e 'dialect=halide21' "$ROOT/test/ir" | sort)
+    fi
     while IFS= read -r -d '' f; do
         n=$((n + 1))
         awk -v prefix="$out/$(printf '%04d' "$n")_$(basename "$f" .stmt)" '
             BEGIN { part = 0; file = prefix "_0.stmt"; printf "" > file }
             /^\/\/ -----/ { close(file); part++; file = prefix "_" part ".stmt"; printf "" > file; next }
             { print > file }' "$f"
-    done < <(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance/halide14" "$ROOT/test/ir" \
-        -name '*.stmt' -print0 | sort -z)
+    done < <(find "${listings[@]}" "${goldens[@]}" -name '*.stmt' -print0 | sort -z)
     while IFS= read -r -d '' f; do
         cp "$f" "$out/regression_$(basename "$f")"
     done < <(find "$ROOT/test/fuzz/regressions" -maxdepth 1 -type f ! -name "*.md" -print0 | sort -z)
@@ -64,12 +75,18 @@ stmt_seeds() {
     # The listings' 2,600 blocks take fuzz_lowering about 30 s of a loaded CI machine just to run
     # once, which would leave CI's 30 s run no time to mutate: they seed runs of 2 minutes or
     # more (the campaigns), or any run with TALLY_FUZZ_BLOCKS=1 (0 leaves them out).
-    if [[ "${TALLY_FUZZ_BLOCKS:-$((SECONDS_TO_RUN >= 120 ? 1 : 0))}" == 1 ]]; then
+    # The Halide 21 listings are all longer than 4 KiB, so a short run takes a sample of their
+    # blocks instead: every 25th (about 160), in a fixed order.
+    local all_blocks="${TALLY_FUZZ_BLOCKS:-$((SECONDS_TO_RUN >= 120 ? 1 : 0))}"
+    if [[ "$all_blocks" == 1 || "$version" == 21 ]]; then
         local blocks
-        blocks=$(find "$ROOT/test/corpus/halide14" "$ROOT/test/conformance/halide14" \
-            -name '*.stmt' -print0 |
+        blocks=$(find "${listings[@]}" -name '*.stmt' -print0 |
             xargs -0 python3 "$ROOT/test/fuzz/stmt_blocks.py" "$max" "$out")
-        log "seeds: $blocks blocks of the Halide listings"
+        if [[ "$all_blocks" != 1 ]]; then
+            find "$out" -name 'block_*' | sort | awk 'NR % 25 != 1' | xargs -r rm
+            blocks="a sample ($(find "$out" -name 'block_*' | wc -l)) of $blocks"
+        fi
+        log "seeds: $blocks blocks of the Halide $version listings"
     fi
 }
 
@@ -85,9 +102,9 @@ for target in "${TARGETS[@]}"; do
     mkdir -p "$corpus" "$seeds" "$artifacts"
     flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
     case "$target" in
-    fuzz_parser | fuzz_lowering)
+    fuzz_parser | fuzz_lowering | fuzz_halide21)
         max_len="${TALLY_FUZZ_MAX_LEN:-4096}"
-        stmt_seeds "$seeds" "$max_len"
+        stmt_seeds "$seeds" "$max_len" "$([[ $target == fuzz_halide21 ]] && echo 21 || echo 14)"
         flags+=(-max_len="$max_len" -dict="$ROOT/test/fuzz/parser.dict")
         ;;
     *)
