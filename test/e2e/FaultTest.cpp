@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -186,10 +187,19 @@ TEST_F(FaultE2E, FailedRunLeavesNoMemoryCurrentInTheProfiler) {
 // The child half of the next test: compiles and runs apps/memory once under whatever TALLY_FAULT
 // says and exits (running the at-exit report) with 1 if the run failed. Started as
 // `TALLY_FAULT_E2E_CHILD=1 e2e_fault`, the binary does this before main, so GoogleTest never runs.
+//
+// `TALLY_FAULT_E2E_CHILD=opencl` runs apps/gpu_gpu_cpu once on OpenCL instead, frees its buffers'
+// device copies and prints the run's result and the OpenCL allocations left ("live N").
+int opencl_child();
+
 struct ChildMode {
     ChildMode() {
-        if (!std::getenv("TALLY_FAULT_E2E_CHILD")) {
+        const char *mode = std::getenv("TALLY_FAULT_E2E_CHILD");
+        if (!mode) {
             return;
+        }
+        if (std::string(mode) == "opencl") {
+            std::exit(opencl_child());
         }
         auto jit = compile_app("memory", "host-profile");
         MemoryApp app(37, 23);
@@ -392,6 +402,35 @@ TEST_F(FaultE2E, VulkanSyncFailureIsReportedAsTheSync) {
     sync_failure_is_reported_as_the_sync(vulkan_api);
 }
 
+/** A failing device allocation (the first: `input`'s, on its copy to the device) fails the run
+ * with TALLY_ERROR_DEVICE_MALLOC_FAILED, reported as the allocation; nothing was copied or
+ * launched, and nothing is left allocated. */
+void allocation_failure_is_reported_as_the_allocation(const GpuFaultApi &api) {
+    auto jit = compile_app("gpu_gpu_cpu", api.target);
+    GpuGpuCpu app = gpu_app();
+    ErrorCapture capture;
+    const int32_t live_before = api.live_buffers();
+    ASSERT_EQ(tally_testing_set_fault("device_malloc"), 0);
+    EXPECT_EQ(app.run(*jit), TALLY_ERROR_DEVICE_MALLOC_FAILED) << capture.all();
+    std::vector<std::string> injected = capture.injected();
+    ASSERT_EQ(injected.size(), 1u) << capture.all();
+    EXPECT_EQ(injected[0], std::string("halide_device_malloc: ") + api.name +
+                               ": device allocation of 8192 bytes failed (injected fault)");
+    tally_pipeline_stats ps = gpu_app_stats();
+    EXPECT_EQ(ps.runs, 1u);
+    EXPECT_EQ(ps.kernel_launches, 0u);
+    EXPECT_EQ(ps.copies_to_device, 0u);
+    expect_no_memory_left("gpu_gpu_cpu");
+    expect_no_device_buffer_left(api, &app, live_before);
+
+    expect_next_run_right(*jit, &app, &capture);
+}
+
+TEST_F(FaultE2E, OpenCLAllocationFailureIsReportedAsTheAllocation) {
+    REQUIRE_GPU(opencl_api);
+    allocation_failure_is_reported_as_the_allocation(opencl_api);
+}
+
 TEST_F(FaultE2E, OpenCLLaunchFailureIsReportedAsTheLaunch) {
     REQUIRE_GPU(opencl_api);
     launch_failure_is_reported_as_the_launch(opencl_api);
@@ -496,6 +535,7 @@ TEST_F(FaultE2E, OpenCLRepeatedFailuresLeakNothing) {
         {"sync:2", TALLY_ERROR_DEVICE_SYNC_FAILED, 1},
         {"copy_to_device", TALLY_ERROR_COPY_TO_DEVICE_FAILED, 0},
         {"copy_to_host", TALLY_ERROR_COPY_TO_HOST_FAILED, 2},
+        {"device_malloc", TALLY_ERROR_DEVICE_MALLOC_FAILED, 0},
     };
     const int rounds = 3;
     uint64_t launches = 0, runs = 0;
@@ -511,7 +551,7 @@ TEST_F(FaultE2E, OpenCLRepeatedFailuresLeakNothing) {
             runs += 2;
         }
     }
-    EXPECT_EQ(capture.injected().size(), size_t(rounds) * 4) << capture.all();
+    EXPECT_EQ(capture.injected().size(), size_t(rounds) * std::size(failures)) << capture.all();
     tally_pipeline_stats ps = gpu_app_stats();
     EXPECT_EQ(ps.runs, runs);
     EXPECT_EQ(ps.kernel_launches, launches);
@@ -531,6 +571,68 @@ TEST_F(FaultE2E, OpenCLRepeatedFailuresLeakNothing) {
     expect_next_run_right(*jit, &app, &capture);
     EXPECT_EQ(app.input.device_free(), 0);
     EXPECT_EQ(tally_testing_opencl_live_buffers(), live_before);
+}
+
+int opencl_child() {
+    auto jit = compile_app("gpu_gpu_cpu", "host-opencl-profile");
+    GpuGpuCpu app = gpu_app();
+    const int rc = app.run(*jit);
+    (void)app.input.device_free();
+    (void)app.C.device_free();
+    std::printf("child result %s\nlive %d\n", tally_error_code_name(rc),
+                (int)tally_testing_opencl_live_buffers());
+    std::fflush(stdout);
+    jit.reset();
+    return rc == 0 ? 0 : 1;
+}
+
+// Each OpenCL failure in a process of its own, armed by the environment as a user would
+// (TALLY_FAULT), and OpenCL with no platform at all (OCL_ICD_VENDORS naming an empty place): the
+// run fails with the failure's own code, the message names what failed, the report still prints
+// at exit with the run counted, and no device allocation is left.
+TEST_F(FaultE2E, OpenCLFailuresInAProcessStillPrintTheReport) {
+    REQUIRE_GPU(opencl_api);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    ASSERT_GT(n, 0);
+    exe[n] = '\0';
+    char tmpl[] = "/tmp/tally_e2e_fault_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string dir = tmpl;
+    struct Case {
+        const char *env, *code, *message;
+    };
+    const Case cases[] = {
+        {"TALLY_FAULT=device_malloc", "ERROR_DEVICE_MALLOC_FAILED",
+         "halide_device_malloc: opencl: device allocation of 8192 bytes failed (injected fault)"},
+        {"TALLY_FAULT=copy_to_device", "ERROR_COPY_TO_DEVICE_FAILED",
+         "halide_copy_to_device: opencl: copy to device failed (injected fault)"},
+        {"TALLY_FAULT=launch", "ERROR_DEVICE_RUN_FAILED", "launch failed (injected fault)"},
+        {"TALLY_FAULT=sync:2", "ERROR_DEVICE_SYNC_FAILED",
+         "halide_device_sync_global: opencl: device sync failed (injected fault)"},
+        {"TALLY_FAULT=copy_to_host", "ERROR_COPY_TO_HOST_FAILED",
+         "halide_copy_to_host: opencl: copy to host failed (injected fault)"},
+        {"OCL_ICD_VENDORS=/nonexistent", "ERROR_NO_DEVICE_INTERFACE",
+         "OpenCL is not available: no OpenCL platform"},
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.env);
+        const std::string cmd = std::string("env -u TALLY_PROFILE_OUTPUT -u TALLY_PROFILE_JSON ") +
+                                "TALLY_FAULT_E2E_CHILD=opencl " + c.env + " '" + exe + "' >'" +
+                                dir + "/out' 2>'" + dir + "/err'";
+        const int status = std::system(cmd.c_str());
+        const std::string out = read_file(dir + "/out"), err = read_file(dir + "/err");
+        ASSERT_TRUE(WIFEXITED(status)) << err;
+        EXPECT_EQ(WEXITSTATUS(status), 1) << out << err;
+        EXPECT_TRUE(contains(out, std::string("child result ") + c.code + "\n")) << out;
+        EXPECT_TRUE(contains(out, "live 0\n")) << out;
+        EXPECT_TRUE(contains(err, c.message)) << err;
+        const size_t report = err.find("pipeline: gpu_gpu_cpu\n");
+        ASSERT_NE(report, std::string::npos) << err;
+        EXPECT_TRUE(contains(err.substr(report), "  runs:             1\n")) << err;
+        EXPECT_TRUE(contains(err.substr(report), "copies to host")) << err;
+    }
+    (void)std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace
