@@ -150,6 +150,35 @@ def test_errors_name_what_is_wrong_and_compile_nothing():
     np.testing.assert_array_equal(out, halide_realize(inp, by, a))
 
 
+def test_a_schedule_tally_cannot_run_is_named_and_leaves_nothing_behind(clean_profiler):
+    """A float histogram whose atomic update runs in a Vulkan kernel: Vulkan kernels' atomics take
+    32-bit integers, so the compile fails naming the kernel, the Func and the type. Nothing of it
+    is left (no pipeline in the profiler's registry), and the process goes on compiling and
+    running, the same pipeline on the host included."""
+    x = hl.Var("x")
+    inp = hl.ImageParam(hl.Float(32), 2, "hist_in")
+    r = hl.RDom([hl.Range(0, 16), hl.Range(0, 8)])
+    h = hl.Func("fhist")
+    h[x] = 0.0
+    h[hl.clamp(hl.cast(hl.Int(32), inp[r.x, r.y]), 0, 7)] += 1.0
+    rxo, rxi = hl.RVar("rxo"), hl.RVar("rxi")
+    h.update().atomic().split(r.x, rxo, rxi, 4).gpu_blocks(rxo).gpu_threads(rxi)
+    with pytest.raises(tally.CompileError,
+                       match=r"atomic update of 'fhist' \(float32\); Vulkan kernels' atomic "
+                             r"updates take 32-bit integers"):
+        tally.halide.compile(h, target="host-vulkan-profile", name="failed_hist")
+    assert "failed_hist" not in tally.profiler.stats()
+    a = np.random.default_rng(5).integers(0, 8, size=(8, 16)).astype(np.float32)
+    host = hl.Func("fhist_host")
+    host[x] = 0.0
+    host[hl.clamp(hl.cast(hl.Int(32), inp[r.x, r.y]), 0, 7)] += 1.0
+    p = tally.halide.compile(host, target="host-profile", name="host_hist")
+    out = np.zeros(8, np.float32)
+    p(a, out)
+    np.testing.assert_array_equal(out, np.bincount(a.astype(int).ravel(), minlength=8))
+    assert list(tally.profiler.stats()) == ["host_hist"]
+
+
 def test_import_tally_does_not_load_halide():
     code = "import sys, tally; assert 'halide' not in sys.modules; print('ok')"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
