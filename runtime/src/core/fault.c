@@ -7,15 +7,16 @@
 //   device_malloc   halide_device_malloc when it would allocate: TALLY_ERROR_DEVICE_MALLOC_FAILED
 //   copy_to_host    halide_copy_to_host when it would copy: TALLY_ERROR_COPY_TO_HOST_FAILED
 //   copy_to_device  halide_copy_to_device when it would copy: TALLY_ERROR_COPY_TO_DEVICE_FAILED
-//   launch          halide_vulkan_run and halide_cuda_run, once the device is ready, before the
-//                   kernel is looked up (the host interface has no launches: host pipelines run
-//                   their loops inline): TALLY_ERROR_DEVICE_RUN_FAILED
+//   launch          halide_vulkan_run, halide_opencl_run and halide_cuda_run, once the device is
+//                   ready, before the kernel is looked up (the host interface has no launches:
+//                   host pipelines run their loops inline): TALLY_ERROR_DEVICE_RUN_FAILED
 //   sync            halide_device_sync and halide_device_sync_global when they would call the
 //                   back end: TALLY_ERROR_DEVICE_SYNC_FAILED
 // The failure is reported through halide_error as "<entry point>: <what> failed (injected
 // fault)" and the call returns as if the back end had failed: nothing is allocated, copied or
 // marked, so the bookkeeping stays as it was. The environment is read once, at the first
-// operation; tally_testing_set_fault replaces it in-process. Counting is process-wide and
+// operation (a malformed spec there is a warning by the environment rule, core/env.c, and arms
+// nothing); tally_testing_set_fault replaces it in-process. Counting is process-wide and
 // thread-safe: exactly one operation fails, on whichever thread makes the n-th call.
 //
 // Thread starts fail by count instead (tally_testing_fail_thread_starts: the next n fail with
