@@ -765,7 +765,8 @@ def constructed_targets(results):
     # Halide 21 primed: one unjudged profiled run right before, so that its sampler has no gap
     # since its last sample to bill to the first Func it samples (see docs/exact-and-sampling.md).
     others = (("sampling", "Tally sampling"), ("halide21", "Halide 21"),
-              ("halide21_primed", "Halide 21 primed"), ("halide14", "Halide 14"))
+              ("halide21_primed", "Halide 21 primed"), ("halide14", "Halide 14"),
+              ("halide14_timer", "Halide 14 profile_by_timer"))
     for scenario, what, goal in goals:
         for pipeline, name in ((0, "truth_chain 10/30/60 %"), (1, "truth_inner, a Func inside "
                                                                  "another's loop")):

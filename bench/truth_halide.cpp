@@ -39,13 +39,20 @@ std::string corpus_dir(int version) {
     return version == 14 ? TALLY_HALIDE14_CONFORMANCE_DIR : TALLY_HALIDE21_CONFORMANCE_DIR;
 }
 
-/** That version's corpus library, loaded once (nullptr where it is not built). */
-const halide_bench::Library *halide_library(int version, std::string *error) {
-    static std::map<int, std::unique_ptr<halide_bench::Library>> libs;
-    auto &lib = libs[version];
+/** That version's corpus library, loaded once (nullptr where it is not built); `by_timer`: its
+ * sibling holding the -profile_by_timer objects with that profiler's runtime
+ * (libhalide<V>_corpus_by_timer.so, tools/corpus/build_library.sh). */
+const halide_bench::Library *halide_library(int version, std::string *error,
+                                            bool by_timer = false) {
+    static std::map<std::pair<int, bool>, std::unique_ptr<halide_bench::Library>> libs;
+    auto &lib = libs[{version, by_timer}];
     if (!lib) {
-        lib = std::make_unique<halide_bench::Library>(
-            version, version == 14 ? TALLY_HALIDE14_CORPUS_LIBRARY : TALLY_HALIDE21_CORPUS_LIBRARY);
+        std::string path =
+            version == 14 ? TALLY_HALIDE14_CORPUS_LIBRARY : TALLY_HALIDE21_CORPUS_LIBRARY;
+        if (by_timer) {
+            path = path.substr(0, path.size() - 3) + "_by_timer.so";
+        }
+        lib = std::make_unique<halide_bench::Library>(version, path);
     }
     if (!lib->error().empty()) {
         *error = lib->error();
@@ -104,7 +111,7 @@ public:
     CorpusPipeline(int version, const std::string &name,
                    const std::map<std::string, std::vector<int>> &extents,
                    const std::map<std::string, int32_t> &scalars, const halide_bench::Library *lib,
-                   Form form = Form::Host)
+                   Form form = Form::Host, const std::string &profiled_suffix = "_profile")
         : name_(name) {
         const std::string dir = corpus_dir(version) + "/" + name;
         std::ifstream mf(dir + "/manifest.json");
@@ -173,12 +180,14 @@ public:
         }
         if (lib) {
             const std::string fn = gpu ? name + "_" + api : name;
+            // A library of -profile_by_timer objects holds no unprofiled one (run_halide(false)
+            // then throws).
             halide_ = lib->argv(fn);
-            halide_profiled_ = lib->argv(fn + "_profile");
-            if (!halide_ || !halide_profiled_) {
+            halide_profiled_ = lib->argv(fn + profiled_suffix);
+            if ((!halide_ && profiled_suffix == "_profile") || !halide_profiled_) {
                 throw std::runtime_error("the Halide " + std::to_string(lib->version()) +
                                          " library has no " + fn + "_argv or " + fn +
-                                         "_profile_argv (rebuild halide" +
+                                         profiled_suffix + "_argv (rebuild halide" +
                                          std::to_string(lib->version()) + "_corpus)");
             }
         }
@@ -203,6 +212,9 @@ public:
     /** A GPU form's -profile_timestamps build. */
     void run_tally_timestamps() const { check(timestamps_->call(function_, tally_args_), "Tally"); }
     void run_halide(bool profiled) {
+        if (!profiled && !halide_) {
+            throw std::runtime_error(name_ + ": no unprofiled Halide object in this library");
+        }
         check((profiled ? halide_profiled_ : halide_)(halide_args_.data()), "Halide");
     }
 
@@ -297,9 +309,19 @@ const ConstructedScenario kConstructedScenarios[] = {
     {0.5, 1, 21},   // a single ~0.5 ms run
 };
 
-/** The profilers judged: Tally in both modes, and each Halide whose library is built. */
-enum Side { TallyExact, TallySampling, Halide21, Halide14, kSides };
-const char *const kSideNames[kSides] = {"exact", "sampling", "halide21", "halide14"};
+/** The profilers judged: Tally in both modes, and each Halide whose library is built (Halide 14
+ * twice: its -profile, a sampler thread, and its -profile_by_timer, a SIGPROF timer). */
+enum Side { TallyExact, TallySampling, Halide21, Halide14, Halide14Timer, kSides };
+const char *const kSideNames[kSides] = {"exact", "sampling", "halide21", "halide14",
+                                        "halide14_timer"};
+
+int side_version(int side) {
+    return side >= Halide14 ? 14 : 21;
+}
+
+const char *side_suffix(int side) {
+    return side == Halide14Timer ? "_profile_by_timer" : "_profile";
+}
 
 void BM_Constructed(benchmark::State &state) {
     const Construction &c = kConstructions[state.range(0)];
@@ -322,11 +344,11 @@ void BM_Constructed(benchmark::State &state) {
     std::string missing;
     try {
         for (int side = 0; side < kSides; side++) {
-            const int version = side == Halide14 ? 14 : 21;
+            const int version = side_version(side);
             const halide_bench::Library *lib = nullptr;
             if (side >= Halide21) {
                 std::string why;
-                lib = halide_library(version, &why);
+                lib = halide_library(version, &why, side == Halide14Timer);
                 if (!lib) {
                     missing += (missing.empty() ? "" : "; ") + why;
                     continue;
@@ -341,8 +363,8 @@ void BM_Constructed(benchmark::State &state) {
                     extents[a["name"]] = {elements};
                 }
             }
-            pipelines[side] =
-                std::make_unique<CorpusPipeline>(version, c.pipeline, extents, scalars, lib);
+            pipelines[side] = std::make_unique<CorpusPipeline>(
+                version, c.pipeline, extents, scalars, lib, Form::Host, side_suffix(side));
         }
     } catch (const std::exception &e) {
         state.SkipWithError(e.what());
@@ -401,7 +423,7 @@ void BM_Constructed(benchmark::State &state) {
                     } else {
                         std::string why;
                         const halide_bench::Library *lib =
-                            halide_library(side == Halide14 ? 14 : 21, &why);
+                            halide_library(side_version(side), &why, side == Halide14Timer);
                         // primed: one unjudged profiled run right before the reset, so that
                         // Halide 21's sampler has no gap since its last sample to bill to the
                         // first Func it samples (halide_profiler_sample keeps no time while no
@@ -414,7 +436,8 @@ void BM_Constructed(benchmark::State &state) {
                             for (int r = 0; r < sc.runs; r++) {
                                 pl->run_halide(true);
                             }
-                            halide_bench::Profile prof = lib->profile(pl->name() + "_profile");
+                            halide_bench::Profile prof =
+                                lib->profile(pl->name() + side_suffix(side));
                             double sum = 0;
                             for (const std::string &s : pl->stages()) {
                                 billed->push_back(prof.of(s));

@@ -31,8 +31,9 @@ function(tally_halide_corpus_tools version)
   set(externs ${PROJECT_SOURCE_DIR}/test/conformance/extern_stages.c)
   set(externs_cxx ${PROJECT_SOURCE_DIR}/test/conformance/extern_stages_cpp.cpp)
   set(lib ${CMAKE_CURRENT_BINARY_DIR}/corpus/libhalide${version}_corpus.so)
+  string(REGEX REPLACE "\\.so$" "_by_timer.so" by_timer_lib ${lib})
   add_custom_command(
-    OUTPUT ${lib}
+    OUTPUT ${lib} ${by_timer_lib}
     COMMAND ${src}/build_library.sh $<TARGET_FILE:${gen}> ${lib} ${CMAKE_CXX_COMPILER}
             ${externs} ${externs_cxx} ${PROJECT_SOURCE_DIR}/runtime/include
     DEPENDS ${gen} ${src}/build_library.sh ${externs} ${externs_cxx}

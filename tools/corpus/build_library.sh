@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds libhalide<V>_corpus.so: every corpus pipeline compiled by one Halide version (host and
-# strict twins, no_runtime) plus Halide's standalone runtime once, linked into one shared object.
+# strict twins, no_runtime) plus Halide's standalone runtime once, linked into one shared object;
+# and libhalide<V>_corpus_by_timer.so: the -profile_by_timer twins with that profiler's runtime.
 #   build_library.sh GENERATOR LIBRARY CXX EXTERN_C EXTERN_CXX RUNTIME_INCLUDE_DIR
 # GENERATOR is that version's corpus_generator; $(dirname LIBRARY)/gen/ receives its .stmt, .o and
 # .spec files (one generator process per pipeline, and one more for its GPU schedule, so each
@@ -25,3 +26,11 @@ align="-falign-functions=64 -falign-loops=64"
 "$cxx" -x c++ -O2 $align -fPIC -I"$runtime_include" -c "$externs_cxx" -o "$out/gen/extern_stages_cpp.o"
 "$cxx" -shared -Wl,-Bsymbolic -o "$lib.tmp" "$out"/gen/*.o -lpthread -ldl -lm
 mv "$lib.tmp" "$lib"
+# The -profile_by_timer objects (gen/by_timer/) with the runtime of that profiler, which defines
+# the profiler's entry points as the sampler thread's runtime does: a library of their own,
+# LIBRARY with _by_timer before .so.
+"$gen" --runtime-by-timer "$out/gen/by_timer/halide_runtime.o"
+by_timer="${lib%.so}_by_timer.so"
+"$cxx" -shared -Wl,-Bsymbolic -o "$by_timer.tmp" "$out"/gen/by_timer/*.o \
+    "$out/gen/extern_stages.o" "$out/gen/extern_stages_cpp.o" -lpthread -ldl -lm
+mv "$by_timer.tmp" "$by_timer"

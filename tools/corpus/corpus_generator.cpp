@@ -6,6 +6,8 @@
 //
 //   corpus_generator --list                  prints the pipelines' names, one a line
 //   corpus_generator --runtime OBJ           writes Halide's standalone runtime for the base target
+//   corpus_generator --runtime-by-timer OBJ  the same with profile_by_timer (its profiler is a
+//                                            timer signal's), for the NAME_profile_by_timer objects
 //   corpus_generator NAME DIR                writes DIR/NAME.<variant>.stmt (below), DIR/NAME.o
 //                                            (and DIR/NAME_strict.o for float pipelines) and
 //                                            DIR/NAME.spec
@@ -27,7 +29,8 @@
 // are the host and strict twins, compiled with no_runtime (the runtime comes once, from --runtime)
 // so that one shared object can hold them all; the strict twin's function is NAME_strict. Some
 // pipelines (Def::profile_object: float_chain and the host truth pipelines) add a -profile twin,
-// NAME_profile, for the benchmarks that run Halide's profiler; a GPU schedule with
+// NAME_profile, and a -profile_by_timer twin, NAME_profile_by_timer, for the benchmarks that run
+// Halide's profilers; a GPU schedule with
 // GpuSchedule::objects (truth_gpu) adds its Vulkan and OpenCL objects NAME_vulkan,
 // NAME_vulkan_profile, NAME_opencl and NAME_opencl_profile, and Halide 21's runtime (--runtime)
 // then carries Vulkan and OpenCL.
@@ -61,6 +64,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 using namespace Halide;
 using namespace corpus;
@@ -284,6 +289,17 @@ int generate(const std::string &name, const std::string &dir) {
                 .compile_to_module(d.args, name + "_profile",
                                    profiled.with_feature(Target::NoRuntime))
                 .compile({{OutputFileType::object, p + "_profile.o"}});
+            // And Halide's other profiler, a timer signal instead of its sampler thread. Its
+            // runtime cannot share a library with the sampler thread's (both define the
+            // profiler's entry points): the object goes to DIR/by_timer/, linked into a library
+            // of its own with the runtime --runtime-by-timer writes.
+            const Target by_timer = base.with_feature(Target::ProfileByTimer);
+            mkdir((dir + "/by_timer").c_str(), 0755);  // EEXIST after the first pipeline
+            d.pipeline
+                .compile_to_module(d.args, name + "_profile_by_timer",
+                                   by_timer.with_feature(Target::NoRuntime))
+                .compile(
+                    {{OutputFileType::object, dir + "/by_timer/" + name + "_profile_by_timer.o"}});
         }
         // The GPU schedule has the same arguments: the host references serve it too. Its text
         // comes from `--gpu NAME DIR`, in a process of its own.
@@ -309,6 +325,11 @@ int main(int argc, char **argv) {
     }
     if (args.size() == 2 && args[0] == "--runtime") {
         compile_standalone_runtime(args[1], runtime_target());
+        return 0;
+    }
+    if (args.size() == 2 && args[0] == "--runtime-by-timer") {
+        compile_standalone_runtime(args[1],
+                                   Target(kBaseTarget).with_feature(Target::ProfileByTimer));
         return 0;
     }
     const bool gpu = args.size() == 3 && args[0] == "--gpu";
