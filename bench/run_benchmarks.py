@@ -768,8 +768,9 @@ def constructed_targets(results):
               ("halide21_primed", "Halide 21 primed"), ("halide14", "Halide 14"),
               ("halide14_timer", "Halide 14 profile_by_timer"))
     for scenario, what, goal in goals:
-        for pipeline, name in ((0, "truth_chain 10/30/60 %"), (1, "truth_inner, a Func inside "
-                                                                 "another's loop")):
+        for pipeline, name in ((0, "truth_chain 10/30/60 %"),
+                               (1, "truth_inner, a Func inside another's loop"),
+                               (2, "truth_par, a parallel stage with uneven halves")):
             pat = r"BM_Constructed/pipeline:%d/scenario:%d/hog:0(/|$)" % (pipeline, scenario)
             exact = counter(results, prog, pat, "exact_pp")
             target = "Constructed truth, %s (%s): exact error <= %.1f pp, and below every " \

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -287,6 +288,9 @@ struct Construction {
     const char *pipeline;
     std::vector<std::string> scalars;
     std::vector<int32_t> ns;
+    /** A stage's set time per element of the run, in units of its ns: 1 for a serial stage; 0.5
+     * for truth_par's parallel stage, whose wall time is its heavy half's. */
+    std::vector<double> weight = {1, 1, 1};
 };
 
 const Construction kConstructions[] = {
@@ -294,6 +298,9 @@ const Construction kConstructions[] = {
     {"truth_chain", {"ns1", "ns2", "ns3"}, {1000, 3000, 6000}},
     // ti inside to's loop (two slot switches per element) at 30 %, to 10 %, tr after them 60 %.
     {"truth_inner", {"ns_inner", "ns_outer", "ns_root"}, {1500, 500, 3000}},
+    // A serial stage at 20 %, a parallel one whose two halves take 25 % and 50 % of the run on
+    // two threads at once (wall 50 %; its threads' times add to 75 %), a serial one at 30 %.
+    {"truth_par", {"ns_pre", "ns_par", "ns_post"}, {1000, 5000, 1500}, {1, 0.5, 1}},
 };
 
 struct ConstructedScenario {
@@ -327,16 +334,20 @@ void BM_Constructed(benchmark::State &state) {
     const Construction &c = kConstructions[state.range(0)];
     const ConstructedScenario &sc = kConstructedScenarios[state.range(1)];
     const bool hog = state.range(2) != 0;
-    int32_t ns_sum = 0;
-    for (int32_t v : c.ns) {
-        ns_sum += v;
+    // Each stage's set time per element of the run, and the run's (an even number of elements:
+    // truth_par's halves are equal).
+    std::vector<double> stage_ns;
+    double ns_sum = 0;
+    for (size_t k = 0; k < c.ns.size(); k++) {
+        stage_ns.push_back(c.ns[k] * c.weight[k]);
+        ns_sum += stage_ns.back();
     }
-    const int elements = std::max(1, int(std::lround(sc.run_ms * 1e6 / ns_sum)));
+    const int elements = 2 * std::max(1, int(std::lround(sc.run_ms * 1e6 / ns_sum / 2)));
     std::map<std::string, int32_t> scalars;
     for (size_t k = 0; k < c.scalars.size(); k++) {
         scalars[c.scalars[k]] = c.ns[k];
     }
-    const std::vector<double> truth = shares(std::vector<double>(c.ns.begin(), c.ns.end()));
+    const std::vector<double> truth = shares(stage_ns);
     const double set_ms = double(elements) * ns_sum / 1e6;
 
     // Tally runs the text Halide 21 printed; each Halide its own objects of the same pipeline.
@@ -924,7 +935,7 @@ void BM_HalideCost(benchmark::State &state) {
 }
 
 void constructed_args(benchmark::internal::Benchmark *b) {
-    for (int pipeline = 0; pipeline < 2; pipeline++) {
+    for (int pipeline = 0; pipeline < int(std::size(kConstructions)); pipeline++) {
         for (int scenario = 0; scenario < 4; scenario++) {
             b->Args({pipeline, scenario, 0});
         }

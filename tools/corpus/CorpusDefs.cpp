@@ -853,6 +853,38 @@ Def truth_inner() {
     return d;
 }
 
+/** A parallel stage with uneven work per thread, between two serial stages: tpar's two halves run
+ * as two parallel tasks, the second half's elements at ns_par each and the first half's at
+ * ns_par / 2, so with a thread for each half the stage takes the heavy half's time, N / 2 *
+ * ns_par, while its threads' times add up to 1.5 times that. A profiler that bills a stage its
+ * wall time reads the set shares; one that adds up the threads' times, or bills only what the
+ * calling thread did, does not. Each stage, and each half, restarts the deadline chain at its
+ * first element (a stage starts when the one before it ended, on whichever thread). */
+Def truth_par() {
+    Def d;
+    ImageParam in(Int(32), 1, "in");
+    Param<int32_t> ns_pre("ns_pre"), ns_par("ns_par"), ns_post("ns_post");
+    Func tpre("tpre"), tpar("tpar"), tpost("tpost");
+    Var xo("xo"), xi("xi");
+    const Expr first = in.dim(0).min(), half = in.dim(0).extent() / 2;
+    const Expr heavy = x >= first + half;
+    tpre(x) = truth_work(in(x), ns_pre, x == first);
+    tpar(x) = truth_work(tpre(x), select(heavy, ns_par, ns_par / 2),
+                         x == first || x == first + half);
+    tpost(x) = truth_work(tpar(x), ns_post, x == first);
+    tpre.compute_root();
+    tpar.compute_root().split(x, xo, xi, half, TailStrategy::GuardWithIf).parallel(xo);
+    d.pipeline = Pipeline(tpost);
+    add_input(d, in, {64}, {0}, -1000, 1000);
+    add_scalar(d, ns_pre, "100");
+    add_scalar(d, ns_par, "500");
+    add_scalar(d, ns_post, "150");
+    add_output(d, {64});
+    d.funcs = {tpre.name(), tpar.name(), tpost.name()};
+    d.profile_object = true;
+    return d;
+}
+
 /** Wrappers and RDoms: an input wrapper (in.in()) computed per row, a 5x5 convolution with a
  * weights buffer over a 2-D RDom (unrolled), and a Func wrapper (conv.in(out)). */
 Def wrapper_rdom() {
@@ -1595,6 +1627,7 @@ const std::vector<std::pair<std::string, std::function<Def()>>> &all_defs() {
         {"debug_files", debug_files},
         {"truth_chain", truth_chain},
         {"truth_inner", truth_inner},
+        {"truth_par", truth_par},
 #if TALLY_HALIDE_VERSION >= 21
         {"blend_tails", blend_tails},
         {"hoist_ring", hoist_ring},
