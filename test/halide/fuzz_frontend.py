@@ -2,7 +2,8 @@
 """Fuzzes the Halide front end: random Halide 21 pipelines with random schedules, each compiled by
 Tally through the bridge (tally.halide.compile) and checked against Halide's own realize.
 
-    fuzz_frontend.py [--seed S] [--cases N] [--seconds T] [--save DIR] [--replay FILE...]
+    fuzz_frontend.py [--seed S] [--first K] [--cases N] [--seconds T] [--save DIR] [--isolated]
+                     [--replay FILE...] [--print K]
 
 Each case is a pipeline written as Python source by a generator of its own (seeded: case K of seed
 S is the same program everywhere), so a failing case is kept as a file that runs on its own:
@@ -27,6 +28,10 @@ rejects the case (an invalid compute_at when it compiles, a RoundUp tail that wr
 output when it runs) and Tally does too: such a case is counted as rejected. Any other outcome fails: Tally
 raising where Halide compiled, a wrong value, a crash (the process dies: the driver sees it).
 After a Tally error the process must stay usable: the next case compiles in the same process.
+
+`--isolated` (for campaigns) runs the cases in child processes: a case that kills its process is
+run again with Halide's realize alone, which says whose crash it is (Halide's own, or Tally's),
+and the campaign goes on after it.
 
 Prints one line per failing case and a summary (cases, rejected, failed, seconds, cases a
 second). Exit status 1 if any case failed. `--check-the-check` changes one value of Tally's output
@@ -260,12 +265,20 @@ def input_array(ns, seed):
 PERTURB = False
 
 
-def run_case(source, data_seed):
-    """'ok' or 'rejected'; raises AssertionError saying what differs."""
+def run_case(source, data_seed, halide_only=False):
+    """'ok' or 'rejected'; raises AssertionError saying what differs. `halide_only`: Halide's
+    realize alone ('ok' whatever it does, unless the process dies)."""
     ns = {"hl": hl}
     exec(compile(source, "<case>", "exec"), ns)
     inp, out = ns["inp"], ns["out"]
     a = input_array(ns, data_seed)
+    if halide_only:
+        try:
+            inp.set(hl.Buffer(a))
+            out.realize([ns["W"], ns["H"]])
+        except (hl.HalideError, RuntimeError):
+            pass
+        return "ok"
     out_type = NP_TYPES[ns["OUT_TYPE"]]
     # Both write into an output of exactly W x H (Halide's realize(sizes) would first grow it by
     # a bounds query, and crop the result: a schedule that writes outside, such as a RoundUp
@@ -307,10 +320,79 @@ def run_case(source, data_seed):
     return "ok"
 
 
+def isolated(args):
+    """Runs the cases in child processes, a chunk at a time; when a child dies by a signal, the
+    case it was running is run again alone with Halide's realize only: if that dies too, the crash
+    is Halide's own (counted, and the case saved with --save, not a failure of Tally's); else it is
+    Tally's (a failure). Then the run goes on after that case."""
+    import re
+    import subprocess
+    import tempfile
+    start = time.monotonic()
+    totals = {"ok": 0, "rejected": 0, "failed": 0}
+    halide_crashes = tally_crashes = 0
+    first, end = args.first, args.first + args.cases
+    me = [sys.executable, __file__, "--seed", args.seed]
+    with tempfile.TemporaryDirectory() as tmp:
+        progress = pathlib.Path(tmp) / "progress"
+        while first < end:
+            left = args.seconds - (time.monotonic() - start) if args.seconds else 0
+            if args.seconds and left <= 0:
+                break
+            cmd = me + ["--first", str(first), "--cases", str(end - first), "--progress",
+                        str(progress)] + (["--seconds", str(left)] if args.seconds else []) + \
+                (["--save", str(args.save)] if args.save else [])
+            progress.write_text("")
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for line in r.stdout.splitlines():
+                if line.startswith("FAILED"):
+                    print(line, flush=True)
+            m = re.search(r"front-end fuzz: (\d+) cases \((\d+) matched Halide, (\d+) rejected "
+                          r"by both, (\d+) failed\)", r.stdout)
+            if m:  # the child finished its cases
+                totals["ok"] += int(m.group(2))
+                totals["rejected"] += int(m.group(3))
+                totals["failed"] += int(m.group(4))
+                break
+            # The child died in the case its progress file names, after the counts there.
+            words = progress.read_text().split()
+            if not words:
+                raise SystemExit(f"the child died before its first case (status {r.returncode})")
+            for key, count in zip(("ok", "rejected", "failed"), words[:3]):
+                totals[key] += int(count)
+            k = int(words[-1])
+            source = case_source(args.seed, k)
+            alone = subprocess.run(me + ["--first", str(k), "--cases", "1", "--halide-only"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            whose = "Halide's own realize" if alone.returncode < 0 else "Tally"
+            if alone.returncode < 0:
+                halide_crashes += 1
+            else:
+                tally_crashes += 1
+            print(f"CRASH seed {args.seed} case {k} (signal {-r.returncode}): {whose} dies on it",
+                  flush=True)
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+                (args.save / f"crash_{args.seed}_{k}.py").write_text(
+                    f"# crashes {whose}\n" + source)
+            first = k + 1
+    elapsed = time.monotonic() - start
+    total = sum(totals.values()) + halide_crashes + tally_crashes
+    print(f"front-end fuzz (isolated): {total} cases ({totals['ok']} matched Halide, "
+          f"{totals['rejected']} rejected by both, {totals['failed']} failed, {tally_crashes} "
+          f"crashed Tally, {halide_crashes} crashed Halide's own realize too) in {elapsed:.1f} s "
+          f"({total / max(elapsed, 1e-9):.2f} cases/s)")
+    return 1 if totals["failed"] or tally_crashes else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", default="1")
     ap.add_argument("--cases", type=int, default=20)
+    ap.add_argument("--first", type=int, default=0, help="start at case K (a campaign resumed)")
+    ap.add_argument("--progress", type=pathlib.Path,
+                    help="before each case, write the counts so far and the case's name to this "
+                         "file, so that a case that kills the process (a crash) is known")
     ap.add_argument("--seconds", type=float, default=0, help="stop after this long (0: no limit)")
     ap.add_argument("--save", type=pathlib.Path, help="write failing cases here")
     ap.add_argument("--replay", nargs="*", type=pathlib.Path, default=None)
@@ -318,7 +400,15 @@ def main(argv=None):
     ap.add_argument("--check-the-check", action="store_true",
                     help="change one value of Tally's output in every case: each case that runs "
                          "must then fail (exit 0 if all did)")
+    ap.add_argument("--isolated", action="store_true",
+                    help="run the cases in child processes of this script, so that a case that "
+                         "kills its process is reported and the run goes on (for campaigns)")
+    ap.add_argument("--halide-only", action="store_true",
+                    help="only Halide's realize of each case (used by --isolated to tell whose "
+                         "crash a crash is)")
     args = ap.parse_args(argv)
+    if args.isolated:
+        return isolated(args)
     global PERTURB
     PERTURB = args.check_the_check
     if args.print is not None:
@@ -328,15 +418,18 @@ def main(argv=None):
         cases = [(str(f), f.read_text()) for f in args.replay]
     else:
         cases = ((f"seed {args.seed} case {k}", case_source(args.seed, k))
-                 for k in range(args.cases))
+                 for k in range(args.first, args.first + args.cases))
     warnings.simplefilter("ignore")  # Halide's notes on float literals in the generated source
     start = time.monotonic()
     counts = {"ok": 0, "rejected": 0, "failed": 0}
     for name, source in cases:
         if args.seconds and time.monotonic() - start > args.seconds:
             break
+        if args.progress:  # the case about to run, after the counts of those before it
+            args.progress.write_text(f"{counts['ok']} {counts['rejected']} {counts['failed']} "
+                                     f"{name}\n")
         try:
-            counts[run_case(source, data_seed=len(source))] += 1
+            counts[run_case(source, data_seed=len(source), halide_only=args.halide_only)] += 1
         except Exception as e:  # a failing case: say it, keep it, go on
             counts["failed"] += 1
             detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
