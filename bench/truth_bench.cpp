@@ -8,23 +8,28 @@
 // wall time whatever the caches, the code between the calls or the stages around it do, and a
 // preempted call's lateness is caught up by the calls after it. `truth_chain`: t1 -> t2 -> t3,
 // serial, set to 10 / 30 / 60 %; `truth_inner`: ti computed inside to's loop (two slot switches
-// per element) 30 %, to 10 %, then tr 60 %. N is chosen so that a run takes the scenario's time.
+// per element) 30 %, to 10 %, then tr 60 %; `truth_par`: tpre 20 %, tpar, whose two halves run as
+// two parallel tasks with uneven work (light half 25 %, heavy half 50 % of the run: the stage's
+// wall time is 50 %, its threads' times add to 75 %), then tpost 30 %. N is chosen so that a run
+// takes the scenario's time.
 // In one process: Tally's JIT of the text Halide 21 printed, profiled in exact and in sampling
-// mode, and Halide 21's and Halide 14's own -profile objects of the same pipeline
-// (libhalide21_corpus.so, libhalide14_corpus.so: NAME_profile; their profilers read through
-// Halide's halide_profiler_get_state, bench/HalideLibrary.h). A profile is `runs` consecutive
+// mode, Halide 21's and Halide 14's own -profile objects of the same pipeline
+// (libhalide21_corpus.so, libhalide14_corpus.so: NAME_profile), and Halide 14's -profile_by_timer
+// objects (libhalide14_corpus_by_timer.so: NAME_profile_by_timer, with that profiler's runtime, a
+// SIGPROF timer); Halide's profilers are read through halide_profiler_get_state
+// (bench/HalideLibrary.h). A profile is `runs` consecutive
 // profiled runs of one profiler (its figures reset before them), the profilers in an order that
 // rotates from profile to profile; a share is a stage's billed time over the three stages'; the
 // error is the largest |share - set share| over the stages, in percentage points.
 //
 //   BM_Constructed/<pipeline>/<scenario>/<hog>
-//     pipeline 0: truth_chain; 1: truth_inner. scenario 0: ~60 ms runs, 21 accumulated;
-//     1: one ~60 ms run (median over 7 profiles); 2: ~2 ms runs in blocks of 10 (7 blocks);
-//     3: a single ~0.5 ms run (21 profiles). hog 1: two processes spinning on the CPUs.
-//     Counters: exact_pp, sampling_pp, halide21_pp, halide14_pp (the errors: medians over the
-//     profiles); *_other_pct (the share of all billed time that went to no stage: overhead and
-//     the runtime's own rows); set_ms (a run's set time); construction_pct (how far the
-//     construction holds: Tally's unprofiled run, median, over the set time, less 100 %),
+//     pipeline 0: truth_chain; 1: truth_inner; 2: truth_par. scenario 0: ~60 ms runs, 21
+//     accumulated; 1: one ~60 ms run (median over 7 profiles); 2: ~2 ms runs in blocks of 10 (7
+//     blocks); 3: a single ~0.5 ms run (21 profiles). hog 1: two processes spinning on the CPUs.
+//     Counters: exact_pp, sampling_pp, halide21_pp, halide14_pp, halide14_timer_pp (the errors:
+//     medians over the profiles); *_other_pct (the share of all billed time that went to no stage:
+//     overhead and the runtime's own rows); set_ms (a run's set time); construction_pct (how far
+//     the construction holds: Tally's unprofiled run, median, over the set time, less 100 %),
 //     halide_construction_pct (the same for Halide 21's code), halide21_primed_pp (Halide 21
 //     after one unjudged profiled run right before its reset: its sampler keeps no time while no
 //     instance runs, so the first sample of a run bills everything since the last sample of the
