@@ -66,6 +66,9 @@ namespace {
  * argument named `tally_prof` must keep its meaning). */
 struct ProbeNames {
     std::string inst, ctx;
+    /** Every name the function uses, for the other names the probes bind (an allocation's byte
+     * count, `<buffer>.tally_bytes`, or `<buffer>.tally_bytes$1` where that is taken). */
+    UniqueNames taken{"$"};
 };
 
 ProbeNames probe_names(const LoweredFunc &f) {
@@ -77,6 +80,12 @@ ProbeNames probe_names(const LoweredFunc &f) {
     ProbeNames n;
     n.inst = names.make("tally_prof");
     n.ctx = names.make("tally_prof_ctx");
+    for (const Argument &a : f.args) {
+        n.taken.reserve(a.name);
+    }
+    n.taken.reserve_names_in(f.body);
+    n.taken.reserve(n.inst);
+    n.taken.reserve(n.ctx);
     return n;
 }
 
@@ -291,7 +300,7 @@ public:
 private:
     const SlotTable &table;
     const ProfilingOptions &opts;
-    const ProbeNames names;
+    ProbeNames names;
     Expr ctx, inst;
     std::vector<int> current;
     struct HeapAlloc {
@@ -531,7 +540,7 @@ private:
         // The size is bound once, so that the free reports the same number even where the
         // extents' names are shadowed.
         int slot = slot_for_buffer(op->name);
-        std::string bytes_var = op->name + ".tally_bytes";
+        std::string bytes_var = names.taken.make(op->name + ".tally_bytes");
         Expr bytes = make_const(UInt(64), op->type.bytes() * op->type.lanes());
         for (const Expr &e : op->extents) {
             bytes = Mul::make(bytes, Cast::make(UInt(64), e));
