@@ -869,8 +869,8 @@ Def truth_par() {
     const Expr first = in.dim(0).min(), half = in.dim(0).extent() / 2;
     const Expr heavy = x >= first + half;
     tpre(x) = truth_work(in(x), ns_pre, x == first);
-    tpar(x) = truth_work(tpre(x), select(heavy, ns_par, ns_par / 2),
-                         x == first || x == first + half);
+    tpar(x) =
+        truth_work(tpre(x), select(heavy, ns_par, ns_par / 2), x == first || x == first + half);
     tpost(x) = truth_work(tpar(x), ns_post, x == first);
     tpre.compute_root();
     tpar.compute_root().split(x, xo, xi, half, TailStrategy::GuardWithIf).parallel(xo);
