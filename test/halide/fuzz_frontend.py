@@ -14,18 +14,26 @@ S is the same program everywhere), so a failing case is kept as a file that runs
   a boundary condition (repeat_edge, constant_exterior, mirror_interior) or clamped coordinates;
 - one to four Funcs, each a typed expression tree (casts, + - *, integer division and modulo by
   any value, including zero, which Halide defines, min, max, select, comparisons, absd, shifts,
-  bitwise operations, float sqrt, floor, ceil, lerp, float division by constants) kept clear of
+  bitwise operations, float sqrt, floor, ceil, float division by constants) kept clear of
   what Halide leaves undefined (a float cast to an integer type out of its range, int32
-  overflow, NaN) over the input and earlier Funcs at small
+  overflow, NaN). Not float lerp: Halide computes it with its fast-math flags even for a
+  strict_float target (zero + (one - zero) * w, where its own lowering says zero * (1 - w) +
+  one * w, which Tally computes), so a cast of it to an integer can differ by one
+  (test/halide/fuzz_findings/) over the input and earlier Funcs at small
   offsets, some with an update definition over an RDom;
 - a schedule for each: inlined, compute_root or compute_at the output (with store_root: sliding
   windows), split, tile, vectorize, unroll, parallel, reorder, fuse, update definitions scheduled
   too, and sometimes async producers and a specialization on the input's width.
 
-A case passes when Tally's output equals Halide's (integers exactly; floats to 1e-4 relative,
-NaN where Halide has NaN), both writing into an output of exactly W x H, or when Halide itself
+A case that computes in floating point is compiled for strict_float on both sides (Halide's
+non-strict code may reassociate, which changes float results and, through a cast, integers). A
+case passes when Tally's output equals Halide's (integers exactly; floats to 1e-4 relative, NaN
+where Halide has NaN), both writing into an output of exactly W x H, or when Halide itself
 rejects the case (an invalid compute_at when it compiles, a RoundUp tail that writes outside the
-output when it runs) and Tally does too: such a case is counted as rejected. Any other outcome fails: Tally
+output when it runs) and Tally does too: such a case is counted as rejected. Where the outputs
+differ, Halide's realize of the case's algorithm alone (its schedule left out) decides: if Tally's
+output is that one, Halide's scheduled code is what is wrong (counted as "Halide differs from
+its own algorithm", saved with --save, not a failure of Tally's). Any other outcome fails: Tally
 raising where Halide compiled, a wrong value, a crash (the process dies: the driver sees it).
 After a Tally error the process must stay usable: the next case compiles in the same process.
 
@@ -109,7 +117,7 @@ class Generator:
         b = self.expr(t, depth - 1)
         ops = ["+", "-", "min", "max", "select"]
         if t == "f32":
-            ops += ["*", "/", "sqrt", "floor", "ceil", "lerp", "cast_int"]
+            ops += ["*", "/", "sqrt", "floor", "ceil", "cast_int"]
         else:
             ops += ["*c", "//", "%", "absd", "shift", "cast_wide"]
             if t != "i32":
@@ -135,8 +143,6 @@ class Generator:
             return f"hl.sqrt(hl.abs({a}))"
         if op in ("floor", "ceil"):
             return f"hl.{op}({a})"
-        if op == "lerp":
-            return f"hl.lerp({a}, {b}, hl.clamp({self.expr(t, depth - 1)}, 0.0, 1.0))"
         if op == "cast_int":
             return f"hl.cast(hl.Float(32), hl.cast(hl.Int(16), hl.clamp({a}, -30000.0, 30000.0)))"
         if op == "absd":
@@ -245,6 +251,13 @@ class Generator:
         return self.loop_schedule(allow_parallel=True)
 
 
+def without_comments(source):
+    """The case without the comment lines --save puts first (its data seed is its length)."""
+    while source.startswith("#"):
+        source = source.split("\n", 1)[1] if "\n" in source else ""
+    return source
+
+
 def case_source(seed, k):
     return Generator(random.Random(f"{seed}:{k}")).pipeline()
 
@@ -280,21 +293,26 @@ def run_case(source, data_seed, halide_only=False):
             pass
         return "ok"
     out_type = NP_TYPES[ns["OUT_TYPE"]]
+    strict = "Float(32)" in source
+    halide_target = hl.get_jit_target_from_environment()
+    if strict:
+        halide_target = halide_target.with_feature(hl.TargetFeature.StrictFloat)
     # Both write into an output of exactly W x H (Halide's realize(sizes) would first grow it by
     # a bounds query, and crop the result: a schedule that writes outside, such as a RoundUp
     # tail, then works for Halide alone).
     halide_error = tally_error = None
-    want = hl.Buffer(getattr(hl, "UInt" if ns["OUT_TYPE"][0] == "u" else
-                             "Int" if ns["OUT_TYPE"][0] == "i" else "Float")(
-                                 int(ns["OUT_TYPE"][1:])), [ns["W"], ns["H"]])
+    out_halide_type = getattr(hl, {"u": "UInt", "i": "Int", "f": "Float"}[ns["OUT_TYPE"][0]])(
+        int(ns["OUT_TYPE"][1:]))
+    want = hl.Buffer(out_halide_type, [ns["W"], ns["H"]])
     try:
         inp.set(hl.Buffer(a))
-        out.realize(want)
+        out.realize(want, halide_target)
     except (hl.HalideError, RuntimeError) as e:
         halide_error = e
     got = np.zeros((ns["H"], ns["W"]), dtype=out_type)
     try:
-        tally.halide.compile(out, arguments=[inp])(a, got)
+        tally.halide.compile(out, target="host-strict_float" if strict else "host",
+                             arguments=[inp])(a, got)
     except (hl.HalideError, tally.CompileError, tally.RuntimeError) as e:
         tally_error = e
     if halide_error and tally_error:
@@ -308,11 +326,22 @@ def run_case(source, data_seed, halide_only=False):
     if PERTURB:  # --check-the-check: one value off must be caught
         i = len(source) % got.size
         got.flat[i] = got.flat[i] * 1.01 + 1 if ns["OUT_TYPE"] == "f32" else got.flat[i] + 1
-    if ns["OUT_TYPE"] == "f32":
-        same = np.isclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
-    else:
-        same = got == want
+    def same_as(reference):
+        if ns["OUT_TYPE"] == "f32":
+            return np.isclose(got, reference, rtol=1e-4, atol=1e-4, equal_nan=True)
+        return got == reference
+
+    same = same_as(want)
     if not same.all():
+        # Halide's realize of the algorithm alone (the same case without its schedule).
+        algorithm = {"hl": hl}
+        exec(compile(source.split("\nxo, yo, xi, yi, t =")[0], "<algorithm>", "exec"),
+             algorithm)
+        plain = hl.Buffer(out_halide_type, [ns["W"], ns["H"]])
+        algorithm["inp"].set(hl.Buffer(a))
+        algorithm["out"].realize(plain, halide_target)
+        if same_as(np.asarray(plain)).all() and not PERTURB:
+            return "halide_differs"
         ys, xs = np.nonzero(~same)
         raise AssertionError(
             f"{len(ys)} of {got.size} values differ; first at x={xs[0]}, y={ys[0]}: "
@@ -329,7 +358,7 @@ def isolated(args):
     import subprocess
     import tempfile
     start = time.monotonic()
-    totals = {"ok": 0, "rejected": 0, "failed": 0}
+    totals = {"ok": 0, "rejected": 0, "halide_differs": 0, "failed": 0}
     halide_crashes = tally_crashes = 0
     first, end = args.first, args.first + args.cases
     me = [sys.executable, __file__, "--seed", args.seed]
@@ -345,20 +374,21 @@ def isolated(args):
             progress.write_text("")
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             for line in r.stdout.splitlines():
-                if line.startswith("FAILED"):
+                if line.startswith(("FAILED", "NOTE")):
                     print(line, flush=True)
             m = re.search(r"front-end fuzz: (\d+) cases \((\d+) matched Halide, (\d+) rejected "
-                          r"by both, (\d+) failed\)", r.stdout)
+                          r"by both, (\d+) where Halide differs from its own algorithm, (\d+) "
+                          r"failed\)", r.stdout)
             if m:  # the child finished its cases
-                totals["ok"] += int(m.group(2))
-                totals["rejected"] += int(m.group(3))
-                totals["failed"] += int(m.group(4))
+                for key, group in (("ok", 2), ("rejected", 3), ("halide_differs", 4),
+                                   ("failed", 5)):
+                    totals[key] += int(m.group(group))
                 break
             # The child died in the case its progress file names, after the counts there.
             words = progress.read_text().split()
             if not words:
                 raise SystemExit(f"the child died before its first case (status {r.returncode})")
-            for key, count in zip(("ok", "rejected", "failed"), words[:3]):
+            for key, count in zip(("ok", "rejected", "halide_differs", "failed"), words[:4]):
                 totals[key] += int(count)
             k = int(words[-1])
             source = case_source(args.seed, k)
@@ -379,7 +409,8 @@ def isolated(args):
     elapsed = time.monotonic() - start
     total = sum(totals.values()) + halide_crashes + tally_crashes
     print(f"front-end fuzz (isolated): {total} cases ({totals['ok']} matched Halide, "
-          f"{totals['rejected']} rejected by both, {totals['failed']} failed, {tally_crashes} "
+          f"{totals['rejected']} rejected by both, {totals['halide_differs']} where Halide "
+          f"differs from its own algorithm, {totals['failed']} failed, {tally_crashes} "
           f"crashed Tally, {halide_crashes} crashed Halide's own realize too) in {elapsed:.1f} s "
           f"({total / max(elapsed, 1e-9):.2f} cases/s)")
     return 1 if totals["failed"] or tally_crashes else 0
@@ -421,15 +452,25 @@ def main(argv=None):
                  for k in range(args.first, args.first + args.cases))
     warnings.simplefilter("ignore")  # Halide's notes on float literals in the generated source
     start = time.monotonic()
-    counts = {"ok": 0, "rejected": 0, "failed": 0}
+    counts = {"ok": 0, "rejected": 0, "halide_differs": 0, "failed": 0}
     for name, source in cases:
         if args.seconds and time.monotonic() - start > args.seconds:
             break
         if args.progress:  # the case about to run, after the counts of those before it
-            args.progress.write_text(f"{counts['ok']} {counts['rejected']} {counts['failed']} "
+            args.progress.write_text(f"{counts['ok']} {counts['rejected']} "
+                                     f"{counts['halide_differs']} {counts['failed']} "
                                      f"{name}\n")
         try:
-            counts[run_case(source, data_seed=len(source), halide_only=args.halide_only)] += 1
+            outcome = run_case(source, data_seed=len(without_comments(source)),
+                               halide_only=args.halide_only)
+            counts[outcome] += 1
+            if outcome == "halide_differs":
+                print(f"NOTE {name}: Halide's scheduled code differs from its own algorithm; "
+                      f"Tally's output is the algorithm's", flush=True)
+                if args.save:
+                    args.save.mkdir(parents=True, exist_ok=True)
+                    (args.save / f"{name.replace(' ', '_')}.py").write_text(
+                        "# Halide's scheduled code differs from its own algorithm\n" + source)
         except Exception as e:  # a failing case: say it, keep it, go on
             counts["failed"] += 1
             detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
@@ -441,11 +482,13 @@ def main(argv=None):
     elapsed = time.monotonic() - start
     total = sum(counts.values())
     print(f"front-end fuzz: {total} cases ({counts['ok']} matched Halide, {counts['rejected']} "
-          f"rejected by both, {counts['failed']} failed) in {elapsed:.1f} s "
+          f"rejected by both, {counts['halide_differs']} where Halide differs from its own "
+          f"algorithm, {counts['failed']} failed) in {elapsed:.1f} s "
           f"({total / max(elapsed, 1e-9):.2f} cases/s)")
     if PERTURB:  # every case that ran must have been caught
-        caught = counts["failed"] == total - counts["rejected"] and counts["failed"] > 0
-        print(f"check of the check: {counts['failed']} of {total - counts['rejected']} changed "
+        ran = total - counts["rejected"]
+        caught = counts["failed"] == ran and counts["failed"] > 0
+        print(f"check of the check: {counts['failed']} of {ran} changed "
               f"outputs caught")
         return 0 if caught else 1
     return 1 if counts["failed"] else 0
