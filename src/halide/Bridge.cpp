@@ -4,6 +4,7 @@
 
 #include "tally/halide/Bridge.h"
 
+#include <cctype>
 #include <cstring>
 #include <set>
 
@@ -92,7 +93,15 @@ Module translate(const Halide::Pipeline &pipeline, const std::vector<Halide::Arg
         if (pipeline.outputs().empty()) {
             throw CompileError("the Halide pipeline has no outputs");
         }
+        // Halide's own default (Pipeline::generate_function_name): the first output's name with
+        // every character but a letter or digit made '_'. Halide makes Func names unique
+        // (`out$1` for a second Func named `out`), and a symbol cannot hold the '$'.
         name = pipeline.outputs()[0].name();
+        for (char &c : name) {
+            if (!std::isalnum((unsigned char)c)) {
+                c = '_';
+            }
+        }
     }
     // Halide's lowering, up to its conceptual statement, on a pipeline of the same outputs and
     // requirements (custom passes are the pipeline's: the user's run, then the capture), so

@@ -106,6 +106,24 @@ TEST(HalideBridge, OutputWithMinsAndScalarParams) {
     }
 }
 
+// Halide names a second Func `twice` `twice$1`; the pipeline function gets Halide's own default
+// name for it, `twice_1`, a symbol C and C++ can both spell (c_plus_plus_name_mangling mangles it).
+TEST(HalideBridge, PipelineNamesAreSymbolsAsHalideMakesThem) {
+    Var x("x"), y("y");
+    Func first("twice"), second("twice");
+    first(x, y) = x * 2 + y;
+    second(x, y) = x * 3 + y;
+    ASSERT_EQ(second.name(), "twice$1");
+    Buffer<int32_t> want = second.realize({16, 4});
+    for (const char *target : {"host", "host-c_plus_plus_name_mangling"}) {
+        auto p = tally::halide::compile(second, {}, target);
+        EXPECT_EQ(p->name(), "twice_1") << target;
+        Buffer<int32_t> got(16, 4);
+        ASSERT_EQ(p->run({got}), 0) << target;
+        expect_equal(want, got);
+    }
+}
+
 // Halide prints float constants with 6 decimals; the bridge carries Halide's double. 1/255 and
 // 0.1 are not exact in 6 decimals: read from text they would differ in the low bits, through
 // the bridge the output equals Halide's bit for bit (strict_float on both sides, so that no

@@ -34,8 +34,9 @@ namespace tally {
 namespace halide {
 
 struct Options {
-    /** The pipeline function's name (its symbol, the profiler's pipeline name); empty: the name
-     * of the pipeline's first output Func. */
+    /** The pipeline function's name (its symbol, the profiler's pipeline name); empty: Halide's
+     * default, the name of the pipeline's first output Func with every character but a letter
+     * or digit made '_' (a second Func named `out`, which Halide names `out$1`, gives `out_1`). */
     std::string name;
     /** LLVM optimisation level, 0-3. */
     int opt_level = 3;
