@@ -20,7 +20,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TIMEOUT_S = 120
+# A hang's limit, not a speed check: on a loaded 2-core machine every semaphore hand-off waits for
+# a core, and one command of 500 runs took over 120 s with four other processes running.
+TIMEOUT_S = 480
 
 
 def run(cmd, env_extra=None):
