@@ -19,6 +19,13 @@
 //
 // Floating point: a back end that calls set_fast_math(true) gets Halide 14's flags on every FP
 // instruction; strict_float(e) clears them while `e` is emitted.
+//
+// Unrolling (serial_loop): LLVM never unrolls a loop that holds a scalar loop of unknown trip
+// count, since LLVM's loop vectorizer then widens each copy of that loop on its own, with its
+// run-time checks and remainder loops (a loop of 8 rows around 4 such loops made 32 vectorized
+// loops, and twice Halide's compile time). Every other loop is LLVM's to unroll: unrolling a
+// loop of constant trip count around loops the schedule vectorized made such code faster
+// (the conformance corpus's conv4d). The rule is loop metadata on the loop's back edge.
 
 #include "codegen/CodeGen_LLVM.h"
 
@@ -34,6 +41,7 @@
 
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
+#include "tally/IRVisitor.h"
 
 namespace tally {
 
@@ -46,6 +54,38 @@ const Expr *dense_base(const Expr &index) {
         return &r->base;
     }
     return nullptr;
+}
+
+/** Whether `body` holds a scalar serial loop of unknown trip count (at any depth, but not inside
+ * a parallel loop, whose body becomes a task function of its own): a loop whose extent is not a
+ * constant and whose body has no vector (no Ramp or Broadcast). LLVM's loop vectorizer widens
+ * such a loop, with run-time checks and a remainder: unrolling a loop around it makes that many
+ * loops for the vectorizer. */
+bool holds_scalar_unknown_trip_loop(const Stmt &body) {
+    struct HasVectors : IRVisitor {
+        bool found = false;
+        void visit(const Ramp *) override { found = true; }
+        void visit(const Broadcast *) override { found = true; }
+    };
+    struct Finder : IRVisitor {
+        bool found = false;
+        void visit(const For *op) override {
+            if (op->for_type == ForType::Parallel) {
+                return;
+            }
+            if (op->for_type == ForType::Serial && !op->extent.as<IntImm>()) {
+                HasVectors v;
+                op->body.accept(&v);
+                if (!v.found) {
+                    found = true;
+                    return;
+                }
+            }
+            IRVisitor::visit(op);
+        }
+    } finder;
+    body.accept(&finder);
+    return finder.found;
 }
 
 }  // namespace
@@ -538,7 +578,15 @@ void CodeGen_LLVM::serial_loop(const For *op) {
     pop_var(op->name);
     llvm::Value *next = builder.CreateNSWAdd(i, llvm::ConstantInt::get(min->getType(), 1));
     i->addIncoming(next, builder.GetInsertBlock());
-    builder.CreateCondBr(builder.CreateICmpSLT(next, end), loop, after);
+    llvm::BranchInst *back = builder.CreateCondBr(builder.CreateICmpSLT(next, end), loop, after);
+    if (holds_scalar_unknown_trip_loop(op->body)) {
+        // The unrolling rule of the header comment: a loop ID whose property disables it.
+        llvm::MDNode *property =
+            llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+        llvm::MDNode *id = llvm::MDNode::getDistinct(ctx, {nullptr, property});
+        id->replaceOperandWith(0, id);
+        back->setMetadata(llvm::LLVMContext::MD_loop, id);
+    }
     builder.SetInsertPoint(after);
 }
 
