@@ -23,9 +23,9 @@
 // Unrolling (serial_loop): LLVM never unrolls a loop that holds a scalar loop of unknown trip
 // count, since LLVM's loop vectorizer then widens each copy of that loop on its own, with its
 // run-time checks and remainder loops (a loop of 8 rows around 4 such loops made 32 vectorized
-// loops, and twice Halide's compile time). Every other loop is LLVM's to unroll: unrolling a
-// loop of constant trip count around loops the schedule vectorized made such code faster
-// (the conformance corpus's conv4d). The rule is loop metadata on the loop's back edge.
+// loops, and twice Halide's compile time). Every other loop is LLVM's to unroll, loops around
+// loops the schedule vectorized included: the rule changes only code that the vectorizer would
+// multiply (docs/halide-bridge.md has the figures). It is loop metadata on the loop's back edge.
 
 #include "codegen/CodeGen_LLVM.h"
 
