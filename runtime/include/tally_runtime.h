@@ -106,6 +106,11 @@ const char *tally_error_code_name(int32_t code);
  * library reads its own on/off variables (TALLY_PERF_MAP) through it too. */
 int32_t tally_env_flag(const char *name);
 
+/** 1 when the CPU this runs on has every x86 ISA extension in `names` (a comma-separated list of
+ * LLVM's names: "sse4.1,avx,avx2,fma,f16c"), else 0; a name it cannot check counts as missing.
+ * A multi-target library's wrapper calls it to pick the first variant the CPU can run. */
+int32_t tally_cpu_has_features(const char *names);
+
 /* ---------------------------------------------------------------------------------------------
  * Buffers (layout-compatible with Halide's halide_buffer_t)
  * ------------------------------------------------------------------------------------------- */

@@ -92,43 +92,49 @@ std::string x86_cpu(const Target &t) {
     return "k8";  // SSE2 without SSSE3
 }
 
-/** Halide 14's attributes for an x86 target, with the ISA features spelled out. */
-std::string x86_features(const Target &t) {
+/** Halide 14's attributes for an x86 target, the ISA features spelled out: LLVM's names,
+ * without the '+'. */
+std::vector<std::string> x86_isa(const Target &t) {
     std::vector<std::string> fs;
     if (has_any(t, {Target::SSE41, Target::AVX, Target::AVX2})) {
-        fs.push_back("+sse4.1");
+        fs.push_back("sse4.1");
     }
     if (has_any(t, {Target::AVX, Target::AVX2})) {
-        fs.push_back("+avx");
+        fs.push_back("avx");
     }
     if (t.has_feature(Target::AVX2)) {
-        fs.insert(fs.end(), {"+avx2", "+fma", "+f16c"});
+        fs.insert(fs.end(), {"avx2", "fma", "f16c"});
     }
     if (t.has_feature(Target::FMA) && !t.has_feature(Target::AVX2)) {
-        fs.push_back("+fma");
+        fs.push_back("fma");
     }
     if (t.has_feature(Target::FMA4)) {
-        fs.push_back("+fma4");
+        fs.push_back("fma4");
     }
     if (t.has_feature(Target::F16C) && !t.has_feature(Target::AVX2)) {
-        fs.push_back("+f16c");
+        fs.push_back("f16c");
     }
     if (has_any(t, {Target::AVX512, Target::AVX512_KNL, Target::AVX512_Skylake,
                     Target::AVX512_Cannonlake})) {
-        fs.insert(fs.end(), {"+avx512f", "+avx512cd"});
+        fs.insert(fs.end(), {"avx512f", "avx512cd"});
         if (has_any(t, {Target::AVX512_Skylake, Target::AVX512_Cannonlake})) {
-            fs.insert(fs.end(), {"+avx512vl", "+avx512bw", "+avx512dq"});
+            fs.insert(fs.end(), {"avx512vl", "avx512bw", "avx512dq"});
         }
         if (t.has_feature(Target::AVX512_Cannonlake)) {
-            fs.insert(fs.end(), {"+avx512ifma", "+avx512vbmi"});
+            fs.insert(fs.end(), {"avx512ifma", "avx512vbmi"});
         }
     }
     if (t.has_feature(Target::AVX512_SapphireRapids)) {
-        fs.insert(fs.end(), {"+avx512bf16", "+avx512vnni"});
+        fs.insert(fs.end(), {"avx512bf16", "avx512vnni"});
     }
+    return fs;
+}
+
+/** The attributes: the ISA features, then the tuning. */
+std::string x86_features(const std::vector<std::string> &isa) {
     std::string s;
-    for (const std::string &f : fs) {
-        s += f + ",";
+    for (const std::string &f : isa) {
+        s += "+" + f + ",";
     }
     return s + no_gathers;
 }
@@ -176,7 +182,8 @@ HostMachine host_machine(const Target &t) {
     }
     hm.triple = "x86_64-unknown-linux-gnu";
     hm.cpu = x86_cpu(t);
-    hm.features = x86_features(t);
+    hm.isa = x86_isa(t);
+    hm.features = x86_features(hm.isa);
     return hm;
 }
 
@@ -211,11 +218,9 @@ void check_runs_here(const Target &t) {
     // which virtual machines often hide and generated code never uses).
     llvm::StringMap<bool> have = llvm::sys::getHostCPUFeatures();
     std::string missing;
-    llvm::SmallVector<llvm::StringRef, 16> attrs;
-    llvm::StringRef(hm.features).split(attrs, ',');
-    for (llvm::StringRef a : attrs) {
-        if (a.consume_front("+") && !a.starts_with("prefer-") && !have.lookup(a)) {
-            missing += (missing.empty() ? "" : ", ") + a.str();
+    for (const std::string &a : hm.isa) {
+        if (!have.lookup(a)) {
+            missing += (missing.empty() ? "" : ", ") + a;
         }
     }
     user_assert(missing.empty()) << "target '" << t.to_string()

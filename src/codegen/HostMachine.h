@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tally/Target.h"
 
@@ -29,6 +30,10 @@ struct HostMachine {
     std::string triple;    // e.g. x86_64-unknown-linux-gnu
     std::string cpu;       // e.g. haswell
     std::string features;  // LLVM attributes, comma-separated: +sse4.1,+avx,...
+    /** The x86 ISA extensions the code may use, LLVM's names (sse4.1, avx, avx2, fma, ...): what
+     * a CPU must have to run it (a multi-target library's wrapper asks the runtime's
+     * tally_cpu_has_features). Empty for `host`, whose code is for the compiling machine. */
+    std::vector<std::string> isa;
 };
 
 /** What `t` asks LLVM to compile host code for. Throws CompileError for a target Tally cannot

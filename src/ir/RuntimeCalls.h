@@ -105,6 +105,8 @@ struct RuntimeSymbol {
     X(tally_profiler_thread_end,        "v:p")                                    \
     X(tally_profiler_memory_allocate,   "v:piiq")                                 \
     X(tally_profiler_memory_free,       "v:piiq")                                 \
+    /* multi-target libraries: the wrapper's choice of variant */                 \
+    X(tally_cpu_has_features,           "i:s")                                    \
     /* async tasks (Halide writes the user_context of do_parallel_tasks itself) */ \
     X(halide_do_parallel_tasks,         "i:pipp")                                 \
     X(halide_semaphore_init,            "i:pi")                                   \
