@@ -7,7 +7,7 @@
 #   tally_add_halide_library(<name> FROM <generator target>
 #                            [GENERATOR <registered name>]    default: <name>
 #                            [FUNCTION_NAME <function>]       default: <name>
-#                            [TARGETS <target>]               default: host (a Tally target)
+#                            [TARGETS <target>...]            default: host (a Tally target)
 #                            [FEATURES <feature>...]          added to the target (profile, ...)
 #                            [PARAMS <param>=<value>...])     GeneratorParams
 #
@@ -19,10 +19,15 @@
 # <function>_metadata). <name> is a static library of that object with the header's folder on
 # its include path, linked with Tally's static runtime (tally_runtime) where Halide's would
 # carry Halide's runtime. A profiling target (FEATURES profile) prints Tally's report when the
-# program exits. Needs the Halide bridge (src/halide: Halide 21 installed); one target per
-# library (no multi-target dispatch).
+# program exits. Needs the Halide bridge (src/halide: Halide 21 installed).
+#
+# Several TARGETS make a multi-target library, as add_halide_library's do: each target (with the
+# FEATURES added to it) is compiled on its own, and <function> runs the first one whose x86 ISA
+# extensions the CPU has, the last being the baseline (name each target: x86-64-linux-avx2, not
+# host). Each variant's function, and its pipeline in Tally's report, is <function>_<target>
+# (the target string with '_' for every character but a letter or digit).
 function(tally_add_halide_library name)
-  cmake_parse_arguments(A "" "FROM;GENERATOR;FUNCTION_NAME;TARGETS" "FEATURES;PARAMS" ${ARGN})
+  cmake_parse_arguments(A "" "FROM;GENERATOR;FUNCTION_NAME" "TARGETS;FEATURES;PARAMS" ${ARGN})
   if(NOT TARGET tally_halide_gengen)
     message(FATAL_ERROR "tally_add_halide_library(${name}): the Halide bridge is not built "
                         "(Halide 21 not found: ./run.sh deps)")
@@ -39,14 +44,15 @@ function(tally_add_halide_library name)
   if(NOT A_TARGETS)
     set(A_TARGETS host)
   endif()
-  list(LENGTH A_TARGETS n)
-  if(NOT n EQUAL 1)
-    message(FATAL_ERROR "tally_add_halide_library(${name}): one target, not ${n}")
-  endif()
-  set(target ${A_TARGETS})
-  foreach(f IN LISTS A_FEATURES)
-    string(APPEND target "-${f}")
+  # Each target with the FEATURES added, comma-separated for the generator.
+  set(targets "")
+  foreach(t IN LISTS A_TARGETS)
+    foreach(f IN LISTS A_FEATURES)
+      string(APPEND t "-${f}")
+    endforeach()
+    list(APPEND targets ${t})
   endforeach()
+  list(JOIN targets "," target)
 
   # The generator's sources, again, with Tally's main.
   get_target_property(srcs ${A_FROM} SOURCES)
@@ -67,6 +73,14 @@ function(tally_add_halide_library name)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${name}.tally)
   set(obj ${dir}/${A_FUNCTION_NAME}.o)
   set(hdr ${dir}/${A_FUNCTION_NAME}.h)
+  # A multi-target library's variants (src/halide/gengen.cpp names them).
+  list(LENGTH targets n)
+  if(n GREATER 1)
+    math(EXPR last "${n} - 1")
+    foreach(k RANGE ${last})
+      list(APPEND obj ${dir}/${A_FUNCTION_NAME}.variant${k}.o)
+    endforeach()
+  endif()
   add_custom_command(
     OUTPUT ${obj} ${hdr}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}

@@ -86,6 +86,24 @@ struct OutputFiles {
 void compile_to_files(const Module &lowered, const OutputFiles &out,
                       const CompileOptions &opts = {});
 
+/** One variant of a multi-target library: its pipeline function and the target it was compiled
+ * for (an x86-64 target, not `host`). */
+struct MultitargetVariant {
+    std::string function;
+    Target target;
+};
+
+/** A multi-target library's dispatcher, as Halide's compile_multitarget makes one: a module named
+ * `name` whose function `name` (with `_argv` and `_metadata`) takes `args` (the arguments every
+ * variant takes) and calls the first of `variants` whose x86 ISA extensions the running CPU has
+ * (the runtime's tally_cpu_has_features), returning its result. `variants` are in order of
+ * preference, the last the baseline, whose target the module is for (less Tally's profiling:
+ * each variant profiles itself under its own name); arch-bits-os must be the same for all.
+ * Compile it with compile_to_files and link it with the variants' objects. Throws CompileError
+ * naming what does not fit. */
+Module multitarget_wrapper(const std::string &name, const std::vector<Argument> &args,
+                           const std::vector<MultitargetVariant> &variants);
+
 /** The optimised LLVM IR of a lowered module, as text. */
 std::string compile_to_llvm_ir(const Module &lowered, const CompileOptions &opts = {});
 

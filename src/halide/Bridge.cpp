@@ -246,6 +246,12 @@ void compile_to_files(const Halide::Pipeline &pipeline, const std::vector<Halide
     detail::write_files(translate(pipeline, args, target, options), prefix, options.opt_level);
 }
 
+void compile_multitarget_wrapper(const Module &translated, const std::string &name,
+                                 const std::vector<std::pair<std::string, std::string>> &variants,
+                                 const std::string &prefix) {
+    detail::write_multitarget_wrapper(translated, name, variants, prefix);
+}
+
 std::string report(bool json) {
     return detail::report(json);
 }

@@ -114,6 +114,27 @@ void write_files(const Module &translated, const std::string &prefix, int opt_le
     compile_to_files(lowered, out, opts);
 }
 
+void write_multitarget_wrapper(const Module &translated, const std::string &name,
+                               const std::vector<std::pair<std::string, std::string>> &variants,
+                               const std::string &prefix) {
+    const LoweredFunc *pipeline = nullptr;
+    for (const LoweredFunc &f : translated.functions) {
+        if (f.linkage != LinkageType::Internal) {
+            pipeline = &f;
+        }
+    }
+    user_assert(pipeline) << "multi-target '" << name << "': the translated module '"
+                          << translated.name << "' has no pipeline function";
+    std::vector<MultitargetVariant> vs;
+    for (const auto &v : variants) {
+        vs.push_back({v.first, Target::parse(v.second)});
+    }
+    OutputFiles out;
+    out.object = prefix + ".o";
+    out.header = prefix + ".h";
+    compile_to_files(multitarget_wrapper(name, pipeline->args, vs), out);
+}
+
 std::string report(bool json) {
     int32_t n = tally_profiler_report_to_buffer(nullptr, 0, json ? 1 : 0);
     if (n <= 0) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/Module.h"
@@ -47,6 +48,11 @@ private:
 
 /** Lowers `translated` and writes `<prefix>.o` and `<prefix>.h`. */
 void write_files(const Module &translated, const std::string &prefix, int opt_level);
+
+/** tally::halide::compile_multitarget_wrapper. */
+void write_multitarget_wrapper(const Module &translated, const std::string &name,
+                               const std::vector<std::pair<std::string, std::string>> &variants,
+                               const std::string &prefix);
 
 /** tally::halide::report. */
 std::string report(bool json);

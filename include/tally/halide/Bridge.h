@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/Module.h"
@@ -143,6 +144,18 @@ std::unique_ptr<Pipeline> compile(const Halide::Pipeline &pipeline,
 void compile_to_files(const Halide::Pipeline &pipeline, const std::vector<Halide::Argument> &args,
                       const std::string &prefix, const std::string &target = "host",
                       const Options &options = {});
+
+/** Ahead of time, the wrapper of a multi-target library, as Halide's compile_multitarget builds
+ * one: `translated` is the pipeline translated (translate()) for any of the targets, whose
+ * arguments the wrapper takes; `variants` are the variants' function names and Tally target
+ * strings (x86-64 targets, not `host`), in order of preference, the last the baseline. Writes
+ * `<prefix>.o` and `<prefix>.h`: the function `name` (with `_argv` and `_metadata`), which runs
+ * the first variant whose x86 ISA extensions the CPU has (tally::multitarget_wrapper). Compile
+ * each variant with compile_to_files under its own name, and link them all with the static
+ * runtime. */
+void compile_multitarget_wrapper(const Module &translated, const std::string &name,
+                                 const std::vector<std::pair<std::string, std::string>> &variants,
+                                 const std::string &prefix);
 
 /** Tally's profiler report of every pipeline run so far in this process, as text (what prints
  * when the process exits) or JSON (tally-report and the Python module read it). Empty before any

@@ -4,7 +4,8 @@
 // tally_add_halide_library makes (Tally's runtime) and against the one Halide's own GenGen makes
 // (Halide's runtime). Checks the output against a reference computed here, and that the
 // metadata describes the generator's arguments; built for Tally (TALLY_REPORT_CHECK), also that
-// Tally's profiler has the run, per Func. Exit status 0 when everything matches.
+// Tally's profiler has the run, per Func; built against the multi-target library
+// (TALLY_MULTITARGET_CHECK), also that the variant that ran is the one this CPU should get.
 #include "HalideBuffer.h"
 #include "brighten.h"
 
@@ -65,6 +66,28 @@ int main() {
         std::fprintf(stderr, "the profiler's report does not name brighten's Funcs:\n%s\n", report);
         return 1;
     }
+#endif
+#ifdef TALLY_MULTITARGET_CHECK
+    // The library's variants, in its order of preference: the first whose ISA extensions this
+    // CPU has must be the one that ran (FMA4 only AMD's 2011-2015 CPUs have; AVX every x86-64
+    // CPU since about then), and no other.
+    const char *variants[3] = {"brighten_x86_64_linux_fma4_profile_sse41",
+                               "brighten_x86_64_linux_avx_profile_sse41",
+                               "brighten_x86_64_linux_profile"};
+    __builtin_cpu_init();
+    int want = __builtin_cpu_supports("fma4") && __builtin_cpu_supports("sse4.1")  ? 0
+               : __builtin_cpu_supports("avx") && __builtin_cpu_supports("sse4.1") ? 1
+                                                                                   : 2;
+    for (int i = 0; i < 3; i++) {
+        char line[128];
+        std::snprintf(line, sizeof line, "pipeline: %s\n", variants[i]);
+        if ((std::strstr(report, line) != nullptr) != (i == want)) {
+            std::fprintf(stderr, "the variant %s %s, but this CPU should run %s:\n%s\n",
+                         variants[i], i == want ? "did not run" : "ran", variants[want], report);
+            return 1;
+        }
+    }
+    std::printf("brighten: the wrapper ran %s\n", variants[want]);
 #endif
     std::printf("brighten: %d of %d pixels differ; metadata names %s(%s, %s, %s)\n", bad, W * H,
                 md->name, md->arguments[0].name, md->arguments[1].name, md->arguments[2].name);
