@@ -8,7 +8,8 @@
 # defines the directory-scoped imported target Halide::Halide for Halide 21 where it is
 # installed, and nothing where it is not; TALLY_HALIDE21_GENERATOR then names the library with
 # Halide's GenGen main that a generator executable links (Halide::Generator from Halide's CMake
-# package, else Halide::GenGen, libHalide_GenGen.a). Directory-scoped because tools/halide14 defines its
+# package, else Halide::GenGen, libHalide_GenGen.a), and TALLY_HALIDE21_ROOT its install folder
+# (the autoscheduler plugins are in its lib64/). Directory-scoped because tools/halide14 defines its
 # own Halide::Halide for Debian's Halide 14.
 set(TALLY_HALIDE21_PYTHON ${PROJECT_SOURCE_DIR}/.venv/bin/python CACHE FILEPATH
     "A Python whose halide module is Halide 21 (the Halide bridge, tools/halide21)")
@@ -43,6 +44,7 @@ macro(tally_find_halide21)
         INTERFACE_LINK_LIBRARIES "Halide::Halide;${CMAKE_DL_LIBS}")
     endif()
   endif()
+  set(TALLY_HALIDE21_ROOT ${_tally_halide21_root})
   if(TARGET Halide::Generator)
     set(TALLY_HALIDE21_GENERATOR Halide::Generator)
   elseif(TARGET Halide::GenGen)

@@ -9,6 +9,8 @@
 #                            [FUNCTION_NAME <function>]       default: <name>
 #                            [TARGETS <target>...]            default: host (a Tally target)
 #                            [FEATURES <feature>...]          added to the target (profile, ...)
+#                            [AUTOSCHEDULER <Halide::Name | Name>]
+#                            [PLUGINS <target or file>...]    loaded by the generator (-p)
 #                            [PARAMS <param>=<value>...])     GeneratorParams
 #
 # FROM names the executable target of the generator (the sources that register it with
@@ -21,13 +23,19 @@
 # carry Halide's runtime. A profiling target (FEATURES profile) prints Tally's report when the
 # program exits. Needs the Halide bridge (src/halide: Halide 21 installed).
 #
+# AUTOSCHEDULER, as add_halide_library's: Halide::Mullapudi2016 (the imported plugin, loaded by
+# the generator) or a name whose plugin PLUGINS loads; it is applied to the generator's pipeline
+# as Halide's build_module applies it (autoscheduler=<name> among the PARAMS, and
+# autoscheduler.<field>=<value> there sets its parameters).
+#
 # Several TARGETS make a multi-target library, as add_halide_library's do: each target (with the
 # FEATURES added to it) is compiled on its own, and <function> runs the first one whose x86 ISA
 # extensions the CPU has, the last being the baseline (name each target: x86-64-linux-avx2, not
 # host). Each variant's function, and its pipeline in Tally's report, is <function>_<target>
 # (the target string with '_' for every character but a letter or digit).
 function(tally_add_halide_library name)
-  cmake_parse_arguments(A "" "FROM;GENERATOR;FUNCTION_NAME" "TARGETS;FEATURES;PARAMS" ${ARGN})
+  cmake_parse_arguments(A "" "FROM;GENERATOR;FUNCTION_NAME;AUTOSCHEDULER"
+                        "TARGETS;FEATURES;PARAMS;PLUGINS" ${ARGN})
   if(NOT TARGET tally_halide_gengen)
     message(FATAL_ERROR "tally_add_halide_library(${name}): the Halide bridge is not built "
                         "(Halide 21 not found: ./run.sh deps)")
@@ -44,6 +52,35 @@ function(tally_add_halide_library name)
   if(NOT A_TARGETS)
     set(A_TARGETS host)
   endif()
+  # The autoscheduler's plugin and name, as add_halide_library takes them.
+  set(plugins "")
+  foreach(p IN LISTS A_PLUGINS)
+    if(TARGET ${p})
+      list(APPEND plugins $<TARGET_FILE:${p}>)
+    else()
+      list(APPEND plugins ${p})
+    endif()
+  endforeach()
+  if(A_AUTOSCHEDULER)
+    if(A_AUTOSCHEDULER MATCHES "::")
+      if(NOT TARGET ${A_AUTOSCHEDULER})
+        message(FATAL_ERROR "tally_add_halide_library(${name}): the autoscheduler "
+                            "${A_AUTOSCHEDULER} does not exist")
+      endif()
+      list(APPEND plugins $<TARGET_FILE:${A_AUTOSCHEDULER}>)
+      string(REGEX REPLACE ".*::(.*)" "\\1" A_AUTOSCHEDULER "${A_AUTOSCHEDULER}")
+    elseif(NOT plugins)
+      message(FATAL_ERROR "tally_add_halide_library(${name}): AUTOSCHEDULER ${A_AUTOSCHEDULER} "
+                          "names no plugin: give Halide::${A_AUTOSCHEDULER} or PLUGINS")
+    endif()
+    list(PREPEND A_PARAMS "autoscheduler=${A_AUTOSCHEDULER}")
+  endif()
+  set(plugin_args "")
+  if(plugins)
+    list(JOIN plugins "," joined)
+    set(plugin_args -p ${joined})
+  endif()
+
   # Each target with the FEATURES added, comma-separated for the generator.
   set(targets "")
   foreach(t IN LISTS A_TARGETS)
@@ -84,7 +121,8 @@ function(tally_add_halide_library name)
   add_custom_command(
     OUTPUT ${obj} ${hdr}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${gen} -g ${A_GENERATOR} -f ${A_FUNCTION_NAME} -o ${dir} -t ${target} ${A_PARAMS}
+    COMMAND ${gen} -g ${A_GENERATOR} -f ${A_FUNCTION_NAME} -o ${dir} -t ${target} ${plugin_args}
+            ${A_PARAMS}
     DEPENDS ${gen}
     COMMENT "Compiling Halide generator ${A_GENERATOR} through Tally for ${target}"
     VERBATIM)

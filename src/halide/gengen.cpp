@@ -4,11 +4,14 @@
 // compile_to_static_library writes for it, an object and a C header with the same entry symbols
 // (FUNCTION, FUNCTION_argv, FUNCTION_metadata), to be linked with Tally's static runtime.
 //
-//   <generator> -g NAME -f FUNCTION -o DIR [-t TARGET[,TARGET...]] [PARAM=VALUE ...]
+//   <generator> -g NAME -f FUNCTION -o DIR [-t TARGET[,TARGET...]] [-p PLUGIN[,PLUGIN...]]
+//               [PARAM=VALUE ...]
 //   <generator> --list
 //
 // TARGET is a Tally target string (default host; `-profile` gives Tally's profiler, not
-// Halide's); PARAM=VALUE sets a GeneratorParam as GenGen does. Writes DIR/FUNCTION.o and
+// Halide's); PARAM=VALUE sets a GeneratorParam as GenGen does, autoscheduler=NAME and
+// autoscheduler.FIELD=VALUE included (the autoscheduler is applied as Halide's build_module
+// applies it; -p loads its plugin, as GenGen's -p). Writes DIR/FUNCTION.o and
 // DIR/FUNCTION.h. The generator's inputs in declaration order, then its outputs, are the
 // function's arguments, as Halide's build_module makes them.
 //
@@ -24,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -37,7 +41,7 @@ namespace HI = Halide::Internal;
 
 int usage() {
     std::cerr << "usage: <generator> -g NAME -f FUNCTION -o DIR [-t TARGET[,TARGET...]] "
-                 "[PARAM=VALUE ...]\n"
+                 "[-p PLUGIN[,PLUGIN...]] [PARAM=VALUE ...]\n"
                  "       <generator> --list\n";
     return 2;
 }
@@ -58,6 +62,12 @@ Built build(const std::string &name, const std::string &target,
         gen->set_generatorparam_value(p.first, p.second);
     }
     Built b{gen->build_pipeline(), {}};
+    // The autoscheduler the GeneratorParams name (autoscheduler=NAME, autoscheduler.FIELD=V), as
+    // Halide's build_module applies it; its plugin is loaded by -p.
+    const Halide::GeneratorContext used = gen->context();
+    if (!used.autoscheduler_params().name.empty()) {
+        b.pipeline.apply_autoscheduler(used.target(), used.autoscheduler_params());
+    }
     for (const auto &info : gen->arginfos()) {
         if (info.dir != HI::ArgInfoDirection::Input) {
             continue;
@@ -137,7 +147,17 @@ int run(int argc, char **argv) {
             }
             return 0;
         }
-        if ((a == "-g" || a == "-f" || a == "-o" || a == "-t") && i + 1 < argc) {
+        if (a == "-p" && i + 1 < argc) {
+            // Plugins (autoschedulers), comma-separated, as GenGen's -p.
+            std::string list = argv[++i];
+            for (size_t start = 0; start <= list.size();) {
+                size_t comma = std::min(list.find(',', start), list.size());
+                if (comma > start) {
+                    Halide::load_plugin(list.substr(start, comma - start));
+                }
+                start = comma + 1;
+            }
+        } else if ((a == "-g" || a == "-f" || a == "-o" || a == "-t") && i + 1 < argc) {
             std::string &v = a == "-g" ? name : a == "-f" ? function : a == "-o" ? dir : target;
             v = argv[++i];
         } else if (a.find('=') != std::string::npos && a[0] != '-') {
