@@ -143,6 +143,9 @@ public:
                        : nullptr;
     }
 
+    /** Any symbol the library defines, or nullptr. */
+    void *symbol(const char *name) const { return handle_ ? dlsym(handle_, name) : nullptr; }
+
     void set_num_threads(int n) const { set_threads_(n); }
 
     /** Forgets every pipeline's figures; only between runs. */

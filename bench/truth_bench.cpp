@@ -5,8 +5,15 @@
 // (tools/corpus/corpus_generator.cpp), whose every element calls tally_truth_work(v, ns, first)
 // (test/conformance/extern_stages.c): it returns once the calling thread's deadline, chained from
 // the run's first element and advanced by ns, has passed, so a stage of N elements takes N * ns of
-// wall time whatever the caches, the code between the calls or the stages around it do, and a
-// preempted call's lateness is caught up by the calls after it. `truth_chain`: t1 -> t2 -> t3,
+// wall time whatever the caches, the code between the calls or the stages around it do. What the
+// machine takes from the thread (a preemption, an interrupt: a gap of over 1 us between two of its
+// clock reads, in a call or between two calls) cannot be set in advance: it pushes the deadline
+// back by its length and is counted as time lost by the calls of that ns, each stage having its
+// own ns. A stage's truth is N * ns plus its calls' lost time, read for each profile from the copy
+// of the work its code calls (Tally's JIT: the benchmark's; Halide's objects: their library's).
+// Quiet, the lost time is 0.5 - 2 % of a run; under the hog most of it, and the kernel's own
+// figure for the thread's time waiting for a CPU (its schedstat run delay) says how far the lost
+// time is that. `truth_chain`: t1 -> t2 -> t3,
 // serial, set to 10 / 30 / 60 %; `truth_inner`: ti computed inside to's loop (two slot switches
 // per element) 30 %, to 10 %, then tr 60 %; `truth_par`: tpre 20 %, tpar, whose two halves run as
 // two parallel tasks with uneven work (light half 25 %, heavy half 50 % of the run: the stage's
@@ -29,8 +36,11 @@
 //     Counters: exact_pp, sampling_pp, halide21_pp, halide14_pp, halide14_timer_pp (the errors:
 //     medians over the profiles); *_other_pct (the share of all billed time that went to no stage:
 //     overhead and the runtime's own rows); set_ms (a run's set time); construction_pct (how far
-//     the construction holds: Tally's unprofiled run, median, over the set time, less 100 %),
-//     halide_construction_pct (the same for Halide 21's code), halide21_primed_pp (Halide 21
+//     the construction holds: Tally's unprofiled run less its calls' lost time, median, over the
+//     set time, less 100 %), halide_construction_pct (the same for Halide 21's code); lost_pct
+//     (the time lost in Tally's exact profiles over their set time) and run_delay_pct (the
+//     calling thread's run delay in the same profiles over the set time: for serial pipelines
+//     the part of the lost time that was preemption); halide21_primed_pp (Halide 21
 //     after one unjudged profiled run right before its reset: its sampler keeps no time while no
 //     instance runs, so the first sample of a run bills everything since the last sample of the
 //     previous profiled run, whatever ran between, to the Func current then; primed, that gap
@@ -877,4 +887,16 @@ BENCHMARK(BM_SwitchCost)->Arg(0)->Arg(1)->ArgName("mode")->Iterations(1)->UseMan
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// Google Benchmark's main, then an exit that runs no library's destructors: the one of Halide 14's
+// -profile_by_timer runtime (libhalide14_corpus_by_timer.so), halide_profiler_shutdown, waits for
+// a SIGPROF that only a running pipeline's timer sends, so at exit it never returns.
+int main(int argc, char **argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+        return 1;
+    }
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    std::fflush(nullptr);
+    _exit(0);
+}

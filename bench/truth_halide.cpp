@@ -27,6 +27,7 @@
 #include "tally/Lower.h"
 #include "tally/Parser.h"
 #include "tally_runtime.h"
+#include "truth_work.h"
 
 namespace {
 
@@ -282,6 +283,57 @@ double max_error_pp(const std::vector<double> &got, const std::vector<double> &t
     return e;
 }
 
+/** The lost-time figures (truth_work.h) of one copy of tally_truth_work: the benchmark's own,
+ * which Tally's JIT calls, or the one linked into a Halide library (-Bsymbolic: its pipelines
+ * call their own copy). */
+struct LostTime {
+    void (*reset)() = tally_truth_reset_lost;
+    int64_t (*lost)(int32_t) = tally_truth_lost_ns;
+    int64_t (*unkeyed)() = tally_truth_lost_unkeyed_ns;
+
+    static LostTime of(const halide_bench::Library &lib) {
+        LostTime t;
+        t.reset = reinterpret_cast<void (*)()>(lib.symbol("tally_truth_reset_lost"));
+        t.lost = reinterpret_cast<int64_t (*)(int32_t)>(lib.symbol("tally_truth_lost_ns"));
+        t.unkeyed = reinterpret_cast<int64_t (*)()>(lib.symbol("tally_truth_lost_unkeyed_ns"));
+        if (!t.reset || !t.lost || !t.unkeyed) {
+            throw std::runtime_error("the Halide " + std::to_string(lib.version()) +
+                                     " library has no tally_truth_lost_ns (rebuild halide" +
+                                     std::to_string(lib.version()) + "_corpus)");
+        }
+        return t;
+    }
+
+    /** The time lost since the reset by the calls of each of `keys` (a stage's ns). */
+    std::vector<double> of_keys(const std::vector<int32_t> &keys) const {
+        if (unkeyed() != 0) {
+            throw std::runtime_error("tally_truth_work saw more than TALLY_TRUTH_KEYS ns values");
+        }
+        std::vector<double> l;
+        for (int32_t k : keys) {
+            l.push_back(double(lost(k)));
+        }
+        return l;
+    }
+};
+
+/** The calling thread's time spent runnable but waiting for a CPU, from the kernel's scheduler
+ * statistics (the second field of /proc/thread-self/schedstat), in ns; -1 where unreadable. */
+double run_delay_ns() {
+    std::ifstream f("/proc/thread-self/schedstat");
+    double on_cpu = 0, delay = -1;
+    f >> on_cpu >> delay;
+    return f ? delay : -1;
+}
+
+double sum(const std::vector<double> &v) {
+    double s = 0;
+    for (double x : v) {
+        s += x;
+    }
+    return s;
+}
+
 /** A truth pipeline with each stage's ns per element set (tools/corpus: every stage of both
  * has one call of tally_truth_work per output element, so a stage's time is elements * ns). */
 struct Construction {
@@ -347,11 +399,24 @@ void BM_Constructed(benchmark::State &state) {
     for (size_t k = 0; k < c.scalars.size(); k++) {
         scalars[c.scalars[k]] = c.ns[k];
     }
-    const std::vector<double> truth = shares(stage_ns);
     const double set_ms = double(elements) * ns_sum / 1e6;
+    // A profile's truth: each stage's set time over its runs plus the time its calls lost (a
+    // stage's calls are those with its ns; truth_par's parallel stage is its heavy half's).
+    auto truth_of = [&](const LostTime &lt, int runs, double *lost_ns) {
+        const std::vector<double> lost = lt.of_keys(c.ns);
+        std::vector<double> t;
+        for (size_t k = 0; k < stage_ns.size(); k++) {
+            t.push_back(double(elements) * stage_ns[k] * runs + lost[k]);
+        }
+        if (lost_ns) {
+            *lost_ns = sum(lost);
+        }
+        return shares(t);
+    };
 
     // Tally runs the text Halide 21 printed; each Halide its own objects of the same pipeline.
     std::unique_ptr<CorpusPipeline> pipelines[kSides];
+    LostTime lost_time[kSides];  // Tally's sides: the benchmark's own copy
     std::string missing;
     try {
         for (int side = 0; side < kSides; side++) {
@@ -364,6 +429,7 @@ void BM_Constructed(benchmark::State &state) {
                     missing += (missing.empty() ? "" : "; ") + why;
                     continue;
                 }
+                lost_time[side] = LostTime::of(*lib);
             }
             std::map<std::string, std::vector<int>> extents;
             const std::string dir = corpus_dir(version) + "/" + c.pipeline;
@@ -391,7 +457,7 @@ void BM_Constructed(benchmark::State &state) {
             hogs = std::make_unique<Hog>(2);
         }
         std::vector<double> errors[kSides], unbilled[kSides], primed;
-        std::vector<double> tally_run_ms, halide_run_ms;
+        std::vector<double> tally_run_ms, halide_run_ms, lost_pct, run_delay_pct;
         Clock::time_point start = Clock::now();
         try {
             // Warm-up: every side's code and buffers once, unjudged.
@@ -403,14 +469,21 @@ void BM_Constructed(benchmark::State &state) {
             }
             for (int p = 0; p < sc.profiles; p++) {
                 // The construction check: an unprofiled run of Tally's and of Halide 21's code
-                // against the set time.
+                // against the set time and the time its calls lost.
+                double lost_ns = 0;
+                lost_time[TallyExact].reset();
                 Clock::time_point t0 = Clock::now();
                 pipelines[TallyExact]->run_tally(false);
                 tally_run_ms.push_back(ms_since(t0));
+                truth_of(lost_time[TallyExact], 1, &lost_ns);
+                tally_run_ms.back() -= lost_ns / 1e6;
                 if (pipelines[Halide21]) {
+                    lost_time[Halide21].reset();
                     t0 = Clock::now();
                     pipelines[Halide21]->run_halide(false);
                     halide_run_ms.push_back(ms_since(t0));
+                    truth_of(lost_time[Halide21], 1, &lost_ns);
+                    halide_run_ms.back() -= lost_ns / 1e6;
                 }
                 // Each side's profile: `runs` consecutive runs, the sides in an order that
                 // rotates from profile to profile.
@@ -420,17 +493,26 @@ void BM_Constructed(benchmark::State &state) {
                     if (!pl) {
                         continue;
                     }
-                    std::vector<double> ns;
+                    std::vector<double> ns, truth;
                     double total = 0;
                     if (side < Halide21) {
                         const int32_t mode = side == TallyExact ? TALLY_PROFILER_FLAG_EXACT
                                                                 : TALLY_PROFILER_FLAG_SAMPLING;
                         tally_profiler_reset();
                         tally_profiler_set_default_mode(mode);
+                        lost_time[side].reset();
+                        const double delay0 = run_delay_ns();
                         for (int r = 0; r < sc.runs; r++) {
                             pl->run_tally(true);
                         }
+                        const double delay = run_delay_ns() - delay0;
                         ns = tally_billed(pl->stages(), mode, &total);
+                        double lost_ns = 0;
+                        truth = truth_of(lost_time[side], sc.runs, &lost_ns);
+                        if (side == TallyExact) {
+                            lost_pct.push_back(100.0 * lost_ns / (set_ms * 1e6 * sc.runs));
+                            run_delay_pct.push_back(100.0 * delay / (set_ms * 1e6 * sc.runs));
+                        }
                     } else {
                         std::string why;
                         const halide_bench::Library *lib =
@@ -439,14 +521,17 @@ void BM_Constructed(benchmark::State &state) {
                         // Halide 21's sampler has no gap since its last sample to bill to the
                         // first Func it samples (halide_profiler_sample keeps no time while no
                         // instance runs; Halide 14's does).
-                        auto profile = [&](bool primed, std::vector<double> *billed) {
+                        auto profile = [&](bool primed, std::vector<double> *billed,
+                                           std::vector<double> *truth_shares) {
                             if (primed) {
                                 pl->run_halide(true);
                             }
                             lib->reset_profiler();
+                            lost_time[side].reset();
                             for (int r = 0; r < sc.runs; r++) {
                                 pl->run_halide(true);
                             }
+                            *truth_shares = truth_of(lost_time[side], sc.runs, nullptr);
                             halide_bench::Profile prof =
                                 lib->profile(pl->name() + side_suffix(side));
                             double sum = 0;
@@ -458,11 +543,11 @@ void BM_Constructed(benchmark::State &state) {
                             }
                             return sum;
                         };
-                        total = profile(false, &ns);
+                        total = profile(false, &ns, &truth);
                         if (side == Halide21) {
-                            std::vector<double> p_ns;
-                            profile(true, &p_ns);
-                            primed.push_back(max_error_pp(shares(p_ns), truth));
+                            std::vector<double> p_ns, p_truth;
+                            profile(true, &p_ns, &p_truth);
+                            primed.push_back(max_error_pp(shares(p_ns), p_truth));
                         }
                     }
                     double stages_ns = 0;
@@ -473,8 +558,8 @@ void BM_Constructed(benchmark::State &state) {
                     if (std::getenv("TRUTH_BENCH_VERBOSE")) {
                         std::fprintf(stderr, "  %s profile %d %-9s", c.pipeline, p,
                                      kSideNames[side]);
-                        for (double v : shares(ns)) {
-                            std::fprintf(stderr, " %7.3f%%", v);
+                        for (size_t k = 0; k < ns.size(); k++) {
+                            std::fprintf(stderr, " %7.3f%% (%7.3f%%)", shares(ns)[k], truth[k]);
                         }
                         std::fprintf(stderr, "  (stages %.3f ms of %.3f ms billed)\n",
                                      stages_ns / 1e6 / sc.runs, total / 1e6 / sc.runs);
@@ -502,6 +587,10 @@ void BM_Constructed(benchmark::State &state) {
             state.counters["halide21_primed_pp"] = median(primed);
         }
         state.counters["set_ms"] = set_ms;
+        state.counters["lost_pct"] = median(lost_pct);
+        if (run_delay_ns() >= 0) {
+            state.counters["run_delay_pct"] = median(run_delay_pct);
+        }
         state.counters["construction_pct"] = 100.0 * (median(tally_run_ms) - set_ms) / set_ms;
         if (!halide_run_ms.empty()) {
             state.counters["halide_construction_pct"] =
@@ -940,8 +1029,10 @@ void constructed_args(benchmark::internal::Benchmark *b) {
             b->Args({pipeline, scenario, 0});
         }
     }
-    for (int scenario = 0; scenario < 4; scenario++) {
-        b->Args({0, scenario, 1});
+    for (int pipeline = 0; pipeline < int(std::size(kConstructions)); pipeline++) {
+        for (int scenario = 0; scenario < 4; scenario++) {
+            b->Args({pipeline, scenario, 1});
+        }
     }
     b->ArgNames({"pipeline", "scenario", "hog"});
 }

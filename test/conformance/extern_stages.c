@@ -5,11 +5,13 @@
  * called with input buffers whose host is NULL, it is a bounds query and fills in the region of
  * each input it needs for the output's region; otherwise it computes the output's region. */
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "tally_runtime.h"
+#include "truth_work.h"
 
 static int is_bounds_query(const halide_buffer_t *b) {
     return b->host == NULL && b->device == 0;
@@ -43,15 +45,22 @@ int tally_corpus_forward_diff(halide_buffer_t *in, int32_t offset, halide_buffer
     return 0;
 }
 
-/* The work of the truth pipelines (truth_chain, truth_inner), whose stages' times are set in
- * advance: each element calls this with the nanoseconds it costs, and it returns v + 1 once the
+/* The work of the truth pipelines (truth_work.h), whose stages' times are set in advance: each
+ * element calls tally_truth_work with the nanoseconds it costs, and it returns v + 1 once the
  * calling thread's deadline, advanced by ns, has passed. The deadline is a chain per thread,
- * started afresh by the run's first element (`first` nonzero: now + ns) and only advanced after
- * that: the calls of a run end at the run's start plus the sum of their ns, whatever the code
- * between them costs or however long the thread was preempted, since a call that starts late
- * returns as soon as its deadline has passed and the calls after it catch up. So a stage's time
- * is its elements' ns, not its elements' ns plus call overheads or a preemption's length (unless
- * the stage's last calls end past their deadlines: the benchmark checks the run's time).
+ * started afresh by a call with `first` nonzero (now + ns) and only advanced after that, so the
+ * calls of a run end at its start plus the sum of their ns, whatever the code between them costs:
+ * a call that starts a little late returns as soon as its deadline has passed and the calls after
+ * it catch up.
+ *
+ * What the machine takes from the thread is no schedule's to set: a gap of over
+ * TALLY_TRUTH_GAP_NS between two of the thread's clock reads (in a call's wait, or from one
+ * call's return to the next call of its chain) is time lost to a preemption or an interrupt. It
+ * pushes the deadline back by its length, so the calls still run for their ns, and it is added to
+ * the time lost by calls with the same ns, where the benchmark reads it: a stage's truth is its
+ * elements' ns plus its lost time, and a profiler that bills wall time bills both to it. (A gap
+ * between the last call of one stage and the first of the next is counted to the next, whose
+ * profiler slot may not yet be current: a window of a few instructions.)
  * CLOCK_MONOTONIC is the clock both Halide's and Tally's code are judged by. An elemental call
  * (Halide's extern "C" function returning a value), not an extern stage. */
 static int64_t truth_now_ns(void) {
@@ -60,10 +69,74 @@ static int64_t truth_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first) {
-    static __thread int64_t deadline;
-    deadline = (first ? truth_now_ns() : deadline) + ns;
-    while (truth_now_ns() < deadline) {
+/* The lost times, keyed by ns + 1 (0: a free entry), claimed in order; truth_lost_unkeyed when
+ * none is free. */
+static struct {
+    _Atomic int64_t key;
+    _Atomic int64_t ns;
+} truth_lost[TALLY_TRUTH_KEYS];
+static _Atomic int64_t truth_lost_unkeyed;
+
+static int64_t truth_key(int32_t ns) {
+    return (int64_t)ns + 1 - (int64_t)INT32_MIN;  // never 0
+}
+
+static void truth_lose(int32_t ns, int64_t gap) {
+    const int64_t key = truth_key(ns);
+    for (int i = 0; i < TALLY_TRUTH_KEYS; i++) {
+        int64_t k = atomic_load(&truth_lost[i].key);
+        if (k == 0) {
+            int64_t expected = 0;
+            k = atomic_compare_exchange_strong(&truth_lost[i].key, &expected, key) ? key : expected;
+        }
+        if (k == key) {
+            atomic_fetch_add(&truth_lost[i].ns, gap);
+            return;
+        }
     }
+    atomic_fetch_add(&truth_lost_unkeyed, gap);
+}
+
+int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first) {
+    static __thread int64_t deadline, last;
+    int64_t now = truth_now_ns();
+    if (first || last == 0) {
+        deadline = now;
+    } else if (now - last > TALLY_TRUTH_GAP_NS) {
+        truth_lose(ns, now - last);
+        deadline += now - last;
+    }
+    deadline += ns;
+    while (now < deadline) {
+        const int64_t t = truth_now_ns();
+        if (t - now > TALLY_TRUTH_GAP_NS) {
+            truth_lose(ns, t - now);
+            deadline += t - now;
+        }
+        now = t;
+    }
+    last = now;
     return v + 1;
+}
+
+int64_t tally_truth_lost_ns(int32_t ns) {
+    const int64_t key = truth_key(ns);
+    for (int i = 0; i < TALLY_TRUTH_KEYS; i++) {
+        if (atomic_load(&truth_lost[i].key) == key) {
+            return atomic_load(&truth_lost[i].ns);
+        }
+    }
+    return 0;
+}
+
+int64_t tally_truth_lost_unkeyed_ns(void) {
+    return atomic_load(&truth_lost_unkeyed);
+}
+
+void tally_truth_reset_lost(void) {
+    for (int i = 0; i < TALLY_TRUTH_KEYS; i++) {
+        atomic_store(&truth_lost[i].key, 0);
+        atomic_store(&truth_lost[i].ns, 0);
+    }
+    atomic_store(&truth_lost_unkeyed, 0);
 }

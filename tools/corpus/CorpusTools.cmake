@@ -37,6 +37,7 @@ function(tally_halide_corpus_tools version)
     COMMAND ${src}/build_library.sh $<TARGET_FILE:${gen}> ${lib} ${CMAKE_CXX_COMPILER}
             ${externs} ${externs_cxx} ${PROJECT_SOURCE_DIR}/runtime/include
     DEPENDS ${gen} ${src}/build_library.sh ${externs} ${externs_cxx}
+            ${PROJECT_SOURCE_DIR}/test/conformance/truth_work.h
     COMMENT "Compiling the conformance pipelines with Halide ${version} into ${lib}"
     VERBATIM)
   add_custom_target(halide${version}_corpus DEPENDS ${lib})
