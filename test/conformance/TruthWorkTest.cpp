@@ -42,6 +42,20 @@ TEST(TruthWork, TimeLostBetweenCallsIsCountedToTheNextCallsNsAndNotCaughtUp) {
     EXPECT_EQ(tally_truth_lost_unkeyed_ns(), 0);
 }
 
+TEST(TruthWork, AGapBeforeACallAfterAJoinIsTheStageBeforesLoss) {
+    tally_truth_reset_lost();
+    tally_truth_work(0, 300, TALLY_TRUTH_RESTART);
+    tally_truth_work(0, 400, TALLY_TRUTH_CONTINUE);
+    sleep_us(2000);
+    tally_truth_work(0, 500, TALLY_TRUTH_AFTER_JOIN);
+    EXPECT_GE(tally_truth_lost_ns(400), 2000000);
+    EXPECT_LT(tally_truth_lost_ns(500), 2000000);
+    // Without the mark the gap is the next call's.
+    sleep_us(2000);
+    tally_truth_work(0, 600, TALLY_TRUTH_CONTINUE);
+    EXPECT_GE(tally_truth_lost_ns(600), 2000000);
+}
+
 TEST(TruthWork, AChainsFirstCallCountsNoGap) {
     tally_truth_reset_lost();
     tally_truth_work(0, 10, 1);

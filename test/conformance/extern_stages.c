@@ -58,9 +58,11 @@ int tally_corpus_forward_diff(halide_buffer_t *in, int32_t offset, halide_buffer
  * call's return to the next call of its chain) is time lost to a preemption or an interrupt. It
  * pushes the deadline back by its length, so the calls still run for their ns, and it is added to
  * the time lost by calls with the same ns, where the benchmark reads it: a stage's truth is its
- * elements' ns plus its lost time, and a profiler that bills wall time bills both to it. (A gap
- * between the last call of one stage and the first of the next is counted to the next, whose
- * profiler slot may not yet be current: a window of a few instructions.)
+ * elements' ns plus its lost time, and a profiler that bills wall time bills both to it. A gap
+ * between the last call of one stage and the first of the next is counted to the next (the
+ * dispatch of a parallel loop, say), except where the next's first call says the gap is the
+ * stage before's (TALLY_TRUTH_AFTER_JOIN: its thread waited there for the stage's parallel loop
+ * to finish on other threads).
  * CLOCK_MONOTONIC is the clock both Halide's and Tally's code are judged by. An elemental call
  * (Halide's extern "C" function returning a value), not an extern stage. */
 static int64_t truth_now_ns(void) {
@@ -99,13 +101,15 @@ static void truth_lose(int32_t ns, int64_t gap) {
 
 int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first) {
     static __thread int64_t deadline, last;
+    static __thread int32_t previous_ns;
     int64_t now = truth_now_ns();
-    if (first || last == 0) {
+    if (first == TALLY_TRUTH_RESTART || last == 0) {
         deadline = now;
     } else if (now - last > TALLY_TRUTH_GAP_NS) {
-        truth_lose(ns, now - last);
+        truth_lose(first == TALLY_TRUTH_AFTER_JOIN ? previous_ns : ns, now - last);
         deadline += now - last;
     }
+    previous_ns = ns;
     deadline += ns;
     while (now < deadline) {
         const int64_t t = truth_now_ns();

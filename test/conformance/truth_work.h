@@ -13,8 +13,15 @@ extern "C" {
 #endif
 
 /** Returns v + 1 once the calling thread has run for ns more nanoseconds of its chained
- * deadline; `first` (nonzero) starts the chain afresh at this call. */
+ * deadline. `first`: TALLY_TRUTH_CONTINUE, TALLY_TRUTH_RESTART (the chain starts afresh at this
+ * call) or TALLY_TRUTH_AFTER_JOIN (the chain continues, and a gap before this call is time lost
+ * by the thread's previous call's ns: the stage before, whose parallel loop the thread waited
+ * for there). */
 int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first);
+
+#define TALLY_TRUTH_CONTINUE 0
+#define TALLY_TRUTH_RESTART 1
+#define TALLY_TRUTH_AFTER_JOIN 2
 
 /** The wall time lost, since the last reset, by calls made with this ns: the sum of the gaps of
  * over TALLY_TRUTH_GAP_NS between a thread's consecutive clock reads in and between its calls. */

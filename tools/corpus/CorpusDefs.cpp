@@ -802,7 +802,8 @@ Def float_chain() {
 // them at a few hundred ns per element. Each has a -profile object in Halide's library.
 
 /** An elemental call of tally_truth_work: v + 1, once this thread's chained deadline, advanced
- * by ns, has passed; `first` (nonzero for the run's first element) restarts the chain. */
+ * by ns, has passed; `first` 1 (the run's first element) restarts the chain, 2 continues it after
+ * a parallel stage's join (test/conformance/truth_work.h). */
 Expr truth_work(const Expr &v, const Expr &ns, const Expr &first = 0) {
     return Internal::Call::make(Int(32), "tally_truth_work", {v, ns, cast<int32_t>(first)},
                                 Internal::Call::Extern);
@@ -863,8 +864,10 @@ Def truth_inner() {
  * lock it lists the loop with), so a worker's time to wake up falls in the light half's slack
  * rather than in the stage. The calling thread's deadline chain runs through the three stages,
  * started by the run's first element only: the pool's dispatch before the heavy half, when it
- * takes over a microsecond, is then time the stage lost (truth_work.h), billed to it by the
- * truth as by a profiler. The light half starts a chain of its own on the worker. */
+ * takes over a microsecond, is time the stage lost (truth_work.h), and so is the calling thread's
+ * wait after it for the light half (tpost's first element says so: 2, TALLY_TRUTH_AFTER_JOIN),
+ * billed to the stage by the truth as by a profiler. The light half starts a chain of its own on
+ * the worker. */
 Def truth_par() {
     Def d;
     ImageParam in(Int(32), 1, "in");
@@ -875,7 +878,7 @@ Def truth_par() {
     const Expr heavy = x < first + half;
     tpre(x) = truth_work(in(x), ns_pre, x == first);
     tpar(x) = truth_work(tpre(x), select(heavy, ns_par, ns_par / 2), x == first + half);
-    tpost(x) = truth_work(tpar(x), ns_post);
+    tpost(x) = truth_work(tpar(x), ns_post, select(x == first, 2, 0));
     tpre.compute_root();
     tpar.compute_root().split(x, xo, xi, half, TailStrategy::GuardWithIf).parallel(xo);
     d.pipeline = Pipeline(tpost);
