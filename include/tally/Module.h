@@ -47,6 +47,9 @@ struct LoweredFunc {
 struct BufferConstant {
     std::string name;
     bool opaque = true;
+    /** Not opaque (a GPU module's kernels, `<api>_gpu_source_kernels`): the text between the
+     * braces as printed, which Halide writes as a line break, the data, and a line break before
+     * the closing brace (the last one not kept here); printed data(). */
     std::string bytes;
     /** Contents given from outside the text to an opaque constant (Halide prints a Buffer its
      * pipeline embeds as `buffer lut = {...}`, without the data; define_buffer_constant): the
@@ -57,6 +60,11 @@ struct BufferConstant {
     std::vector<int32_t> mins, extents;
 
     bool has_contents() const { return type.is_valid(); }
+    /** What a printed constant holds (not opaque): `bytes` less the line break Halide prints
+     * after the opening brace. */
+    std::string printed_data() const {
+        return !bytes.empty() && bytes[0] == '\n' ? bytes.substr(1) : bytes;
+    }
 };
 
 /** How a kernel is launched: which block or thread dimension each gpu_block and gpu_thread
@@ -123,8 +131,10 @@ struct Module {
 
     /** Gives the opaque buffer constant `name` its contents (see BufferConstant): elements of
      * type `t`, dense, with `mins` and `extents` per dimension in Halide's order; `bytes` the
-     * elements. A CompileError when the module has no opaque constant of that name, or the
-     * shape does not match the bytes. */
+     * elements. In a module of one function (a statement alone, such as Halide's conceptual
+     * statement, where an embedded buffer is a free `<name>.buffer`) without that constant, the
+     * function's buffer argument `name` becomes it. A CompileError when the module has neither,
+     * or the shape does not match the bytes. */
     void define_buffer_constant(const std::string &name, const Type &t, std::vector<int32_t> mins,
                                 std::vector<int32_t> extents, std::string bytes);
 

@@ -671,23 +671,37 @@ typedef enum tally_device_api_t {
     TALLY_DEVICE_API_OPENCL = 3
 } tally_device_api_t;
 
+/** How a kernel takes its arguments (tally_kernel_source::layout). */
+typedef enum tally_kernel_layout_t {
+    /** Tally's (the compiler's kernels): see tally_kernel_source. */
+    TALLY_KERNEL_LAYOUT_TALLY = 0,
+    /** Halide 21's Vulkan kernels (halide_vulkan_initialize_kernels): `code` is one kernel module
+     * of Halide's module, its binding header then SPIR-V (tally_halide_vulkan_module.h); the
+     * entry point is the kernel's name; the scalars are packed, in the launch's order without
+     * padding, into a uniform buffer at binding 0 of set 0 (when there are any), the buffers
+     * bound after it in order; the work group's size and the shared memory sized at launch are
+     * specialization constants the header names. */
+    TALLY_KERNEL_LAYOUT_HALIDE_VULKAN = 1
+} tally_kernel_layout_t;
+
 /** One kernel as the compiler embeds it: SPIR-V words (Vulkan), NUL-terminated PTX text (CUDA)
  * or NUL-terminated OpenCL C source defining `__kernel void <name>(...)` (OpenCL; code_size
  * counts the NUL). Its arguments are `num_buffers` buffers (Vulkan: storage buffers at bindings
  * 0..num_buffers-1 of descriptor set 0; CUDA: device pointers; OpenCL: `__global` pointers, set
  * as cl_mem) followed by the scalars (Vulkan: one push-constant block, each scalar at the next
  * offset aligned to its size; CUDA and OpenCL: by value, a bool as one byte), in the order of the
- * launch's argument arrays. */
+ * launch's argument arrays; unless `layout` says otherwise. */
 typedef struct tally_kernel_source {
     const char *name;
     const uint8_t *code;
     uint64_t code_size;
     int32_t device_api;
     /** -1 each when the kernel's code says (tables made from Halide's source by
-     * halide_opencl_initialize_kernels): the back end checks a launch against the kernel. */
+     * halide_<api>_initialize_kernels): the back end checks a launch against the kernel. */
     int32_t num_args;
     int32_t num_buffers;
-    int32_t reserved;
+    /** A tally_kernel_layout_t: 0 in every table the compiler makes. */
+    int32_t layout;
 } tally_kernel_source;
 
 /** Every kernel of one compiled module. Generated code passes its address as the first argument
@@ -741,6 +755,13 @@ int32_t halide_opencl_run(void *user_context, void *state, const char *entry_nam
 int32_t halide_opencl_initialize_kernels(void *user_context, void **state_ptr, const char *src,
                                          int32_t size);
 void halide_opencl_finalize_kernels(void *user_context, void *state);
+/** The same for Halide 21's Vulkan module (`size` bytes, tally_halide_vulkan_module.h): one entry
+ * per kernel module, of layout TALLY_KERNEL_LAYOUT_HALIDE_VULKAN, its storage buffer count from
+ * its binding header. Returns TALLY_ERROR_BAD_ARGUMENT, naming what is wrong, for a module that
+ * is not Halide's. */
+int32_t halide_vulkan_initialize_kernels(void *user_context, void **state_ptr, const char *src,
+                                         int32_t size);
+void halide_vulkan_finalize_kernels(void *user_context, void *state);
 
 /** The kernel of `table` named `name`, or NULL. */
 const tally_kernel_source *tally_find_kernel(const tally_kernel_table *table, const char *name);

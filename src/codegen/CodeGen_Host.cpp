@@ -164,10 +164,11 @@ private:
         llvm::StructType *dim_t = llvm::StructType::get(ctx, {i32, i32, i32, i32});
         for (BufferConstant b : m.buffers) {
             // What Halide's object file holds for the constants its GPU host code makes, which
-            // the text does not say: the bytes printed between the braces (the kernels' source,
-            // `<api>_gpu_source_kernels`) are a uint8 buffer of them, and a GPU module's state
+            // the text does not say: the data printed between the braces (the kernels' source,
+            // `<api>_gpu_source_kernels`) is a uint8 buffer of it, and a GPU module's state
             // (`<api>_buf`) is one null pointer, writable.
             if (!b.has_contents() && !b.opaque) {
+                b.bytes = b.printed_data();
                 b.type = UInt(8);
                 b.mins = {0};
                 b.extents = {int32_t(b.bytes.size())};

@@ -68,6 +68,8 @@ struct RuntimeSymbol {
     /* Halide's GPU module state (lowered text: kernels Halide compiled) */       \
     X(halide_opencl_initialize_kernels, "i:Upsi")                                 \
     X(halide_opencl_finalize_kernels,   "v:Up")                                   \
+    X(halide_vulkan_initialize_kernels, "i:Upsi")                                 \
+    X(halide_vulkan_finalize_kernels,   "v:Up")                                   \
     X(halide_malloc,                    "p:Uq")                                   \
     X(halide_free,                      "v:Up")                                   \
     X(halide_do_par_for,                "i:Upiip")                                \

@@ -27,6 +27,7 @@
 
 #include "tally/Error.h"
 #include "tally/IRPrinter.h"
+#include "tally_halide_vulkan_module.h"
 
 namespace tally {
 
@@ -278,11 +279,9 @@ private:
 
     /** Halide 21's Vulkan kernels, printed raw: `{`, a line break, the binary module, a line
      * break, `}`. The binary has no terminator (NUL bytes are everywhere in SPIR-V), so its
-     * length comes from its own framing, as Halide's CodeGen_Vulkan_Dev::encode_module writes
-     * it, in little-endian 32-bit words: the number of kernel modules; per module its size in
-     * bytes, its entry point name's length in words and the name (NUL-padded); then the
-     * modules, back to back. Every count is checked against the bytes there are. Returns the
-     * line break and the module (what Tally prints back between the braces). */
+     * length comes from its own framing (tally_halide_vulkan_module.h, the runtime's rule too),
+     * every count checked against the bytes there are. Returns the line break and the module
+     * (what Tally prints back between the braces). */
     std::string read_vulkan_kernel_module() {
         const Loc at = lex.position();
         std::string_view rest = lex.raw_rest();
@@ -293,37 +292,20 @@ private:
             fail("expected a line break after '{'");
         }
         rest.remove_prefix(1);
-        size_t off = 0;
-        auto word = [&](const char *what) {
-            if (rest.size() - off < 4) {
-                fail(std::string("the text ends inside ") + what);
-            }
-            const unsigned char *p = reinterpret_cast<const unsigned char *>(rest.data() + off);
-            off += 4;
-            return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
-                   uint32_t(p[3]) << 24;
-        };
-        const uint32_t kernels = word("the kernel count");
-        if (kernels == 0 || kernels > 65536) {
-            fail("a kernel count of " + std::to_string(kernels));
-        }
+        size_t table = 0;
         uint64_t modules = 0;
-        for (uint32_t k = 0; k < kernels; k++) {
-            const uint32_t bytes = word("a kernel's size");
-            const uint32_t name_words = word("a kernel's name length");
-            if (bytes % 4 != 0 || uint64_t(name_words) * 4 > rest.size() - off) {
-                fail("kernel " + std::to_string(k) + " has a size of " + std::to_string(bytes) +
-                     " bytes and a name of " + std::to_string(name_words) +
-                     " words, which the text does not hold");
-            }
-            off += size_t(name_words) * 4;
-            modules += bytes;
+        char why[256];
+        const uint32_t kernels =
+            tally_hvk_read_module(reinterpret_cast<const uint8_t *>(rest.data()), rest.size(),
+                                  &table, &modules, nullptr, "the text", why, sizeof why);
+        if (kernels == 0) {
+            fail(why);
         }
-        if (modules > rest.size() - off || rest.substr(off + modules, 2) != "\n}") {
+        if (modules > rest.size() - table || rest.substr(table + modules, 2) != "\n}") {
             fail("its " + std::to_string(kernels) + " kernels' " + std::to_string(modules) +
                  " bytes are not followed by a line break and '}'");
         }
-        return lex.read_raw(1 + off + size_t(modules));
+        return lex.read_raw(1 + table + size_t(modules));
     }
 
     void parse_top_level(PModule *m) {

@@ -15,8 +15,10 @@ Checks (each a ctest):
   conceptual  (Halide 21) tally-run on the host variant's conceptual statement
            (<pipeline>.host.conceptual.stmt, which Tally lowers itself) matches Halide's output
            as `host` does
-  vulkan   (Halide 21, GPU schedules) tally-run on the Vulkan variant, target host-vulkan
-           (lavapipe where there is no GPU), matches Halide's host output
+  vulkan   (Halide 21, GPU schedules) tally-run on the Vulkan variant (Halide's own SPIR-V
+           kernels in its binary module, unedited) and on its -profile twin (Halide's profiler
+           calls), targets host-vulkan and host-vulkan-profile (lavapipe where there is no GPU),
+           match Halide's host output
   opencl   (Halide 21, GPU schedules) tally-run on the OpenCL variant (Halide's own OpenCL C
            kernels, unedited) and on its -profile twin (Halide's profiler calls), targets
            host-opencl and host-opencl-profile (PoCL where there is no GPU), match Halide's host
@@ -69,6 +71,7 @@ VARIANT_TARGETS = {
     "debug": "host-debug",
     "strict": "host-strict_float",
     "vulkan": "host-vulkan",
+    "vulkan-profile": "host-vulkan-profile",
     "opencl": "host-opencl",
     "opencl-profile": "host-opencl-profile",
 }
@@ -415,7 +418,7 @@ def check(args, manifest, pdir):
         if failures:
             raise CheckFailed("%d of %d files fail:\n  %s" %
                               (len(failures), len(stmts), "\n  ".join(failures)))
-    elif c in ("host", "debug", "strict", "conceptual", "vulkan"):
+    elif c in ("host", "debug", "strict", "conceptual"):
         variant = {"conceptual": "host.conceptual"}.get(c, c)
         available = variants + ["%s.conceptual" % v for v in manifest.get("conceptual", [])] + \
             manifest.get("gpu", [])
@@ -427,17 +430,18 @@ def check(args, manifest, pdir):
             compare_printed(manifest, pdir, text)
         if c in ("host", "conceptual"):
             compare_files(manifest, pdir, os.path.join(args.work, c))
-    elif c == "opencl":
+    elif c in ("vulkan", "opencl"):
         failures = []
-        for v in ("opencl", "opencl-profile"):
+        for v in (c, c + "-profile"):
             try:
                 _, outputs = run_variant(args, manifest, pdir, v, os.path.join(args.work, v))
                 compare(manifest, pdir, outputs, strict=False)
             except CheckFailed as e:
                 failures.append("%s: %s" % (v, str(e).strip().splitlines()[-1]))
         if failures:
-            raise CheckFailed("%d of 2 OpenCL variants fail:\n  %s" %
-                              (len(failures), "\n  ".join(failures)))
+            raise CheckFailed("%d of 2 %s variants fail:\n  %s" %
+                              (len(failures), "Vulkan" if c == "vulkan" else "OpenCL",
+                               "\n  ".join(failures)))
     elif c in ("gpu", "gpu_opencl"):
         target = "host-vulkan" if c == "gpu" else "host-opencl"
         failures = []

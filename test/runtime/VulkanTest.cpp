@@ -13,6 +13,7 @@
 //                                  errors, no crash;
 //   TALLY_VULKAN_DEVICE=<i|name>   device selection;
 //   TALLY_VULKAN_FORCE_STAGING=1   copies through staging buffers (the discrete-GPU path).
+#include "tally_halide_vulkan_module.h"
 #include "tally_runtime.h"
 #include "tally_runtime_testing.h"
 
@@ -1587,6 +1588,197 @@ TEST_F(VulkanTest, DeviceSelectionByIndexOrName) {
         EXPECT_EQ(halide_device_release(nullptr, iface), 0);
     }
     ASSERT_EQ(vulkan(), iface);
+}
+
+// ---- Halide's own kernels (halide_vulkan_initialize_kernels) -----------------------------------
+
+// Halide 21's Vulkan module around one kernel, as its CodeGen_Vulkan_Dev::encode_module and
+// encode_header write it: the module's table (kernel count; the kernel module's size, the entry
+// name's length in words and the name), then the kernel module: its binding header (length in
+// words, one descriptor set, the entry name, uniform and storage buffer counts, the
+// specialization constants, the shared allocations, the work-group size's constant ids) and the
+// SPIR-V.
+struct HalideKernel {
+    std::string entry = "halide_entry";
+    uint32_t uniform_buffers = 1, storage_buffers = 2;
+    // halide_layout.comp's: the work group's x size (id 1) and the shared tile's length (id 2).
+    std::vector<std::pair<std::string, uint32_t>> constants = {{"x_size", 1}, {"tile_n", 2}};
+    uint32_t tile_id = 2;                    // the shared tile sized at launch (0: fixed)
+    uint32_t local_size_ids[3] = {1, 0, 0};  // y and z fixed at 1 in the SPIR-V
+};
+
+void push_name(std::vector<uint32_t> *w, const std::string &name) {
+    const size_t words = name.size() / 4 + 1;  // at least one NUL
+    std::vector<uint32_t> chars(words, 0);
+    memcpy(chars.data(), name.data(), name.size());
+    w->push_back(uint32_t(words));
+    w->insert(w->end(), chars.begin(), chars.end());
+}
+
+std::vector<uint8_t> halide_module(const HalideKernel &k, const std::vector<uint32_t> &spirv) {
+    std::vector<uint32_t> header = {1};  // one descriptor set
+    push_name(&header, k.entry);
+    header.push_back(k.uniform_buffers);
+    header.push_back(k.storage_buffers);
+    header.push_back(uint32_t(k.constants.size()));
+    for (const auto &c : k.constants) {
+        push_name(&header, c.first);
+        header.push_back(c.second);
+        header.push_back(4);
+    }
+    header.push_back(1);  // one shared allocation: int tile[...]
+    push_name(&header, "k1_tile");
+    header.push_back(k.tile_id);
+    header.push_back(4);
+    header.push_back(8);
+    header.insert(header.end(), k.local_size_ids, k.local_size_ids + 3);
+    header.insert(header.begin(), uint32_t(header.size() + 1));
+    std::vector<uint32_t> kernel_module = header;
+    kernel_module.insert(kernel_module.end(), spirv.begin(), spirv.end());
+    std::vector<uint32_t> words = {1, uint32_t(kernel_module.size() * 4)};
+    push_name(&words, k.entry);
+    words.insert(words.end(), kernel_module.begin(), kernel_module.end());
+    std::vector<uint8_t> bytes(words.size() * 4);
+    memcpy(bytes.data(), words.data(), bytes.size());
+    return bytes;
+}
+
+int32_t initialize(void **state, const std::vector<uint8_t> &module) {
+    return halide_vulkan_initialize_kernels(
+        nullptr, state, reinterpret_cast<const char *>(module.data()), int32_t(module.size()));
+}
+
+// The table holds one entry per kernel module, of Halide's layout, with its storage buffer count
+// from the binding header and its code the kernel module inside the given bytes. Needs no device.
+TEST(VulkanModuleState, TableListsTheModulesKernelsInHalidesLayout) {
+    const std::vector<uint32_t> spirv = load_spirv("halide_layout");
+    ASSERT_FALSE(spirv.empty()) << "missing SPIR-V under " << TALLY_VK_SHADER_DIR;
+    const std::vector<uint8_t> module = halide_module(HalideKernel(), spirv);
+    void *state = nullptr;
+    size_t mark = error_mark();
+    ASSERT_EQ(initialize(&state, module), 0) << joined(errors_since(mark));
+    const tally_kernel_table *t = static_cast<const tally_kernel_table *>(state);
+    ASSERT_EQ(t->num_kernels, 1);
+    const tally_kernel_source &k = t->kernels[0];
+    EXPECT_STREQ(k.name, "halide_entry");
+    EXPECT_EQ(k.device_api, TALLY_DEVICE_API_VULKAN);
+    EXPECT_EQ(k.layout, TALLY_KERNEL_LAYOUT_HALIDE_VULKAN);
+    EXPECT_EQ(k.num_args, -1);
+    EXPECT_EQ(k.num_buffers, 2);
+    const size_t table_bytes = 4 + 8 + 4 * (strlen("halide_entry") / 4 + 1);
+    EXPECT_EQ(k.code, module.data() + table_bytes);
+    EXPECT_EQ(k.code_size, uint64_t(module.size() - table_bytes));
+    // A later run finds its state set and changes nothing.
+    EXPECT_EQ(initialize(&state, {1, 2, 3}), 0);
+    EXPECT_EQ(state, static_cast<const void *>(t));
+    halide_vulkan_finalize_kernels(nullptr, state);
+}
+
+// What is not Halide's module is rejected when the module is initialized, naming what is wrong;
+// the state stays NULL.
+TEST(VulkanModuleState, ModulesThatAreNotHalidesAreRejectedSayingWhy) {
+    const std::vector<uint32_t> spirv = load_spirv("halide_layout");
+    ASSERT_FALSE(spirv.empty());
+    const std::vector<uint8_t> good = halide_module(HalideKernel(), spirv);
+    std::vector<std::pair<std::vector<uint8_t>, std::string>> cases;
+    cases.push_back({std::vector<uint8_t>(good.begin(), good.begin() + 2),
+                     "the module ends inside the kernel count"});
+    std::vector<uint8_t> zero = good;
+    zero[0] = 0;
+    cases.push_back({zero, "a kernel count of 0"});
+    cases.push_back({std::vector<uint8_t>(good.begin(), good.end() - 4),
+                     "its table gives 1 kernel modules of"});
+    std::vector<uint8_t> no_spirv = good;
+    const size_t table_bytes = 4 + 8 + 4 * (strlen("halide_entry") / 4 + 1);
+    const uint32_t header_words = tally_hvk_word(&good[table_bytes]);
+    no_spirv[table_bytes + 4 * header_words] ^= 0xff;  // the SPIR-V magic number
+    cases.push_back({no_spirv, "is not followed by SPIR-V"});
+    std::vector<uint8_t> two_sets = good;
+    two_sets[table_bytes + 4] = 2;
+    cases.push_back({two_sets, "2 descriptor sets"});
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.second);
+        void *state = nullptr;
+        size_t mark = error_mark();
+        EXPECT_EQ(initialize(&state, c.first), TALLY_ERROR_BAD_ARGUMENT);
+        EXPECT_EQ(state, nullptr);
+        std::vector<std::string> errors = errors_since(mark);
+        ASSERT_EQ(errors.size(), 1u) << joined(errors);
+        EXPECT_NE(errors[0].find("halide_vulkan_initialize_kernels: "), std::string::npos)
+            << errors[0];
+        EXPECT_NE(errors[0].find(c.second), std::string::npos) << errors[0];
+    }
+}
+
+// Halide's kernels run as Halide's runtime runs them: the scalars packed in order into the
+// uniform buffer (an int64 then two int32), the buffers bound after it, the work-group size and
+// the shared tile's length specialized per launch (two sizes: two pipelines, each right).
+TEST_F(VulkanTest, HalideKernelsTakeTheirArgumentsAsHalidesRuntimeGivesThem) {
+    const std::vector<uint8_t> module = halide_module(HalideKernel(), load_spirv("halide_layout"));
+    void *state = nullptr;
+    ASSERT_EQ(initialize(&state, module), 0);
+    tally_kernel_table *t = static_cast<tally_kernel_table *>(state);
+    int64_t big = int64_t(7) << 32 | 0x1234;
+    int32_t scale = 3, offset = -2;
+    for (int32_t n : {8, 4}) {
+        SCOPED_TRACE(n);
+        const int32_t groups = 3, total = groups * n;
+        Buffer<int32_t> in(total), out(total, -1);
+        for (int32_t i = 0; i < total; i++) {
+            in.data[size_t(i)] = 10 * i;
+        }
+        upload(in);
+        upload(out);
+        const int32_t blocks[3] = {groups, 1, 1}, threads[3] = {n, 1, 1};
+        size_t mark = error_mark();
+        // Halide's order: buffers, then scalars by size, largest first; the shared bytes the
+        // tile's n ints.
+        ASSERT_EQ(run(t, "halide_entry", blocks, threads,
+                      {buffer_arg(out), buffer_arg(in), scalar_arg(big), scalar_arg(scale),
+                       scalar_arg(offset)},
+                      n * 4),
+                  0)
+            << joined(errors_since(mark));
+        download(out);
+        for (int32_t g = 0; g < total; g++) {
+            const int32_t first = g / n * n, mirrored = first + n - 1 - (g - first);
+            ASSERT_EQ(out.data[size_t(g)], 10 * mirrored * scale + offset + 7) << "at " << g;
+        }
+    }
+}
+
+// A launch that does not fit the kernel's binding header fails naming what differs, and runs
+// nothing: scalars for a kernel whose header has no uniform buffer for them, and a buffer count
+// other than the header's.
+TEST_F(VulkanTest, HalideKernelLaunchesThatDoNotFitItsHeaderFail) {
+    HalideKernel no_uniform;
+    no_uniform.uniform_buffers = 0;
+    const std::vector<uint8_t> module = halide_module(no_uniform, load_spirv("halide_layout"));
+    void *state = nullptr;
+    ASSERT_EQ(initialize(&state, module), 0);
+    tally_kernel_table *t = static_cast<tally_kernel_table *>(state);
+    Buffer<int32_t> in(8), out(8, -1);
+    upload(in);
+    upload(out);
+    int32_t scale = 1;
+    const int32_t threads[3] = {8, 1, 1};
+    size_t mark = error_mark();
+    EXPECT_EQ(run(t, "halide_entry", kOneBlock, threads,
+                  {buffer_arg(out), buffer_arg(in), scalar_arg(scale)}, 32),
+              TALLY_ERROR_DEVICE_RUN_FAILED);
+    std::vector<std::string> errors = errors_since(mark);
+    ASSERT_EQ(errors.size(), 1u) << joined(errors);
+    EXPECT_NE(errors[0].find("4 bytes of scalar arguments"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[0].find("0 uniform buffers"), std::string::npos) << errors[0];
+    mark = error_mark();
+    EXPECT_EQ(run(t, "halide_entry", kOneBlock, threads, {buffer_arg(out)}, 32),
+              TALLY_ERROR_DEVICE_RUN_FAILED);
+    errors = errors_since(mark);
+    ASSERT_EQ(errors.size(), 1u) << joined(errors);
+    EXPECT_NE(errors[0].find("takes 2 buffers, the launch passes 1"), std::string::npos)
+        << errors[0];
+    download(out);
+    EXPECT_EQ(out.data[0], -1);
 }
 
 }  // namespace

@@ -13,12 +13,17 @@ endif()
 set(tally_vk_shader_src ${CMAKE_CURRENT_SOURCE_DIR}/shaders)
 set(tally_vk_shader_out ${CMAKE_CURRENT_BINARY_DIR}/vulkan_shaders)
 set(tally_vk_spirv "")
-foreach(shader add_scalar scale_copy pack_args grid slow)
+foreach(shader add_scalar scale_copy pack_args grid slow halide_layout)
   set(spv ${tally_vk_shader_out}/${shader}.spv)
+  # Halide's kernels enter at their own names, not main.
+  set(entry "")
+  if(shader STREQUAL "halide_layout")
+    set(entry -e halide_entry --source-entrypoint main)
+  endif()
   add_custom_command(
     OUTPUT ${spv}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${tally_vk_shader_out}
-    COMMAND ${TALLY_GLSLANG_VALIDATOR} -V --target-env vulkan1.1 -o ${spv}
+    COMMAND ${TALLY_GLSLANG_VALIDATOR} -V --target-env vulkan1.1 ${entry} -o ${spv}
             ${tally_vk_shader_src}/${shader}.comp
     DEPENDS ${tally_vk_shader_src}/${shader}.comp
     COMMENT "Compiling ${shader}.comp to SPIR-V"

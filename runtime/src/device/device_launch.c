@@ -6,10 +6,10 @@
 // followed by a sync, and the launch count. A back end only compiles, queues, times and waits.
 //
 // The table is trusted once its ABI version matches: kernels[0 .. num_kernels) are readable, and
-// a kernel's num_args and num_buffers describe its code, or are -1 when only the code says (the
-// tables halide_opencl_initialize_kernels makes from Halide's source): then the back end checks
-// the launch against the compiled kernel. A kernel name may appear once per API; the launch takes
-// the one of its own API.
+// a kernel's num_args and num_buffers describe its code, or each is -1 when only the code says
+// (the tables halide_<api>_initialize_kernels make from Halide's kernels): then the back end
+// checks the launch against the compiled kernel. A kernel name may appear once per API; the launch
+// takes the one of its own API.
 
 #include "core/error.h"
 #include "core/fault.h"
@@ -90,15 +90,14 @@ static int32_t count_arguments(void *user_context, tally_device_launch *l) {
     l->num_args = n;
     l->num_buffers = buffers;
     const tally_kernel_source *k = l->kernel;
-    if (k->num_args < 0) {
-        return 0;  // the code says: the back end checks the launch against the compiled kernel
-    }
-    if (n != k->num_args) {
+    // Either count may be -1: the code says, and the back end checks the launch against the
+    // compiled kernel.
+    if (k->num_args >= 0 && n != k->num_args) {
         return tally_report_error(user_context, TALLY_ERROR_DEVICE_RUN_FAILED,
                                   "%s: kernel '%s' takes %d arguments, the launch passes %d",
                                   l->routine, l->entry_name, (int)k->num_args, (int)n);
     }
-    if (buffers != k->num_buffers) {
+    if (k->num_buffers >= 0 && buffers != k->num_buffers) {
         return tally_report_error(user_context, TALLY_ERROR_DEVICE_RUN_FAILED,
                                   "%s: kernel '%s' takes %d buffers, the launch passes %d",
                                   l->routine, l->entry_name, (int)k->num_buffers, (int)buffers);

@@ -16,8 +16,14 @@
 //
 // OpenCL: the kernels are the source's `__kernel void <name>(` definitions (attributes between
 // `void` and the name are skipped; comments hold none), as Halide's OpenCL back end writes them.
+//
+// Vulkan: the kernels are the kernel modules of Halide 21's binary module, read by the rule of
+// tally_halide_vulkan_module.h; each entry points at its own kernel module (binding header and
+// SPIR-V), of layout TALLY_KERNEL_LAYOUT_HALIDE_VULKAN, with its storage buffer count from the
+// header. A module that is not Halide's is rejected here, with what is wrong, before any launch.
 
 #include "core/error.h"
+#include "tally_halide_vulkan_module.h"
 #include "tally_runtime.h"
 
 #include <pthread.h>
@@ -144,7 +150,7 @@ static int32_t add_kernel(void *ctx, const char *name, size_t length) {
     k->device_api = b->api;
     k->num_args = -1;
     k->num_buffers = -1;
-    k->reserved = 0;
+    k->layout = TALLY_KERNEL_LAYOUT_TALLY;
     return 0;
 }
 
@@ -199,14 +205,39 @@ make_table(void *user_context, const char *routine, int32_t api, const char *src
     return r;
 }
 
-int32_t halide_opencl_initialize_kernels(void *user_context, void **state_ptr, const char *src,
-                                         int32_t size) {
-    static const char routine[] = "halide_opencl_initialize_kernels";
+// Makes r's table the module's state unless a concurrent first run installed one first (then r
+// is freed), and keeps it listed.
+static void install(void **state_ptr, state_record *r) {
+    void *expected = NULL;
+    if (!__atomic_compare_exchange_n(state_ptr, &expected, &r->table, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        free_record(r, r->table.num_kernels);  // another first run installed one
+        return;
+    }
+    pthread_mutex_lock(&records_lock);
+    r->next = records;
+    records = r;
+    pthread_mutex_unlock(&records_lock);
+}
+
+// The checks every initialize makes of its arguments: 0, or the reported error.
+static int32_t check_arguments(void *user_context, const char *routine, void **state_ptr,
+                               const char *src, int32_t size) {
     if (!state_ptr || !src || size <= 0) {
         return tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT, "%s: %s", routine,
                                   !state_ptr ? "no state pointer"
                                   : !src     ? "no source"
                                              : "an empty source");
+    }
+    return 0;
+}
+
+int32_t halide_opencl_initialize_kernels(void *user_context, void **state_ptr, const char *src,
+                                         int32_t size) {
+    static const char routine[] = "halide_opencl_initialize_kernels";
+    int32_t bad = check_arguments(user_context, routine, state_ptr, src, size);
+    if (bad != 0) {
+        return bad;
     }
     if (__atomic_load_n(state_ptr, __ATOMIC_ACQUIRE)) {
         return 0;
@@ -217,20 +248,109 @@ int32_t halide_opencl_initialize_kernels(void *user_context, void **state_ptr, c
     if (!r) {
         return error;
     }
-    void *expected = NULL;
-    if (!__atomic_compare_exchange_n(state_ptr, &expected, &r->table, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE)) {
-        free_record(r, r->table.num_kernels);  // another first run installed one
-        return 0;
-    }
-    pthread_mutex_lock(&records_lock);
-    r->next = records;
-    records = r;
-    pthread_mutex_unlock(&records_lock);
+    install(state_ptr, r);
     return 0;
 }
 
 void halide_opencl_finalize_kernels(void *user_context, void *state) {
+    (void)user_context;
+    (void)state;
+}
+
+// The table of the kernels of Halide's Vulkan module src[0, size), or NULL after reporting why
+// with the code in *error.
+static state_record *make_vulkan_table(void *user_context, const char *routine, const uint8_t *src,
+                                       size_t size, int32_t *error) {
+    char why[256];
+    size_t table_bytes = 0;
+    uint64_t module_bytes = 0;
+    uint32_t count = tally_hvk_read_module(src, size, &table_bytes, &module_bytes, NULL,
+                                           "the module", why, sizeof why);
+    if (count != 0 && module_bytes != size - table_bytes) {
+        snprintf(why, sizeof why,
+                 "its table gives %u kernel modules of %llu bytes after %llu bytes of table; the "
+                 "module has %llu bytes",
+                 count, (unsigned long long)module_bytes, (unsigned long long)table_bytes,
+                 (unsigned long long)size);
+        count = 0;
+    }
+    tally_hvk_kernel *found =
+        count ? (tally_hvk_kernel *)calloc(count, sizeof(tally_hvk_kernel)) : NULL;
+    state_record *r = count ? (state_record *)calloc(1, sizeof *r) : NULL;
+    tally_kernel_source *kernels =
+        count ? (tally_kernel_source *)calloc(count, sizeof(tally_kernel_source)) : NULL;
+    if (count == 0) {
+        *error = tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                                    "%s: not Halide's Vulkan module (%llu bytes): %s", routine,
+                                    (unsigned long long)size, why);
+        return NULL;
+    }
+    if (!found || !r || !kernels) {
+        free(found);
+        free(r);
+        free(kernels);
+        *error = tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                                    "%s: out of host memory for the kernel table", routine);
+        return NULL;
+    }
+    tally_hvk_read_module(src, size, &table_bytes, &module_bytes, found, "the module", why,
+                          sizeof why);
+    r->table.abi_version = TALLY_RUNTIME_ABI_VERSION;
+    r->table.kernels = kernels;
+    for (uint32_t k = 0; k < count; k++) {
+        tally_hvk_header h;
+        if (!tally_hvk_read_header(found[k].code, found[k].code_size, &h, why, sizeof why)) {
+            *error = tally_report_error(user_context, TALLY_ERROR_BAD_ARGUMENT,
+                                        "%s: kernel %u of Halide's Vulkan module (%s): %s", routine,
+                                        k, found[k].name, why);
+            free_record(r, (int32_t)k);
+            free(found);
+            return NULL;
+        }
+        const size_t length = strlen(found[k].name);
+        char *name = (char *)malloc(length + 1);
+        if (!name) {
+            free_record(r, (int32_t)k);
+            free(found);
+            *error = tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
+                                        "%s: out of host memory for the kernel names", routine);
+            return NULL;
+        }
+        memcpy(name, found[k].name, length + 1);
+        kernels[k].name = name;
+        kernels[k].code = found[k].code;
+        kernels[k].code_size = found[k].code_size;
+        kernels[k].device_api = TALLY_DEVICE_API_VULKAN;
+        kernels[k].num_args = -1;
+        kernels[k].num_buffers = (int32_t)h.storage_buffers;
+        kernels[k].layout = TALLY_KERNEL_LAYOUT_HALIDE_VULKAN;
+    }
+    r->table.num_kernels = (int32_t)count;
+    free(found);
+    return r;
+}
+
+int32_t halide_vulkan_initialize_kernels(void *user_context, void **state_ptr, const char *src,
+                                         int32_t size) {
+    static const char routine[] = "halide_vulkan_initialize_kernels";
+    int32_t bad = check_arguments(user_context, routine, state_ptr, src, size);
+    if (bad != 0) {
+        return bad;
+    }
+    if (__atomic_load_n(state_ptr, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    int32_t error = 0;
+    state_record *r =
+        make_vulkan_table(user_context, routine, (const uint8_t *)src, (size_t)size, &error);
+    if (!r) {
+        return error;
+    }
+    install(state_ptr, r);
+    return 0;
+}
+
+void halide_vulkan_finalize_kernels(void *user_context, void *state) {
     (void)user_context;
     (void)state;
 }

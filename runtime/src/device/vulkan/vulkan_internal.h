@@ -53,6 +53,7 @@
 
 #include "device/backend.h"
 #include "profiler/device_timeline.h"
+#include "tally_halide_vulkan_module.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -205,6 +206,7 @@ typedef struct vk_retired {
 
 typedef struct vk_pipeline_entry {
     int32_t threads[3];
+    uint32_t shared_elems;  // Halide's kernels: its shared array sized at launch (0: none)
     VkPipeline pipeline;
 } vk_pipeline_entry;
 
@@ -213,6 +215,9 @@ typedef struct vk_kernel_state {
     VkDescriptorSetLayout set_layout;  // VK_NULL_HANDLE when the kernel takes no buffers
     VkPipelineLayout layout;
     int32_t push_size;  // bytes of the push-constant range; -1 until the layout exists
+    // Halide's kernels (TALLY_KERNEL_LAYOUT_HALIDE_VULKAN): their binding header, once read.
+    int32_t header_read;
+    tally_hvk_header header;
     int32_t num_pipelines, cap_pipelines;
     vk_pipeline_entry *pipelines;
 } vk_kernel_state;
@@ -338,6 +343,20 @@ int32_t tally_vk_close_gate_locked(int32_t mode, VkResult *result);
 void tally_vk_submit_teardown_locked(int idle);
 
 // ---- vulkan_memory.c: buffers, copies and frees ---------------------------------------------
+
+// A host-visible buffer, mapped at `mapped`: a copy's staging buffer, a launch's uniform buffer.
+typedef struct vk_staging {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    void *mapped;
+    int32_t coherent;
+} vk_staging;
+// Creates one of `size` bytes for `usage`; failures are reported with `code`.
+int32_t tally_vk_create_staging(void *user_context, int32_t code, const char *routine,
+                                VkDeviceSize size, VkBufferUsageFlags usage, vk_staging *s);
+void tally_vk_destroy_staging(vk_staging *s);
+// Makes host writes to mapped memory visible to the device (needed where it is not coherent).
+void tally_vk_flush_mapped(VkDeviceMemory memory);
 
 // buf's vk_buffer (buf->device of the Vulkan interface), after checking it is a live Vulkan
 // allocation; failures are reported with `code`.

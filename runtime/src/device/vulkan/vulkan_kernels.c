@@ -7,6 +7,13 @@
 // submission (vulkan_submit.c) that every buffer it uses remembers as its last use. What every
 // launch checks whatever the API is done before, by device_launch.c; this file checks what the
 // device's limits decide: code, work-group size, grid, push constants, storage buffer range.
+//
+// Halide's own kernels (layout TALLY_KERNEL_LAYOUT_HALIDE_VULKAN: lowered text whose kernels
+// Halide 21 compiled, tables made by halide_vulkan_initialize_kernels) take their arguments as
+// Halide's runtime gives them: a launch packs the scalars tightly, in order, into a uniform
+// buffer of its own (bound at 0 and released with the launch's submission), the storage buffers
+// after it; the pipeline enters the kernel's own entry point, specialized with the work-group
+// size and the shared array sized at launch where the kernel's binding header asks for them.
 
 #include "core/error.h"
 #include "device/backend.h"
@@ -25,15 +32,58 @@ static vk_module_cache *existing_cache(const tally_kernel_table *table) {
     return (vk_module_cache *)tally_device_state(table, TALLY_DEVICE_API_VULKAN);
 }
 
-// The pipeline for a work-group size, if it was built. The cache's lock held.
-static VkPipeline find_pipeline_locked(const vk_kernel_state *ks, const int32_t threads[3]) {
+// The pipeline for a work-group size (and a shared array's size), if it was built. The cache's
+// lock held.
+static VkPipeline find_pipeline_locked(const vk_kernel_state *ks, const int32_t threads[3],
+                                       uint32_t shared_elems) {
     for (int32_t i = 0; i < ks->num_pipelines; i++) {
         const int32_t *t = ks->pipelines[i].threads;
-        if (t[0] == threads[0] && t[1] == threads[1] && t[2] == threads[2]) {
+        if (t[0] == threads[0] && t[1] == threads[1] && t[2] == threads[2] &&
+            ks->pipelines[i].shared_elems == shared_elems) {
             return ks->pipelines[i].pipeline;
         }
     }
     return VK_NULL_HANDLE;
+}
+
+static int is_halide_kernel(const tally_kernel_source *k) {
+    return k->layout == TALLY_KERNEL_LAYOUT_HALIDE_VULKAN;
+}
+
+// The bytes of a launch's scalar arguments, packed as Halide's kernels take them.
+static int64_t scalar_bytes(const tally_device_launch *l) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < l->num_args; i++) {
+        n += l->arg_is_buffer[i] ? 0 : l->arg_sizes[i];
+    }
+    return n;
+}
+
+// The elements of a Halide kernel's shared array sized at launch (0 when it has none, or the
+// launch asks for no more than the fixed arrays), as Halide's runtime works it out: the launch's
+// shared bytes less the fixed arrays', over the element size.
+static uint32_t shared_elems_of(const tally_hvk_header *h, int32_t shared_mem_bytes) {
+    if (h->dynamic_shared_id == 0 || (uint64_t)shared_mem_bytes <= h->static_shared_bytes) {
+        return 0;
+    }
+    return (uint32_t)(((uint64_t)shared_mem_bytes - h->static_shared_bytes) /
+                      h->dynamic_shared_elem_bytes);
+}
+
+// Reads a Halide kernel's binding header into ks once. The cache's lock held.
+static int32_t read_header_locked(void *user_context, const char *routine,
+                                  const tally_kernel_source *ksrc, vk_kernel_state *ks) {
+    if (ks->header_read) {
+        return 0;
+    }
+    char why[256];
+    if (!tally_hvk_read_header(ksrc->code, (size_t)ksrc->code_size, &ks->header, why, sizeof why)) {
+        return tally_report_error(user_context, TALLY_ERROR_DEVICE_RUN_FAILED,
+                                  "%s: kernel %s: Halide's kernel module: %s", routine, ksrc->name,
+                                  why);
+    }
+    ks->header_read = 1;
+    return 0;
 }
 
 // Lays out the launch's scalar arguments in the push-constant block, each at the next offset
@@ -42,6 +92,9 @@ static VkPipeline find_pipeline_locked(const vk_kernel_state *ks, const int32_t 
 // argument i does not fit (a size other than 1, 2, 4, 8, or beyond `limit` bytes).
 static int64_t push_layout(const tally_device_launch *l, uint32_t limit, uint8_t *out) {
     uint32_t size = 0;
+    if (is_halide_kernel(l->kernel)) {
+        return 0;  // its scalars go in a uniform buffer
+    }
     for (int32_t i = 0; i < l->num_args; i++) {
         if (l->arg_is_buffer[i]) {
             continue;
@@ -137,25 +190,35 @@ static vk_module_cache *cache_of(tally_kernel_table *table) {
 static int32_t get_pipeline_locked(void *user_context, const char *routine,
                                    const tally_kernel_source *ksrc, vk_kernel_state *ks,
                                    int32_t push_size, const int32_t threads[3],
-                                   VkPipeline *pipeline) {
+                                   int32_t shared_mem_bytes, VkPipeline *pipeline) {
     const int32_t code = TALLY_ERROR_DEVICE_RUN_FAILED;
+    const int halide = is_halide_kernel(ksrc);
     VkResult r;
+    if (halide) {
+        int32_t hr = read_header_locked(user_context, routine, ksrc, ks);
+        if (hr != 0) {
+            return hr;
+        }
+    }
+    const uint8_t *spirv = halide ? (const uint8_t *)ks->header.spirv : ksrc->code;
+    const size_t spirv_bytes = halide ? ks->header.spirv_bytes : (size_t)ksrc->code_size;
+    const uint32_t shared_elems = halide ? shared_elems_of(&ks->header, shared_mem_bytes) : 0;
     if (!ks->module) {
         VkShaderModuleCreateInfo info;
         memset(&info, 0, sizeof(info));
         info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
-        info.codeSize = (size_t)ksrc->code_size;
+        info.codeSize = spirv_bytes;
         uint32_t *copy = NULL;
-        if (((uintptr_t)ksrc->code & 3) != 0) {
-            copy = (uint32_t *)malloc((size_t)ksrc->code_size);
+        if (((uintptr_t)spirv & 3) != 0) {
+            copy = (uint32_t *)malloc(spirv_bytes);
             if (!copy) {
                 return tally_report_error(user_context, code, "%s: kernel %s: out of host memory",
                                           routine, ksrc->name);
             }
-            memcpy(copy, ksrc->code, (size_t)ksrc->code_size);
+            memcpy(copy, spirv, spirv_bytes);
             info.pCode = copy;
         } else {
-            info.pCode = (const uint32_t *)(const void *)ksrc->code;
+            info.pCode = (const uint32_t *)(const void *)spirv;
         }
         r = tally_vk.f.vkCreateShaderModule(tally_vk.device, &info, NULL, &ks->module);
         free(copy);
@@ -167,23 +230,27 @@ static int32_t get_pipeline_locked(void *user_context, const char *routine,
         }
     }
     if (ks->push_size < 0) {
-        if (ksrc->num_buffers > 0 && !ks->set_layout) {
+        // Halide's kernels: the uniform buffer of scalars at binding 0, when they have one.
+        const int32_t uniform = halide ? (int32_t)ks->header.uniform_buffers : 0;
+        const int32_t num_bindings = ksrc->num_buffers + uniform;
+        if (num_bindings > 0 && !ks->set_layout) {
             VkDescriptorSetLayoutBinding *bindings = (VkDescriptorSetLayoutBinding *)calloc(
-                (size_t)ksrc->num_buffers, sizeof(VkDescriptorSetLayoutBinding));
+                (size_t)num_bindings, sizeof(VkDescriptorSetLayoutBinding));
             if (!bindings) {
                 return tally_report_error(user_context, code, "%s: kernel %s: out of host memory",
                                           routine, ksrc->name);
             }
-            for (int32_t i = 0; i < ksrc->num_buffers; i++) {
+            for (int32_t i = 0; i < num_bindings; i++) {
                 bindings[i].binding = (uint32_t)i;
-                bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+                bindings[i].descriptorType = i < uniform ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+                                                         : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
                 bindings[i].descriptorCount = 1;
                 bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
             }
             VkDescriptorSetLayoutCreateInfo info;
             memset(&info, 0, sizeof(info));
             info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-            info.bindingCount = (uint32_t)ksrc->num_buffers;
+            info.bindingCount = (uint32_t)num_bindings;
             info.pBindings = bindings;
             r = tally_vk.f.vkCreateDescriptorSetLayout(tally_vk.device, &info, NULL,
                                                        &ks->set_layout);
@@ -218,7 +285,7 @@ static int32_t get_pipeline_locked(void *user_context, const char *routine,
                                   "arguments, now with %d",
                                   routine, ksrc->name, ks->push_size, push_size);
     }
-    *pipeline = find_pipeline_locked(ks, threads);
+    *pipeline = find_pipeline_locked(ks, threads, shared_elems);
     if (*pipeline) {
         return 0;
     }
@@ -233,21 +300,38 @@ static int32_t get_pipeline_locked(void *user_context, const char *routine,
         ks->pipelines = grown;
         ks->cap_pipelines = cap;
     }
-    uint32_t spec_data[3] = {(uint32_t)threads[0], (uint32_t)threads[1], (uint32_t)threads[2]};
-    VkSpecializationMapEntry entries[3] = {
+    // Tally's kernels: the work-group size as constants 0, 1, 2. Halide's: as the constants its
+    // header names (none when its SPIR-V fixes the size), and the shared array sized at launch.
+    uint32_t spec_data[4] = {(uint32_t)threads[0], (uint32_t)threads[1], (uint32_t)threads[2],
+                             shared_elems};
+    VkSpecializationMapEntry entries[4] = {
         {0, 0, 4},
         {1, 4, 4},
         {2, 8, 4},
     };
-    VkSpecializationInfo spec = {3, entries, sizeof(spec_data), spec_data};
+    uint32_t num_entries = 3;
+    if (halide) {
+        num_entries = 0;
+        for (uint32_t d = 0; d < 3; d++) {
+            if (ks->header.local_size_ids[d] != 0) {
+                entries[num_entries++] =
+                    (VkSpecializationMapEntry){ks->header.local_size_ids[d], (uint32_t)(4 * d), 4};
+            }
+        }
+        if (shared_elems != 0) {
+            entries[num_entries++] =
+                (VkSpecializationMapEntry){ks->header.dynamic_shared_id, 12, 4};
+        }
+    }
+    VkSpecializationInfo spec = {num_entries, entries, sizeof(spec_data), spec_data};
     VkComputePipelineCreateInfo info;
     memset(&info, 0, sizeof(info));
     info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     info.stage.module = ks->module;
-    info.stage.pName = "main";
-    info.stage.pSpecializationInfo = &spec;
+    info.stage.pName = halide ? ksrc->name : "main";
+    info.stage.pSpecializationInfo = num_entries ? &spec : NULL;
     info.layout = ks->layout;
     info.basePipelineIndex = -1;
     VkPipeline created = VK_NULL_HANDLE;
@@ -264,6 +348,7 @@ static int32_t get_pipeline_locked(void *user_context, const char *routine,
     e->threads[0] = threads[0];
     e->threads[1] = threads[1];
     e->threads[2] = threads[2];
+    e->shared_elems = shared_elems;
     e->pipeline = created;
     *pipeline = created;
     return 0;
@@ -277,7 +362,11 @@ int tally_vk_kernel_ready(const tally_device_launch *l) {
     }
     pthread_mutex_lock(&cache->lock);
     const vk_kernel_state *ks = &cache->kernels[l->kernel_index];
-    int ready = ks->module && ks->push_size == push && find_pipeline_locked(ks, l->threads);
+    const uint32_t shared_elems = is_halide_kernel(l->kernel) && ks->header_read
+                                      ? shared_elems_of(&ks->header, l->shared_mem_bytes)
+                                      : 0;
+    int ready =
+        ks->module && ks->push_size == push && find_pipeline_locked(ks, l->threads, shared_elems);
     pthread_mutex_unlock(&cache->lock);
     return ready;
 }
@@ -300,8 +389,22 @@ static int32_t pipeline_of(void *user_context, const tally_device_launch *l, int
     }
     pthread_mutex_lock(&cache->lock);
     vk_kernel_state *ks = &cache->kernels[l->kernel_index];
-    int32_t r = get_pipeline_locked(user_context, l->routine, l->kernel, ks, push_size, l->threads,
-                                    pipeline);
+    int32_t r = 0;
+    // A Halide kernel's launch against its binding header, before anything is built.
+    if (is_halide_kernel(l->kernel)) {
+        r = read_header_locked(user_context, l->routine, l->kernel, ks);
+        if (r == 0 && (scalar_bytes(l) > 0) != (ks->header.uniform_buffers == 1)) {
+            r = tally_report_error(user_context, TALLY_ERROR_DEVICE_RUN_FAILED,
+                                   "%s: kernel %s: launched with %lld bytes of scalar arguments, "
+                                   "but its binding header declares %u uniform buffers for them",
+                                   l->routine, l->entry_name, (long long)scalar_bytes(l),
+                                   ks->header.uniform_buffers);
+        }
+    }
+    if (r == 0) {
+        r = get_pipeline_locked(user_context, l->routine, l->kernel, ks, push_size, l->threads,
+                                l->shared_mem_bytes, pipeline);
+    }
     *layout = ks->layout;
     *set_layout = ks->set_layout;
     pthread_mutex_unlock(&cache->lock);
@@ -346,7 +449,7 @@ int32_t tally_vk_compile(void *user_context, const tally_device_launch *l) {
 // compile) and finds its buffers' allocations (vbufs: num_buffers of them).
 static int32_t check_launch(void *user_context, const tally_device_launch *l, vk_buffer **vbufs) {
     const VkPhysicalDeviceLimits *limits = &tally_vk.props.limits;
-    if (l->shared_mem_bytes != 0) {
+    if (l->shared_mem_bytes != 0 && !is_halide_kernel(l->kernel)) {
         return tally_report_error(user_context, TALLY_ERROR_DEVICE_RUN_FAILED,
                                   "%s: kernel %s asks for %d bytes of dynamic shared memory; the "
                                   "Vulkan back end supports none (declare shared arrays in the "
@@ -389,19 +492,25 @@ static int32_t check_launch(void *user_context, const tally_device_launch *l, vk
     return 0;
 }
 
-// A descriptor set of its own for the launch (in p->descriptor_pool), binding the buffers in
-// order. tally_vk_lock held.
+// A descriptor set of its own for the launch (in p->descriptor_pool), binding the uniform buffer
+// of scalars first when there is one (Halide's kernels), then the buffers in order. tally_vk_lock
+// held.
 static int32_t bind_buffers_locked(void *user_context, const tally_device_launch *l,
-                                   vk_buffer *const *vbufs, VkDescriptorSetLayout set_layout,
-                                   vk_pending *p, VkDescriptorSet *set) {
-    const int32_t n = l->num_buffers;
-    VkDescriptorPoolSize pool_size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)n};
+                                   vk_buffer *const *vbufs, VkBuffer uniform,
+                                   VkDescriptorSetLayout set_layout, vk_pending *p,
+                                   VkDescriptorSet *set) {
+    const int32_t u = uniform != VK_NULL_HANDLE ? 1 : 0;
+    const int32_t n = l->num_buffers + u;
+    VkDescriptorPoolSize pool_sizes[2] = {
+        {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(l->num_buffers > 0 ? l->num_buffers : 1)},
+        {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, 1},
+    };
     VkDescriptorPoolCreateInfo pool_info;
     memset(&pool_info, 0, sizeof(pool_info));
     pool_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
     pool_info.maxSets = 1;
-    pool_info.poolSizeCount = 1;
-    pool_info.pPoolSizes = &pool_size;
+    pool_info.poolSizeCount = (uint32_t)(1 + u);
+    pool_info.pPoolSizes = pool_sizes;
     VkResult vr =
         tally_vk.f.vkCreateDescriptorPool(tally_vk.device, &pool_info, NULL, &p->descriptor_pool);
     if (vr != VK_SUCCESS) {
@@ -430,14 +539,15 @@ static int32_t bind_buffers_locked(void *user_context, const tally_device_launch
                                "%s: kernel %s: out of host memory", l->routine, l->entry_name);
     } else {
         for (int32_t b = 0; b < n; b++) {
-            infos[b].buffer = vbufs[b]->buffer;
+            infos[b].buffer = b < u ? uniform : vbufs[b - u]->buffer;
             infos[b].offset = 0;
             infos[b].range = VK_WHOLE_SIZE;
             writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
             writes[b].dstSet = *set;
             writes[b].dstBinding = (uint32_t)b;
             writes[b].descriptorCount = 1;
-            writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            writes[b].descriptorType =
+                b < u ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
             writes[b].pBufferInfo = &infos[b];
         }
         tally_vk.f.vkUpdateDescriptorSets(tally_vk.device, (uint32_t)n, writes, 0, NULL);
@@ -456,8 +566,9 @@ static int32_t record_and_submit_locked(void *user_context, const tally_device_l
     const int32_t code = TALLY_ERROR_DEVICE_RUN_FAILED;
     VkDescriptorSet set = VK_NULL_HANDLE;
     int32_t r = 0;
-    if (l->num_buffers > 0) {
-        r = bind_buffers_locked(user_context, l, vbufs, set_layout, p, &set);
+    if (l->num_buffers > 0 || p->staging) {
+        // p->staging: a Halide kernel's uniform buffer of scalars (tally_vk_launch)
+        r = bind_buffers_locked(user_context, l, vbufs, p->staging, set_layout, p, &set);
     }
     if (r == 0) {
         r = tally_vk_begin_commands_locked(user_context, code, l->routine, &p->cmd);
@@ -514,6 +625,28 @@ int32_t tally_vk_launch(void *user_context, const tally_device_launch *l, int ti
     if (r == 0) {
         r = tally_vk_throttle(user_context, l->routine);
     }
+    // A Halide kernel's scalars, packed in order without padding into a uniform buffer that the
+    // submission keeps (as its staging buffer) until it completes.
+    vk_staging uniform;
+    memset(&uniform, 0, sizeof(uniform));
+    const int64_t uniform_bytes = is_halide_kernel(l->kernel) ? scalar_bytes(l) : 0;
+    if (r == 0 && uniform_bytes > 0) {
+        r = tally_vk_create_staging(user_context, TALLY_ERROR_DEVICE_RUN_FAILED, l->routine,
+                                    (VkDeviceSize)((uniform_bytes + 15) & ~(int64_t)15),
+                                    VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT, &uniform);
+    }
+    if (r == 0 && uniform.buffer) {
+        uint8_t *at = (uint8_t *)uniform.mapped;
+        for (int32_t i = 0; i < l->num_args; i++) {
+            if (!l->arg_is_buffer[i]) {
+                memcpy(at, l->args[i], (size_t)l->arg_sizes[i]);
+                at += l->arg_sizes[i];
+            }
+        }
+        if (!uniform.coherent) {
+            tally_vk_flush_mapped(uniform.memory);
+        }
+    }
     vk_pending *p = NULL;
     if (r == 0) {
         p = (vk_pending *)calloc(1, sizeof(vk_pending));
@@ -521,6 +654,12 @@ int32_t tally_vk_launch(void *user_context, const tally_device_launch *l, int ti
             r = tally_report_error(user_context, TALLY_ERROR_OUT_OF_MEMORY,
                                    "%s: kernel %s: out of host memory", l->routine, l->entry_name);
         }
+    }
+    if (p) {
+        p->staging = uniform.buffer;
+        p->staging_memory = uniform.memory;
+    } else {
+        tally_vk_destroy_staging(&uniform);
     }
     if (r == 0) {
         pthread_mutex_lock(&tally_vk_lock);

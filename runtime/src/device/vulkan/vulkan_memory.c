@@ -96,15 +96,7 @@ static int32_t create_buffer(void *user_context, int32_t code, const char *routi
     return 0;
 }
 
-// A host-visible buffer for one copy, mapped at *mapped.
-typedef struct vk_staging {
-    VkBuffer buffer;
-    VkDeviceMemory memory;
-    void *mapped;
-    int32_t coherent;
-} vk_staging;
-
-static void destroy_staging(vk_staging *s) {
+void tally_vk_destroy_staging(vk_staging *s) {
     if (s->buffer) {
         tally_vk.f.vkDestroyBuffer(tally_vk.device, s->buffer, NULL);
     }
@@ -114,8 +106,8 @@ static void destroy_staging(vk_staging *s) {
     memset(s, 0, sizeof(*s));
 }
 
-static int32_t create_staging(void *user_context, int32_t code, const char *routine,
-                              VkDeviceSize size, VkBufferUsageFlags usage, vk_staging *s) {
+int32_t tally_vk_create_staging(void *user_context, int32_t code, const char *routine,
+                                VkDeviceSize size, VkBufferUsageFlags usage, vk_staging *s) {
     memset(s, 0, sizeof(*s));
     VkMemoryPropertyFlags flags = 0;
     int32_t r =
@@ -127,14 +119,14 @@ static int32_t create_staging(void *user_context, int32_t code, const char *rout
     VkResult vr =
         tally_vk.f.vkMapMemory(tally_vk.device, s->memory, 0, VK_WHOLE_SIZE, 0, &s->mapped);
     if (vr != VK_SUCCESS) {
-        destroy_staging(s);
+        tally_vk_destroy_staging(s);
         return tally_vk_fail(user_context, code, routine, "vkMapMemory of a staging buffer", vr);
     }
     s->coherent = (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
     return 0;
 }
 
-static void flush_mapped(VkDeviceMemory memory) {
+void tally_vk_flush_mapped(VkDeviceMemory memory) {
     VkMappedMemoryRange range;
     memset(&range, 0, sizeof(range));
     range.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE;
@@ -327,7 +319,7 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
                                   uint64_t *serial) {
     vk_pending *p = (vk_pending *)calloc(1, sizeof(vk_pending));
     if (!p) {
-        destroy_staging(s);
+        tally_vk_destroy_staging(s);
         return tally_report_error(user_context, code, "%s: out of host memory", routine);
     }
     // profile_timestamps: the device copy is timed and billed to its copy slot.
@@ -338,7 +330,7 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
     if (r != 0) {
         pthread_mutex_unlock(&tally_vk_lock);
         free(p);
-        destroy_staging(s);
+        tally_vk_destroy_staging(s);
         return r;
     }
     VkQueryPool query_pool =
@@ -360,7 +352,7 @@ static int32_t submit_staged_copy(void *user_context, int32_t code, const char *
     }
     pthread_mutex_unlock(&tally_vk_lock);
     if (r != 0) {
-        destroy_staging(s);
+        tally_vk_destroy_staging(s);
     }
     return r;
 }
@@ -372,7 +364,7 @@ static void copy_mapped(uint8_t *host, void *mapped, VkDeviceMemory memory, int3
     if (to_device) {
         memcpy(mapped, host, (size_t)bytes);
         if (!coherent) {
-            flush_mapped(memory);
+            tally_vk_flush_mapped(memory);
         }
     } else {
         if (!coherent) {
@@ -417,7 +409,7 @@ int32_t tally_vk_copy(void *user_context, halide_buffer_t *buf, int to_device,
     r = tally_vk_throttle(user_context, routine);
     vk_staging s;
     if (r == 0) {
-        r = create_staging(
+        r = tally_vk_create_staging(
             user_context, code, routine, bytes,
             to_device ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT, &s);
     }
@@ -437,7 +429,7 @@ int32_t tally_vk_copy(void *user_context, halide_buffer_t *buf, int to_device,
     if (r == 0) {
         copy_mapped(host, s.mapped, s.memory, s.coherent, bytes, 0);
     }
-    destroy_staging(&s);
+    tally_vk_destroy_staging(&s);
     return r;
 }
 
