@@ -32,9 +32,25 @@ void Module::define_buffer_constant(const std::string &n, const Type &t, std::ve
             }
         }
     }
+    // A statement alone (Halide's conceptual statement) declares no buffer constants: a buffer
+    // its pipeline embeds is a free `<n>.buffer` there, which made <n> a buffer argument of the
+    // module's one function. Given contents, that argument becomes the constant it stands for.
+    if (!b && functions.size() == 1) {
+        std::vector<Argument> &args = functions[0].args;
+        for (size_t i = 0; i < args.size(); i++) {
+            if (args[i].kind == Argument::Buffer && args[i].name == n) {
+                args.erase(args.begin() + ptrdiff_t(i));
+                BufferConstant c;
+                c.name = n;
+                buffers.push_back(c);
+                b = &buffers.back();
+                break;
+            }
+        }
+    }
     user_assert(b) << "buffer constant '" << n << "': module '" << name
                    << "' has no opaque buffer constant of that name (`buffer " << n
-                   << " = {...}`); "
+                   << " = {...}`), nor is that a buffer argument of its one function; "
                    << (names.empty() ? std::string("it has none") : "it has " + names);
     user_assert(t.is_valid() && t.is_scalar() && !t.is_handle())
         << "buffer constant '" << n << "': its elements need a scalar number type";
