@@ -18,11 +18,13 @@ Checks (each a ctest):
   vulkan   (Halide 21, GPU schedules) tally-run on the Vulkan variant (Halide's own SPIR-V
            kernels in its binary module, unedited) and on its -profile twin (Halide's profiler
            calls), targets host-vulkan and host-vulkan-profile (lavapipe where there is no GPU),
-           match Halide's host output
+           match Halide's host output; so does the Vulkan variant profiled by Tally
+           (host-vulkan-profile), whose report names the pipeline and each func the host code
+           produces (not one computed inside a kernel)
   opencl   (Halide 21, GPU schedules) tally-run on the OpenCL variant (Halide's own OpenCL C
            kernels, unedited) and on its -profile twin (Halide's profiler calls), targets
            host-opencl and host-opencl-profile (PoCL where there is no GPU), match Halide's host
-           output
+           output; and the OpenCL variant profiled by Tally, as for vulkan
   gpu      (Halide 21, GPU schedules) tally-run on the conceptual statement of each GPU variant
            (cuda, opencl, vulkan: Tally offloads their GPU loops itself, retargeted to Vulkan),
            target host-vulkan, matches Halide's host output
@@ -401,6 +403,24 @@ def run_bridge(args, manifest, pdir, outdir, target, gpu=False):
     return text, outputs
 
 
+def check_report(report, name, funcs):
+    """The profile report tally-run wrote to `report` names the pipeline and each of `funcs`."""
+    if not os.path.exists(report):
+        raise CheckFailed("tally-run wrote no profile report to " + report)
+    text = open(report, encoding="utf-8", errors="replace").read()
+    print(text)
+    rows = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if parts:
+            rows.add(parts[0])
+    missing = [f for f in funcs if f not in rows]
+    if not any(line.strip() == "pipeline: %s" % name for line in text.splitlines()):
+        missing.insert(0, "(the header 'pipeline: %s')" % name)
+    if missing:
+        raise CheckFailed("the profile report does not name: " + ", ".join(missing))
+
+
 def check(args, manifest, pdir):
     name = manifest["pipeline"]
     variants = manifest["variants"]
@@ -431,16 +451,32 @@ def check(args, manifest, pdir):
         if c in ("host", "conceptual"):
             compare_files(manifest, pdir, os.path.join(args.work, c))
     elif c in ("vulkan", "opencl"):
+        # Halide's kernels as Halide's host code runs them, plain and with Halide's profiler
+        # calls; then the plain statement profiled by Tally (its copy slots and syncs around
+        # Halide's launches).
         failures = []
-        for v in (c, c + "-profile"):
+        runs = ((c, None), (c + "-profile", None), (c, "host-%s-profile" % c))
+        for v, target in runs:
+            what = v if not target else "%s on %s" % (v, target)
             try:
-                _, outputs = run_variant(args, manifest, pdir, v, os.path.join(args.work, v))
+                work = os.path.join(args.work, v if not target else "tally-profile")
+                report = os.path.join(work, "report.txt")
+                env = dict(os.environ, TALLY_PROFILE_OUTPUT=report) if target else None
+                _, outputs = run_variant(args, manifest, pdir, v, work, env=env, target=target)
                 compare(manifest, pdir, outputs, strict=False)
+                if target:
+                    # The funcs the host code produces: one computed inside a kernel (in shared
+                    # memory, say) is part of Halide's compiled kernel, not of the text.
+                    with open(os.path.join(pdir, "%s.%s.stmt" % (name, v)), "rb") as f:
+                        text = f.read().decode("utf-8", "replace")
+                    funcs = [fn for fn in manifest["funcs"]
+                             if re.search(r"\bproduce %s \{" % re.escape(fn), text)]
+                    check_report(report, name, funcs)
             except CheckFailed as e:
-                failures.append("%s: %s" % (v, str(e).strip().splitlines()[-1]))
+                failures.append("%s: %s" % (what, str(e).strip().splitlines()[-1]))
         if failures:
-            raise CheckFailed("%d of 2 %s variants fail:\n  %s" %
-                              (len(failures), "Vulkan" if c == "vulkan" else "OpenCL",
+            raise CheckFailed("%d of %d %s runs fail:\n  %s" %
+                              (len(failures), len(runs), "Vulkan" if c == "vulkan" else "OpenCL",
                                "\n  ".join(failures)))
     elif c in ("gpu", "gpu_opencl"):
         target = "host-vulkan" if c == "gpu" else "host-opencl"
@@ -480,20 +516,7 @@ def check(args, manifest, pdir):
         _, outputs = run_variant(args, manifest, pdir, "profile",
                                  os.path.join(args.work, "profile"), env=env)
         compare(manifest, pdir, outputs, strict=False)
-        if not os.path.exists(report):
-            raise CheckFailed("tally-run wrote no profile report to " + report)
-        text = open(report, encoding="utf-8", errors="replace").read()
-        print(text)
-        rows = set()
-        for line in text.splitlines():
-            parts = line.split()
-            if parts:
-                rows.add(parts[0])
-        missing = [f for f in manifest["funcs"] if f not in rows]
-        if not any(line.strip() == "pipeline: %s" % name for line in text.splitlines()):
-            missing.insert(0, "(the header 'pipeline: %s')" % name)
-        if missing:
-            raise CheckFailed("the profile report does not name: " + ", ".join(missing))
+        check_report(report, name, manifest["funcs"])
     elif c == "bridge":
         text, outputs = run_bridge(args, manifest, pdir, os.path.join(args.work, "host"), "host")
         compare(manifest, pdir, outputs, strict=False)
