@@ -85,6 +85,49 @@ TEST(TruthWork, EachThreadHasItsOwnChain) {
     EXPECT_GE(tally_truth_lost_ns(3000), 50000000 + 3000000);
 }
 
+TEST(TruthWork, AForkedTaskOnAPoolThreadStartsItsOwnChainAndCountsNoGap) {
+    tally_truth_reset_lost();
+    std::thread pool_thread([] {
+        tally_truth_work(0, 7000, TALLY_TRUTH_FORK);
+        sleep_us(3000);
+        tally_truth_work(0, 7000, TALLY_TRUTH_CONTINUE);
+        // The next run's task: a fresh chain again, the 50 ms since are no one's.
+        sleep_us(50000);
+        tally_truth_work(0, 7000, TALLY_TRUTH_FORK);
+    });
+    pool_thread.join();
+    // What a pool thread loses is the calling thread's only through its wait at the join.
+    EXPECT_EQ(tally_truth_lost_ns(7000), 0);
+}
+
+TEST(TruthWork, AForkedTaskTheCallingThreadTakesIsTheRunsTimeUntilTheJoin) {
+    // A call runs its ns of time that is no gap, so calls that are not billed whole lose at most
+    // their wall time less their ns (whatever the load): the bound the checks below use.
+    const int64_t slack = 2 * TALLY_TRUTH_GAP_NS;
+    tally_truth_reset_lost();
+    Clock::time_point t0 = Clock::now();
+    tally_truth_work(0, 8000, TALLY_TRUTH_RESTART);
+    tally_truth_work(0, 8000, TALLY_TRUTH_CONTINUE);
+    const int64_t run_wall = ns_since(t0);
+    sleep_us(2000);
+    // The calling thread takes the other task: its chain goes on, and the task's calls cost the
+    // run their ns and their gaps (the one before the task included).
+    tally_truth_work(0, 9000, TALLY_TRUTH_FORK);
+    tally_truth_work(0, 9000, TALLY_TRUTH_CONTINUE);
+    const int64_t taken = tally_truth_lost_ns(9000);
+    EXPECT_GE(taken, 2000000 + 2 * 9000);
+    EXPECT_LE(tally_truth_lost_ns(8000), run_wall - 2 * 8000 + slack);
+    // The join ends the task: a gap before it is still the task's, the calls after it are not.
+    sleep_us(2000);
+    EXPECT_GE(tally_truth_lost_ns(9000), taken);
+    Clock::time_point t1 = Clock::now();
+    tally_truth_work(0, 10000, TALLY_TRUTH_AFTER_JOIN);
+    tally_truth_work(0, 10000, TALLY_TRUTH_CONTINUE);
+    const int64_t after_wall = ns_since(t1);
+    EXPECT_GE(tally_truth_lost_ns(9000), taken + 2000000);
+    EXPECT_LE(tally_truth_lost_ns(10000), after_wall - 2 * 10000 + slack);
+}
+
 TEST(TruthWork, ATableFullOfNsCountsTheRestUnkeyedAndAResetForgetsAll) {
     tally_truth_reset_lost();
     auto ns_of = [](int k) { return int32_t(100 * (k + 1)); };

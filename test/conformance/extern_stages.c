@@ -63,6 +63,13 @@ int tally_corpus_forward_diff(halide_buffer_t *in, int32_t offset, halide_buffer
  * dispatch of a parallel loop, say), except where the next's first call says the gap is the
  * stage before's (TALLY_TRUTH_AFTER_JOIN: its thread waited there for the stage's parallel loop
  * to finish on other threads).
+ *
+ * A parallel stage's set time is its calling thread's part; the other tasks run beside it on pool
+ * threads, and what they lose delays the run only through the calling thread's wait at the join,
+ * which counts it. Their gaps are therefore not counted. But a pool thread may start too late for
+ * its task (a hog on every core), and then the calling thread runs it too: that task's calls
+ * (TALLY_TRUTH_FORK at its first) are then the run's time beyond its set time, ns and gaps alike,
+ * counted to their ns, for the benchmark to add to their stage's truth.
  * CLOCK_MONOTONIC is the clock both Halide's and Tally's code are judged by. An elemental call
  * (Halide's extern "C" function returning a value), not an extern stage. */
 static int64_t truth_now_ns(void) {
@@ -102,19 +109,41 @@ static void truth_lose(int32_t ns, int64_t gap) {
 int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first) {
     static __thread int64_t deadline, last;
     static __thread int32_t previous_ns;
+    // The thread's chain is a run's (its calling thread's), a pool thread's task, or, between a
+    // FORK and the next RESTART or AFTER_JOIN, a task the calling thread took itself.
+    static __thread enum { CHAIN_RUN, CHAIN_POOL_TASK, CHAIN_TAKEN_TASK } chain;
     int64_t now = truth_now_ns();
-    if (first == TALLY_TRUTH_RESTART || last == 0) {
+    if (first == TALLY_TRUTH_FORK && (last == 0 || chain == CHAIN_POOL_TASK)) {
+        chain = CHAIN_POOL_TASK;
         deadline = now;
-    } else if (now - last > TALLY_TRUTH_GAP_NS) {
-        truth_lose(first == TALLY_TRUTH_AFTER_JOIN ? previous_ns : ns, now - last);
-        deadline += now - last;
+    } else if (first == TALLY_TRUTH_RESTART || last == 0) {
+        chain = CHAIN_RUN;
+        deadline = now;
+    } else {
+        if (first == TALLY_TRUTH_FORK) {
+            chain = CHAIN_TAKEN_TASK;
+        }
+        if (now - last > TALLY_TRUTH_GAP_NS) {
+            if (chain != CHAIN_POOL_TASK) {
+                truth_lose(first == TALLY_TRUTH_AFTER_JOIN ? previous_ns : ns, now - last);
+            }
+            deadline += now - last;
+        }
+        if (first == TALLY_TRUTH_AFTER_JOIN && chain == CHAIN_TAKEN_TASK) {
+            chain = CHAIN_RUN;
+        }
+    }
+    if (chain == CHAIN_TAKEN_TASK) {
+        truth_lose(ns, ns);
     }
     previous_ns = ns;
     deadline += ns;
     while (now < deadline) {
         const int64_t t = truth_now_ns();
         if (t - now > TALLY_TRUTH_GAP_NS) {
-            truth_lose(ns, t - now);
+            if (chain != CHAIN_POOL_TASK) {
+                truth_lose(ns, t - now);
+            }
             deadline += t - now;
         }
         now = t;

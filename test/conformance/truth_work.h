@@ -14,17 +14,23 @@ extern "C" {
 
 /** Returns v + 1 once the calling thread has run for ns more nanoseconds of its chained
  * deadline. `first`: TALLY_TRUTH_CONTINUE, TALLY_TRUTH_RESTART (the chain starts afresh at this
- * call) or TALLY_TRUTH_AFTER_JOIN (the chain continues, and a gap before this call is time lost
- * by the thread's previous call's ns: the stage before, whose parallel loop the thread waited
- * for there). */
+ * call: a run's first call, on the pipeline's calling thread), TALLY_TRUTH_AFTER_JOIN (the chain
+ * continues, and a gap before this call is time lost by the thread's previous call's ns: the
+ * stage before, whose parallel loop the thread waited for there) or TALLY_TRUTH_FORK (the first
+ * call of a parallel task other than the calling thread's own: on a pool thread the task's chain
+ * starts afresh and its gaps are not the run's; on the calling thread, which took the task
+ * itself, the chain continues and the task's calls, their ns included, are time lost to the run
+ * by their ns, until the next RESTART or AFTER_JOIN). */
 int32_t tally_truth_work(int32_t v, int32_t ns, int32_t first);
 
 #define TALLY_TRUTH_CONTINUE 0
 #define TALLY_TRUTH_RESTART 1
 #define TALLY_TRUTH_AFTER_JOIN 2
+#define TALLY_TRUTH_FORK 3
 
 /** The wall time lost, since the last reset, by calls made with this ns: the sum of the gaps of
- * over TALLY_TRUTH_GAP_NS between a thread's consecutive clock reads in and between its calls. */
+ * over TALLY_TRUTH_GAP_NS between a thread's consecutive clock reads in and between its calls,
+ * and the whole time of the forked calls that the calling thread ran itself. */
 int64_t tally_truth_lost_ns(int32_t ns);
 
 /** Time lost by calls whose ns found no room in the table (more than TALLY_TRUTH_KEYS values

@@ -803,7 +803,7 @@ Def float_chain() {
 
 /** An elemental call of tally_truth_work: v + 1, once this thread's chained deadline, advanced
  * by ns, has passed; `first` 1 (the run's first element) restarts the chain, 2 continues it after
- * a parallel stage's join (test/conformance/truth_work.h). */
+ * a parallel stage's join, 3 starts a parallel task (test/conformance/truth_work.h). */
 Expr truth_work(const Expr &v, const Expr &ns, const Expr &first = 0) {
     return Internal::Call::make(Int(32), "tally_truth_work", {v, ns, cast<int32_t>(first)},
                                 Internal::Call::Extern);
@@ -866,8 +866,10 @@ Def truth_inner() {
  * started by the run's first element only: the pool's dispatch before the heavy half, when it
  * takes over a microsecond, is time the stage lost (truth_work.h), and so is the calling thread's
  * wait after it for the light half (tpost's first element says so: 2, TALLY_TRUTH_AFTER_JOIN),
- * billed to the stage by the truth as by a profiler. The light half starts a chain of its own on
- * the worker. */
+ * billed to the stage by the truth as by a profiler. The light half's first element says it forks
+ * (3, TALLY_TRUTH_FORK): on the worker it starts a chain of its own; where the worker starts too
+ * late and the calling thread takes the light half too (a hog on both cores), its time is the
+ * stage's, the calling thread's chain goes on through it, and the truth counts it. */
 Def truth_par() {
     Def d;
     ImageParam in(Int(32), 1, "in");
@@ -877,7 +879,8 @@ Def truth_par() {
     const Expr first = in.dim(0).min(), half = in.dim(0).extent() / 2;
     const Expr heavy = x < first + half;
     tpre(x) = truth_work(in(x), ns_pre, x == first);
-    tpar(x) = truth_work(tpre(x), select(heavy, ns_par, ns_par / 2), x == first + half);
+    tpar(x) =
+        truth_work(tpre(x), select(heavy, ns_par, ns_par / 2), select(x == first + half, 3, 0));
     tpost(x) = truth_work(tpar(x), ns_post, select(x == first, 2, 0));
     tpre.compute_root();
     tpar.compute_root().split(x, xo, xi, half, TailStrategy::GuardWithIf).parallel(xo);
