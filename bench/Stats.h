@@ -47,4 +47,35 @@ inline std::pair<double, double> bootstrap_interval(const std::vector<double> &a
     return {quotients[resamples / 20], quotients[resamples - 1 - resamples / 20]};
 }
 
+/** The median of the per-pair quotients a[i] / b[i] (a[i] and b[i] measured together: one round
+ * of interleaved runs), with its 90 % bootstrap interval as bootstrap_interval draws it: a slow
+ * drift of the machine's speed (another guest's load, the clock) moves both runs of a pair, so
+ * it cancels in each quotient rather than widening the interval. {0, 0, 0} when the samples do
+ * not pair up. */
+struct PairedQuotient {
+    double median = 0, lo = 0, hi = 0;
+};
+
+inline PairedQuotient paired_quotient(const std::vector<double> &a, const std::vector<double> &b) {
+    if (a.empty() || a.size() != b.size()) {
+        return {};
+    }
+    std::vector<double> q(a.size());
+    for (size_t i = 0; i < a.size(); i++) {
+        q[i] = a[i] / b[i];
+    }
+    std::mt19937 rng(20261202);
+    std::uniform_int_distribution<size_t> pick(0, q.size() - 1);
+    std::vector<double> medians, r(q.size());
+    const int resamples = 2000;
+    for (int k = 0; k < resamples; k++) {
+        for (double &x : r) {
+            x = q[pick(rng)];
+        }
+        medians.push_back(median(r));
+    }
+    std::sort(medians.begin(), medians.end());
+    return {median(q), medians[resamples / 20], medians[resamples - 1 - resamples / 20]};
+}
+
 #endif  // TALLY_BENCH_STATS_H

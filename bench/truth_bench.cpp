@@ -62,13 +62,15 @@
 //     three stages' shares of their sum; truth_ci_pp, halide_truth_ci_pp (how far the truth's
 //     shares are known: the largest half-width of a 90 % bootstrap interval over the rounds);
 //     *_ratio (profiled over plain median wall time, interleaved; *_lo, *_hi: 90 % bootstrap
-//     interval); truth_*_ms, halide_truth_*_ms; tally_ms, halide_ms (plain runs).
+//     interval), *_paired_ratio (the median of the rounds' profiled over plain runs; *_lo, *_hi
+//     likewise); truth_*_ms, halide_truth_*_ms; tally_ms, halide_ms (plain runs).
 //   BM_HalideCost/<halide>: float_chain as Halide 21 (14) lowered it, 2048 x rows (~40 ms
 //     unprofiled with Tally), 2 threads on each side: Tally's unprofiled and exact-mode runs of
 //     Halide's text and Halide's own float_chain and float_chain_profile objects, interleaved
 //     for 101 rounds in one process. tally_ratio, halide_ratio = median profiled run over median
-//     unprofiled run of the same side (*_lo, *_hi: 90 % bootstrap interval); tally_ms,
-//     halide_ms: the unprofiled medians.
+//     unprofiled run of the same side (*_lo, *_hi: 90 % bootstrap interval); tally_paired_ratio,
+//     halide_paired_ratio = the median over rounds of a round's profiled run over its unprofiled
+//     run (*_lo, *_hi as above); tally_ms, halide_ms: the unprofiled medians.
 //
 // Against stages timed alone (a second view, with a floor of its own; below):
 //
@@ -114,11 +116,14 @@
 //     unprofiled runs: the run's size without interference from other load), exact_overhead_pct /
 //     sampling_overhead_pct (share billed to `overhead`).
 //   BM_WallRatio/<pipeline>: long runs with 2 threads, unprofiled / exact / sampling interleaved
-//     for 151 rounds in one process: exact_ratio, sampling_ratio = median profiled run over
-//     median unprofiled run (exact_ratio_lo, _hi: its 90 % bootstrap interval, rounds resampled
-//     whole); *_min_ratio = fastest over fastest (the runs least disturbed by
-//     other load); *_cpu_ratio = the same as the ratio in process CPU time (all threads, the
-//     sampler's included); rows = the image height (tasks per stage).
+//     in one process, for as many rounds as fill about 12 s (151 at least): exact_paired_ratio =
+//     the median over rounds of the round's exact run over its unprofiled run (exact_paired_
+//     ratio_lo, _hi: its 90 % bootstrap interval; a drift of the machine's speed moves both runs
+//     of a round, so it cancels), exact_ratio, sampling_ratio = median profiled run over median
+//     unprofiled run (exact_ratio_lo, _hi: its 90 % bootstrap interval, rounds resampled whole);
+//     *_min_ratio = fastest over fastest (the runs least disturbed by other load); *_cpu_ratio =
+//     the same as the ratio in process CPU time (all threads, the sampler's included); rounds;
+//     rows = the image height (tasks per stage).
 //   BM_SwitchCost/<mode>: ns of the calling thread's CPU time per tally_profiler_set_current
 //     between two slots of a live run (mode 0 exact, 1 sampling with the sampler thread at
 //     1 kHz), and per worker begin + set_current + end (a parallel task's profiler calls, the
@@ -171,8 +176,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kWidth = 2048;
 constexpr double kLongMs = 60.0, kShortMs = 2.0, kTinyMs = 0.5;
 // Runs of ~30 ms with 2 threads spread 18-35 ms here (memory bandwidth shared with the host's
-// other guests): 151 rounds put the ratio of medians within about +-1 % (90 % bootstrap).
-constexpr int kWallRounds = 151;
+// other guests): 151 rounds put the ratio of medians within about +-1 % (90 % bootstrap). Shorter
+// runs (blur: ~9 ms) get more rounds, up to kWallSeconds of runs.
+constexpr int kWallRounds = 151, kWallMaxRounds = 1001;
+constexpr double kWallSeconds = 12.0;
 // At most 16384 rows (128 MiB per float buffer): halide_malloc keeps freed blocks of that size,
 // so every run finds its intermediates warm. Beyond it (measured with 65536 rows) each run maps
 // fresh pages, and a stage alone that only reads an intermediate no stage wrote touches the zero
@@ -703,7 +710,14 @@ void BM_WallRatio(benchmark::State &state) {
     const int32_t modes[2] = {TALLY_PROFILER_FLAG_EXACT, TALLY_PROFILER_FLAG_SAMPLING};
     for (auto _ : state) {
         std::vector<double> t[3], cpu[3];
-        for (int round = -1; round < kWallRounds; round++) {
+        const Clock::time_point warm_up = Clock::now();
+        int rounds = kWallRounds;
+        for (int round = -1; round < rounds; round++) {
+            if (round == 0) {  // the warm-up round's runs size the rest
+                const double round_ms = ms_since(warm_up);
+                rounds = std::clamp(int(kWallSeconds * 1e3 / std::max(round_ms, 1e-3)), kWallRounds,
+                                    kWallMaxRounds);
+            }
             for (int k = 0; k < 3; k++) {
                 int v = (std::max(round, 0) + k) % 3;
                 if (v > 0) {
@@ -729,12 +743,17 @@ void BM_WallRatio(benchmark::State &state) {
         std::pair<double, double> ci = bootstrap_interval(t[1], t[0]);
         state.counters["exact_ratio_lo"] = ci.first;
         state.counters["exact_ratio_hi"] = ci.second;
+        const PairedQuotient paired = paired_quotient(t[1], t[0]);
+        state.counters["exact_paired_ratio"] = paired.median;
+        state.counters["exact_paired_ratio_lo"] = paired.lo;
+        state.counters["exact_paired_ratio_hi"] = paired.hi;
         state.counters["sampling_ratio"] = median(t[2]) / host;
         state.counters["exact_min_ratio"] = fastest(t[1]) / fastest(t[0]);
         state.counters["sampling_min_ratio"] = fastest(t[2]) / fastest(t[0]);
         state.counters["exact_cpu_ratio"] = median(cpu[1]) / median(cpu[0]);
         state.counters["sampling_cpu_ratio"] = median(cpu[2]) / median(cpu[0]);
         state.counters["rows"] = p.height();
+        state.counters["rounds"] = rounds;
     }
     tally_profiler_set_default_mode(0);
     tally_set_num_threads(0);
