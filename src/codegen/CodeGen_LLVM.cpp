@@ -1078,7 +1078,96 @@ void CodeGen_LLVM::store_lanes(const Store *op, llvm::Value *v) {
     }
 }
 
+namespace {
+
+/** `wide` (float32 lanes) rounded to bfloat16 to nearest, ties to even, by integer arithmetic
+ * (Halide's float32_to_bfloat16): the bits plus 0x7fff plus the lowest bit kept, shifted. */
+llvm::Value *round_to_bfloat(llvm::IRBuilder<> &b, llvm::Value *wide, llvm::Type *to) {
+    llvm::Type *i32t = wide->getType()->getWithNewType(b.getInt32Ty());
+    llvm::Type *i16t = wide->getType()->getWithNewType(b.getInt16Ty());
+    llvm::Value *bits = b.CreateBitCast(wide, i32t);
+    llvm::Value *c16 = llvm::ConstantInt::get(i32t, 16);
+    llvm::Value *odd = b.CreateAnd(b.CreateLShr(bits, c16), llvm::ConstantInt::get(i32t, 1));
+    bits = b.CreateAdd(bits, b.CreateAdd(odd, llvm::ConstantInt::get(i32t, 0x7fff)));
+    return b.CreateBitCast(b.CreateTrunc(b.CreateLShr(bits, c16), i16t), to);
+}
+
+/** bfloat16 arithmetic, as Halide 21 computes it without native bfloat16 (EmulateFloat16Math):
+ * in float32, each result rounded to bfloat16 to nearest even by integer arithmetic. LLVM would
+ * round with a call of __truncsfbf2 wherever the target has no bfloat16 instructions (x86 below
+ * AVX512-BF16), which Debian 12's libgcc does not define: so every instruction whose result is
+ * bfloat16 and would be rounded (a conversion to it, an arithmetic operation, a floating-point
+ * intrinsic) is rewritten here, on every target, before LLVM sees it. Widening bfloat16 to
+ * float32 is exact (a shift), and so are loads, stores, selects and comparisons. */
+void round_bfloat_in_float32(llvm::Module &m) {
+    for (llvm::Function &f : m) {
+        for (llvm::BasicBlock &bb : f) {
+            for (llvm::Instruction &inst : llvm::make_early_inc_range(bb)) {
+                llvm::Type *t = inst.getType();
+                if (!t->getScalarType()->isBFloatTy()) {
+                    continue;
+                }
+                llvm::IRBuilder<> b(&inst);
+                llvm::Type *f32t = t->getWithNewType(b.getFloatTy());
+                auto widen = [&](llvm::Value *v) {
+                    return v->getType()->getScalarType()->isBFloatTy() ? b.CreateFPExt(v, f32t) : v;
+                };
+                llvm::Value *wide = nullptr;
+                if (auto *c = llvm::dyn_cast<llvm::CastInst>(&inst)) {
+                    llvm::Value *src = c->getOperand(0);
+                    switch (c->getOpcode()) {
+                    case llvm::Instruction::FPTrunc:  // from float32 (exact) or wider
+                        wide = src->getType()->getScalarType()->isFloatTy()
+                                   ? src
+                                   : b.CreateFPTrunc(src, f32t);  // float64: Halide's two steps
+                        break;
+                    case llvm::Instruction::SIToFP:
+                        wide = b.CreateSIToFP(src, f32t);
+                        break;
+                    case llvm::Instruction::UIToFP:
+                        wide = b.CreateUIToFP(src, f32t);
+                        break;
+                    default:
+                        break;
+                    }
+                } else if (auto *bo = llvm::dyn_cast<llvm::BinaryOperator>(&inst)) {
+                    wide = b.CreateBinOp(bo->getOpcode(), widen(bo->getOperand(0)),
+                                         widen(bo->getOperand(1)));
+                } else if (auto *uo = llvm::dyn_cast<llvm::UnaryOperator>(&inst)) {
+                    wide = b.CreateUnOp(uo->getOpcode(), widen(uo->getOperand(0)));
+                } else if (auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst)) {
+                    // Floating-point intrinsics overloaded on their one type (sqrt, fabs, floor,
+                    // minnum, fma, ...): the float32 overload on widened arguments.
+                    std::vector<llvm::Value *> args;
+                    bool same_type = true;
+                    for (llvm::Value *a : call->args()) {
+                        same_type = same_type && a->getType() == t;
+                        args.push_back(widen(a));
+                    }
+                    if (same_type && call->getFunctionType()->getNumParams() > 0 &&
+                        llvm::Intrinsic::isOverloaded(call->getIntrinsicID())) {
+                        wide = b.CreateIntrinsic(call->getIntrinsicID(), {f32t}, args);
+                    }
+                }
+                if (!wide) {
+                    continue;  // exact on bfloat16 (a load, a select, a phi, a bitcast)
+                }
+                auto *wi = llvm::dyn_cast<llvm::Instruction>(wide);
+                if (wi && wi != inst.getOperand(0) && llvm::isa<llvm::FPMathOperator>(wi) &&
+                    llvm::isa<llvm::FPMathOperator>(inst)) {
+                    wi->setFastMathFlags(inst.getFastMathFlags());  // a new instruction's
+                }
+                inst.replaceAllUsesWith(round_to_bfloat(b, wide, t));
+                inst.eraseFromParent();
+            }
+        }
+    }
+}
+
+}  // namespace
+
 void optimize_module(llvm::Module &m, llvm::TargetMachine &tm, int level) {
+    round_bfloat_in_float32(m);
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;

@@ -50,9 +50,11 @@ Checks (each a ctest):
 Comparison: integer and bool outputs exactly; strict outputs bit for bit; other float outputs
 within the manifest's tolerance, |out - ref| <= atol + rtol * |ref|, with NaNs in the same places.
 
-The corpus's xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today. Like
-lit's XFAIL, an xfail check that fails passes (printing the reason), and one that passes fails, so
-that the list only shrinks when the failure is really fixed.
+The corpus's xfail.txt lists `<pipeline> <check> <reason>` for checks known to fail today, the
+reason naming the outputs expected to differ (`<output>: N of M elements differ; ...`). Like lit's XFAIL,
+an xfail check that fails that way passes (printing the reason), and one that passes fails, so
+that the list only shrinks when the failure is really fixed; one that fails any other way (a
+compile error, other outputs differing) fails.
 """
 
 import argparse
@@ -543,6 +545,20 @@ def check(args, manifest, pdir):
         raise CheckFailed("unknown check '%s'" % c)
 
 
+DIFFERING_OUTPUT = re.compile(r"(\w+): \d+ of \d+ elements differ")
+
+
+def expected_failure(reason, message):
+    """Whether the failure `message` is the one xfail.txt's `reason` expects: outputs differing
+    from the reference, exactly those the reason names (`<output>: N of M elements differ`, one
+    clause each; the counts may vary with the machine), and nothing else."""
+    problems = [line for line in str(message).splitlines()[1:] if line.strip()]
+    differing = [m.group(1) for m in map(DIFFERING_OUTPUT.search, problems) if m]
+    expected = DIFFERING_OUTPUT.findall(reason)
+    return bool(expected) and len(differing) == len(problems) and sorted(differing) == sorted(
+        expected)
+
+
 def read_xfail(path):
     entries = {}
     with open(path, encoding="utf-8") as f:
@@ -578,10 +594,14 @@ def main():
     try:
         check(args, manifest, pdir)
     except CheckFailed as e:
-        if xfail is not None:
+        if xfail is not None and expected_failure(xfail, e):
             print("XFAIL: %s %s failed as expected (%s):\n%s" %
                   (args.pipeline, args.check, xfail, e))
             return 0
+        if xfail is not None:
+            print("FAIL: %s %s failed, but not as xfail.txt expects (%s): %s" %
+                  (args.pipeline, args.check, xfail, e))
+            return 1
         print("FAIL: %s %s: %s" % (args.pipeline, args.check, e))
         return 1
     if xfail is not None:
