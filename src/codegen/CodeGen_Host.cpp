@@ -1158,7 +1158,9 @@ private:
             push_buffer(c.buf_names[j], v);
         }
         bind();
+        const bool outer_constant_trip = std::exchange(in_constant_trip_loop, false);
         codegen(body);
+        in_constant_trip_loop = outer_constant_trip;
         end_function();
         fs = outer;
         fn = outer_fn;

@@ -20,12 +20,21 @@
 // Floating point: a back end that calls set_fast_math(true) gets Halide 14's flags on every FP
 // instruction; strict_float(e) clears them while `e` is emitted.
 //
-// Unrolling (serial_loop): LLVM never unrolls a loop that holds a scalar loop of unknown trip
-// count, since LLVM's loop vectorizer then widens each copy of that loop on its own, with its
-// run-time checks and remainder loops (a loop of 8 rows around 4 such loops made 32 vectorized
-// loops, and twice Halide's compile time). Every other loop is LLVM's to unroll, loops around
-// loops the schedule vectorized included: the rule changes only code that the vectorizer would
-// multiply (docs/halide-bridge.md has the figures). It is loop metadata on the loop's back edge.
+// Unrolling (serial_loop), two rules, as loop metadata on the loop's back edge; every other loop
+// is LLVM's to unroll:
+//  - LLVM never unrolls a loop that holds a scalar loop of unknown trip count, since LLVM's loop
+//    vectorizer then widens each copy of that loop on its own, with its run-time checks and
+//    remainder loops (a loop of 8 rows around 4 such loops made 32 vectorized loops, and twice
+//    Halide's compile time). Loops around loops the schedule vectorized stay LLVM's to unroll:
+//    the rule changes only code that the vectorizer would multiply.
+//  - LLVM never runtime-unrolls an innermost vectorized loop of unknown trip count whose
+//    enclosing loop has a constant trip count: a row inside an RDom's taps, entered once per tap,
+//    so that a remainder loop and its checks are paid once per tap on rows that may be a few
+//    vectors long (conv4d of the conformance corpus: 3 x 3 x 4 taps around rows of 2 vectors ran
+//    1.13-1.24x Halide 21's time, 1.03x without). Full unrolling of the taps stays. Innermost
+//    rows under loops of unknown trip count (a pipeline's rows) keep their runtime unrolling,
+//    which gpu_chain and prefetch_p gain from.
+// docs/halide-bridge.md has the figures.
 
 #include "codegen/CodeGen_LLVM.h"
 
@@ -56,33 +65,45 @@ const Expr *dense_base(const Expr &index) {
     return nullptr;
 }
 
-/** Whether `body` holds a scalar serial loop of unknown trip count (at any depth, but not inside
- * a parallel loop, whose body becomes a task function of its own): a loop whose extent is not a
- * constant and whose body has no vector (no Ramp or Broadcast). LLVM's loop vectorizer widens
- * such a loop, with run-time checks and a remainder: unrolling a loop around it makes that many
- * loops for the vectorizer. */
-bool holds_scalar_unknown_trip_loop(const Stmt &body) {
+/** Whether `s` holds a Ramp or a Broadcast: a loop the schedule vectorized. */
+bool has_vectors(const Stmt &s) {
     struct HasVectors : IRVisitor {
         bool found = false;
         void visit(const Ramp *) override { found = true; }
         void visit(const Broadcast *) override { found = true; }
-    };
+    } v;
+    s.accept(&v);
+    return v.found;
+}
+
+/** Whether `body` holds a scalar serial loop of unknown trip count (at any depth, but not inside
+ * a parallel loop, whose body becomes a task function of its own): a loop whose extent is not a
+ * constant and whose body has no vector. LLVM's loop vectorizer widens such a loop, with run-time
+ * checks and a remainder: unrolling a loop around it makes that many loops for the vectorizer. */
+bool holds_scalar_unknown_trip_loop(const Stmt &body) {
     struct Finder : IRVisitor {
         bool found = false;
         void visit(const For *op) override {
-            if (op->for_type == ForType::Parallel) {
+            if (found || op->for_type == ForType::Parallel) {
                 return;
             }
-            if (op->for_type == ForType::Serial && !op->extent.as<IntImm>()) {
-                HasVectors v;
-                op->body.accept(&v);
-                if (!v.found) {
-                    found = true;
-                    return;
-                }
+            if (op->for_type == ForType::Serial && !op->extent.as<IntImm>() &&
+                !has_vectors(op->body)) {
+                found = true;
+                return;
             }
             IRVisitor::visit(op);
         }
+    } finder;
+    body.accept(&finder);
+    return finder.found;
+}
+
+/** Whether `body` holds any loop. */
+bool holds_loop(const Stmt &body) {
+    struct Finder : IRVisitor {
+        bool found = false;
+        void visit(const For *) override { found = true; }
     } finder;
     body.accept(&finder);
     return finder.found;
@@ -574,15 +595,22 @@ void CodeGen_LLVM::serial_loop(const For *op) {
     llvm::PHINode *i = builder.CreatePHI(min->getType(), 2, op->name);
     i->addIncoming(min, pre);
     push_var(op->name, i);
+    const bool outer_constant_trip = in_constant_trip_loop;
+    in_constant_trip_loop = op->extent.as<IntImm>() != nullptr;
     codegen(op->body);
+    in_constant_trip_loop = outer_constant_trip;
     pop_var(op->name);
     llvm::Value *next = builder.CreateNSWAdd(i, llvm::ConstantInt::get(min->getType(), 1));
     i->addIncoming(next, builder.GetInsertBlock());
     llvm::BranchInst *back = builder.CreateCondBr(builder.CreateICmpSLT(next, end), loop, after);
-    if (holds_scalar_unknown_trip_loop(op->body)) {
-        // The unrolling rule of the header comment: a loop ID whose property disables it.
-        llvm::MDNode *property =
-            llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+    const bool innermost_vector_row = outer_constant_trip && !op->extent.as<IntImm>() &&
+                                      !holds_loop(op->body) && has_vectors(op->body);
+    const char *rule = holds_scalar_unknown_trip_loop(op->body) ? "llvm.loop.unroll.disable"
+                       : innermost_vector_row                   ? "llvm.loop.unroll.runtime.disable"
+                                                                : nullptr;
+    if (rule) {
+        // The unrolling rules of the header comment: a loop ID whose property says which.
+        llvm::MDNode *property = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, rule));
         llvm::MDNode *id = llvm::MDNode::getDistinct(ctx, {nullptr, property});
         id->replaceOperandWith(0, id);
         back->setMetadata(llvm::LLVMContext::MD_loop, id);

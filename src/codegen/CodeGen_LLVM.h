@@ -210,6 +210,10 @@ protected:
 
     /** A loop that runs its iterations one after the other: a phi from min to min + extent. */
     void serial_loop(const For *op);
+    /** Whether the innermost serial loop around the code being emitted, in this function, has a
+     * constant trip count (serial_loop's unrolling rule). A back end that emits a loop body in
+     * a function of its own clears it there. */
+    bool in_constant_trip_loop = false;
 
     // --- visitors -----------------------------------------------------------------------------
 
