@@ -11,7 +11,8 @@ _Thread_local tally_context *tally_current_context TALLY_HOT_TLS
     __attribute__((visibility("hidden")));
 _Thread_local int32_t tally_task_nesting TALLY_HOT_TLS __attribute__((visibility("hidden")));
 
-static _Thread_local char thread_tag;
+// Initial-exec, as the hot pointers: the pool reads the tag after every task it runs.
+static _Thread_local char thread_tag TALLY_HOT_TLS;
 
 const void *tally_thread_tag(void) {
     return &thread_tag;

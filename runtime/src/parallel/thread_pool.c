@@ -1,11 +1,17 @@
 // The thread pool behind halide_do_par_for, and the async tasks of halide_do_parallel_tasks.
 //
 // Design: a persistent set of worker threads and a FIFO list of jobs with unclaimed iterations,
-// all under one mutex. A job lives on its caller's stack. Workers claim the next iterations of the
-// first job in the list (a shrinking share of what is left: claim_locked); the caller claims
-// iterations of its own job only, then waits until every claimed iteration has finished, so a job
-// never outlives its caller's frame. Because callers always help, a job completes even with no
-// workers (thread creation failed, shutdown running).
+// under one mutex. A job lives on its caller's stack. Workers take the first job in the list that
+// has iterations left and claim its next iterations (a shrinking share of what is left: claim),
+// batch after batch, until none are left; the caller claims iterations of its own job only, then
+// waits until every claimed iteration has finished, so a job never outlives its caller's frame.
+// Claims are a compare-and-swap on the job's next iteration, without the pool lock: a thread
+// takes the lock to find a job and to count the iterations it ran as finished, not per batch
+// (gpu_chain of the conformance corpus, three loops of 32 rows of about 40 ns, ran 2x Halide 21's
+// time back to back when every batch took the lock, its waiters sleeping in the kernel). A thread
+// touches a job only while iterations it claimed are unfinished, or under the lock while the job
+// is listed; the caller unlists its job before it waits. Because callers always help, a job
+// completes even with no workers (thread creation failed, shutdown running).
 //
 // Nested parallelism: a halide_do_par_for issued from inside a par_for task (on a worker, or on a
 // caller running one of its own iterations) runs its loop serially on that thread. That can never
@@ -118,7 +124,7 @@ typedef struct par_job {
     uint8_t *closure;
     int32_t min;
     int32_t extent;
-    int32_t next;      // next iteration to claim, relative to min (pool lock)
+    int32_t shares;    // what one claim leaves of the rest (claim): 1 = claim it all
     int32_t finished;  // iterations run or skipped (pool lock)
     _Atomic int32_t result;
     struct par_job *next_job;
@@ -130,6 +136,10 @@ typedef struct par_job {
     // or NULL.
     tally_instance *task_run;
     waiter *owner;  // the caller, while it sleeps until the last iteration finishes (pool lock)
+    // The next iteration to claim, relative to min (claim): on a cache line of its own, since
+    // every claim writes it and every task reads the fields above.
+    _Alignas(64) _Atomic int32_t next;
+    char pad[64 - sizeof(int32_t)];
 } par_job;
 
 // The run a loop started in context `ctx` opens its tasks' contexts for, or NULL.
@@ -460,38 +470,54 @@ static int acquire_all_locked(const halide_parallel_task_t *t) {
 
 // ---- jobs ----------------------------------------------------------------------------------
 
-// How many shares per thread a claim leaves of a loop's unclaimed iterations (see claim_locked).
+// How many shares per thread a claim leaves of a loop's unclaimed iterations (see claim).
 #define TALLY_CLAIM_SHARES 4
 
-// Claims the next iterations of `job` (pool lock held): 1/TALLY_CLAIM_SHARES of a thread's share
-// of what is left, at least one. A loop of many short iterations then takes the pool lock a few
-// dozen times rather than once an iteration (two threads passing the lock's cache line back and
-// forth cost more than rdom_scan's 50-100 ns rows of the conformance corpus), and the claims
-// shrink as the loop ends, leaving single iterations for the threads that finish first, so the
-// load still balances. Unlinks the job once fully claimed. Returns the first iteration claimed,
-// and their number in *count.
-static int32_t claim_locked(par_job *job, int32_t *count) {
-    int32_t left = job->extent - job->next;
-    int32_t n = left / (TALLY_CLAIM_SHARES * (pool.num_workers + 1));
-    n = n < 1 ? 1 : n;
-    int32_t idx = job->next;
-    job->next += n;
-    *count = n;
-    if (job->next == job->extent) {
-        par_job **link = &pool.head;
-        par_job *prev = NULL;
-        while (*link && *link != job) {
-            prev = *link;
-            link = &(*link)->next_job;
+// Claims the next iterations of `job`, without the pool lock: 1/job->shares of what is left, at
+// least one (job->shares is TALLY_CLAIM_SHARES per thread when the loop was listed for workers,
+// 1 when its caller runs it alone). A loop of many short iterations then takes a few dozen claims
+// rather than one an iteration, and the claims shrink as the loop ends, leaving single iterations
+// for the threads that finish first, so the load still balances. Returns the first iteration
+// claimed, and their number in *count: 0 when none is left.
+static int32_t claim(par_job *job, int32_t *count) {
+    int32_t next = atomic_load_explicit(&job->next, memory_order_relaxed);
+    int32_t n;
+    do {
+        int32_t left = job->extent - next;
+        if (left <= 0) {
+            *count = 0;
+            return 0;
         }
-        if (*link) {
+        n = left / job->shares;
+        n = n < 1 ? 1 : n;
+    } while (!atomic_compare_exchange_weak_explicit(&job->next, &next, next + n,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    *count = n;
+    return job->min + next;
+}
+
+// Takes `job` off the list of jobs if it is there (pool lock held).
+static void unlist_job_locked(par_job *job) {
+    par_job *prev = NULL;
+    for (par_job **link = &pool.head; *link; prev = *link, link = &(*link)->next_job) {
+        if (*link == job) {
             *link = job->next_job;
             if (pool.tail == job) {
                 pool.tail = prev;
             }
+            return;
         }
     }
-    return job->min + idx;
+}
+
+// The first listed job with iterations left, after unlisting those before it that have none
+// (pool lock held).
+static par_job *first_open_job_locked(void) {
+    while (pool.head &&
+           atomic_load_explicit(&pool.head->next, memory_order_relaxed) >= pool.head->extent) {
+        unlist_job_locked(pool.head);
+    }
+    return pool.head;
 }
 
 // Runs iterations [idx, idx + count) of `job` on this thread (skipping them once a task has
@@ -1022,7 +1048,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&pool.lock);
     while (!pool.shutting_down) {
         uint32_t seen = atomic_load(&pool_epoch);
-        par_job *job = pool.head;
+        par_job *job = first_open_job_locked();
         if (!job) {
             tally_profiler_linger_flush();
             if (pool.groups && help_groups_locked()) {
@@ -1034,17 +1060,32 @@ static void *worker_main(void *arg) {
             continue;
         }
         spin_until = 0;
+        // A context lingering from another run's tasks ends before this job's run (below, the
+        // lock is released).
+        tally_profiler_linger_keep(job->caller_ctx);
         int32_t count = 0;
-        int32_t idx = claim_locked(job, &count);
+        int32_t idx = claim(job, &count);
+        if (count == 0) {
+            continue;  // its caller claimed the rest meanwhile: look again
+        }
         pthread_mutex_unlock(&pool.lock);
-        run_batch(job, idx, count, NULL);
-        tally_trace_context();
+        // Batch after batch while the job has iterations left: the job stays alive while this
+        // thread has claimed iterations it has not counted as finished.
+        int32_t ran = 0;
+        do {
+            run_batch(job, idx, count, NULL);
+            tally_trace_context();
+            ran += count;
+            idx = claim(job, &count);
+        } while (count > 0);
         pthread_mutex_lock(&pool.lock);
         // A task's lingering profiler context ends before its tasks count as finished, unless
-        // this thread's next task (the head job's, claimed at once under this same lock) belongs
-        // to the same run: so no run ends with one of its contexts lingering here.
-        tally_profiler_linger_keep(pool.head ? pool.head->caller_ctx : NULL);
-        job->finished += count;
+        // the next open job belongs to the same run: this thread then claims from it under this
+        // same lock, or finds no job and flushes the context before releasing the lock, so no
+        // run ends with one of its contexts lingering here.
+        par_job *next = first_open_job_locked();
+        tally_profiler_linger_keep(next ? next->caller_ctx : NULL);
+        job->finished += ran;
         if (job->finished == job->extent) {
             wake_waiter_locked(job->owner);
         }
@@ -1146,7 +1187,8 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
     job.closure = closure;
     job.min = min;
     job.extent = extent;
-    job.next = 0;
+    atomic_init(&job.next, 0);
+    job.shares = 1;
     job.finished = 0;
     atomic_init(&job.result, 0);
     job.next_job = NULL;
@@ -1157,6 +1199,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
     pthread_mutex_lock(&pool.lock);
     ensure_workers_locked();
     if (extent > 1 && pool.num_workers > 0) {
+        job.shares = TALLY_CLAIM_SHARES * (pool.num_workers + 1);
         if (pool.tail) {
             pool.tail->next_job = &job;
         } else {
@@ -1165,14 +1208,15 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         pool.tail = &job;
         wake_locked(WAKE_WORK, extent - 1);
     }
-    while (job.next < job.extent) {
-        int32_t count = 0;
-        int32_t idx = claim_locked(&job, &count);
-        pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+    int32_t ran = 0, count = 0;
+    for (int32_t idx = claim(&job, &count); count > 0; idx = claim(&job, &count)) {
         run_batch(&job, idx, count, saved_ctx);
-        pthread_mutex_lock(&pool.lock);
-        job.finished += count;
+        ran += count;
     }
+    pthread_mutex_lock(&pool.lock);
+    unlist_job_locked(&job);  // no iterations left: nobody else may look at it now
+    job.finished += ran;
     tally_profiler_linger_flush();  // the caller's own tasks are done
     uint64_t spin_until = 0;
     while (job.finished < job.extent) {

@@ -850,8 +850,11 @@ static void end_active_workers(tally_instance *inst, uint64_t now) {
 }
 
 void tally_profiler_end_owned_contexts(tally_context *keep) {
-    const void *me = tally_thread_tag();
     tally_context *c = tally_get_current_context();
+    if (!c || c == keep) {
+        return;  // the common case: the task left the thread as it found it
+    }
+    const void *me = tally_thread_tag();
     while (c && c != keep && c->is_worker && c->owner == me) {
         tally_context *next = c->saved_tls;
         tally_profiler_thread_end(c);
