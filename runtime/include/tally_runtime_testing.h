@@ -30,6 +30,11 @@ void tally_testing_sample_now(void);
  * pthread_create had returned EAGAIN. */
 void tally_testing_fail_thread_starts(int32_t count);
 
+/** Turns the steering of woken pool workers on (1) or off (0) and returns what it was; the
+ * environment variable TALLY_NO_WORKER_STEERING sets it once per process otherwise
+ * (runtime/src/parallel/placement.c). */
+int32_t tally_testing_set_worker_steering(int32_t on);
+
 /** CPU time consumed so far by the sampler thread in nanoseconds (0 if it is not running). */
 uint64_t tally_testing_sampler_cpu_ns(void);
 

@@ -64,6 +64,9 @@
 // again at once. A spinning thread holds no profiler context (workers) or the one it would hold
 // while asleep (a caller), so a profiled run's report does not change.
 //
+// Placement: the caller of a loop that ran long enough before, waking a worker that went to sleep
+// on the caller's core, has the kernel place it on another (placement.c holds the rule and why).
+//
 // Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin), or,
 // in a run started with TALLY_PROFILER_FLAG_POOL_CONTEXTS (what inject-profiling's code starts),
 // the pool opens each par_for task's worker context itself, in the slot of the context that
@@ -87,6 +90,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "parallel/placement.h"
 #include "profiler/profiler.h"
 #include "profiler/run.h"
 #include "profiler/trace.h"
@@ -111,6 +115,7 @@ typedef struct waiter {
     int wakes;      // WAKE_* events it sleeps for, besides a direct signal (pool lock)
     int signalled;  // a signal is on its way (pool lock)
     struct waiter *next;
+    tally_placement *place;  // a pool worker's placement (placement.c), else NULL
 } waiter;
 
 enum {
@@ -188,6 +193,7 @@ static struct {
     task_group *groups;       // groups with units workers may take
     task_group *open_groups;  // every group whose caller runs it: waiting callers help them
     pthread_t threads[TALLY_MAX_THREADS];
+    tally_placement places[TALLY_MAX_THREADS];  // the workers' placements, by slot
     int32_t num_workers;
     int32_t desired_threads;  // 0 = default
     int32_t default_threads;  // 0 = not computed yet
@@ -310,12 +316,16 @@ static void cpu_relax(void) {
 }
 
 // Signals the sleeping waiters that wait for any of `wakes`, at most `max` of them, and counts an
-// event (pool lock held).
-static void wake_locked(int wakes, int32_t max) {
+// event (pool lock held). `steer`: for a loop whose caller goes on running it on its core, long
+// enough that a worker which slept on that core is placed on another (placement.c).
+static void wake_locked(int wakes, int32_t max, int steer) {
     atomic_fetch_add(&pool_epoch, 1);
     for (waiter *w = pool.sleeping; w && max > 0; w = w->next) {
         if ((w->wakes & wakes) && !w->signalled) {
             w->signalled = 1;
+            if (steer && w->place) {
+                tally_placement_steer(w->place);
+            }
             pthread_cond_signal(&w->cond);
             max--;
         }
@@ -383,6 +393,9 @@ static void wait_locked(uint32_t seen, int wakes, waiter **slot, uint64_t *spin_
         atomic_fetch_add(&semaphore_sleepers, 1);
     }
     if (atomic_load(&pool_epoch) == seen) {
+        if (w->place) {
+            tally_placement_before_sleep(w->place);
+        }
         pthread_cond_wait(&w->cond, &pool.lock);  // a spurious wake-up only looks again
     }
     if (wakes & WAKE_SEMAPHORE) {
@@ -424,7 +437,7 @@ int32_t halide_semaphore_release(halide_semaphore_t *sem, int32_t n) {
     atomic_fetch_add(&pool_epoch, 1);
     if (atomic_load(&semaphore_sleepers) > 0) {
         pthread_mutex_lock(&pool.lock);
-        wake_locked(WAKE_SEMAPHORE, INT32_MAX);
+        wake_locked(WAKE_SEMAPHORE, INT32_MAX, 0);
         pthread_mutex_unlock(&pool.lock);
     }
     return v;
@@ -460,7 +473,7 @@ static int acquire_all_locked(const halide_parallel_task_t *t) {
                 sem_add(t->semaphores[j].semaphore, t->semaphores[j].count);
             }
             if (i > 0) {
-                wake_locked(WAKE_SEMAPHORE, INT32_MAX);
+                wake_locked(WAKE_SEMAPHORE, INT32_MAX, 0);
             }
             return 0;
         }
@@ -920,7 +933,7 @@ static void open_group_locked(task_group *g) {
         g->next_group = pool.groups;
         pool.groups = g;
         g->listed = 1;
-        wake_locked(WAKE_WORK, helpers);
+        wake_locked(WAKE_WORK, helpers, 0);
     }
     g->next_open = pool.open_groups;
     pool.open_groups = g;
@@ -1042,10 +1055,11 @@ static int help_groups_locked(void) {
 }
 
 static void *worker_main(void *arg) {
-    (void)arg;
     tls_is_worker = 1;
     uint64_t spin_until = 0;
     pthread_mutex_lock(&pool.lock);
+    tls_waiter.place = &pool.places[(intptr_t)arg];
+    tally_placement_init(tls_waiter.place);
     while (!pool.shutting_down) {
         uint32_t seen = atomic_load(&pool_epoch);
         par_job *job = first_open_job_locked();
@@ -1132,7 +1146,9 @@ static void ensure_workers_locked(void) {
         return;
     }
     while (pool.num_workers < want) {
-        int err = tally_thread_create(&pool.threads[pool.num_workers], worker_main, NULL);
+        tally_placement_reset(&pool.places[pool.num_workers]);
+        int err = tally_thread_create(&pool.threads[pool.num_workers], worker_main,
+                                      (void *)(intptr_t)pool.num_workers);
         if (err != 0) {
             if (!pool.warned_thread_failure) {
                 pool.warned_thread_failure = 1;
@@ -1196,9 +1212,12 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
     job.task_run = task_run_of(saved_ctx);
     job.owner = NULL;
 
+    const int steer = tally_placement_worth_steering(f);
     pthread_mutex_lock(&pool.lock);
     ensure_workers_locked();
+    uint64_t listed_at = 0;  // when workers were asked to help (0: they were not)
     if (extent > 1 && pool.num_workers > 0) {
+        listed_at = spin_clock_ns();
         job.shares = TALLY_CLAIM_SHARES * (pool.num_workers + 1);
         if (pool.tail) {
             pool.tail->next_job = &job;
@@ -1206,7 +1225,7 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
             pool.head = &job;
         }
         pool.tail = &job;
-        wake_locked(WAKE_WORK, extent - 1);
+        wake_locked(WAKE_WORK, extent - 1, steer);
     }
     pthread_mutex_unlock(&pool.lock);
     int32_t ran = 0, count = 0;
@@ -1223,6 +1242,9 @@ int32_t tally_thread_pool_run(void *user_context, halide_task_t f, int32_t min, 
         wait_locked(atomic_load(&pool_epoch), 0, &job.owner, &spin_until);
     }
     pthread_mutex_unlock(&pool.lock);
+    if (listed_at) {
+        tally_placement_loop_ran(f, spin_clock_ns() - listed_at);
+    }
     return atomic_load(&job.result);
 }
 

@@ -1,0 +1,50 @@
+// Where a woken loop worker runs (placement.c): the caller of a parallel loop long enough to gain
+// from it never leaves a worker it wakes queued behind itself on its own core. Layer parallel
+// (runtime/layers.txt), below the thread pool, which calls it when its workers sleep and when a
+// loop's caller wakes them. Not installed, not seen by generated code. C11.
+#ifndef TALLY_RUNTIME_SRC_PARALLEL_PLACEMENT_H
+#define TALLY_RUNTIME_SRC_PARALLEL_PLACEMENT_H
+
+#include "tally_runtime.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#pragma GCC visibility push(hidden)
+
+// One pool worker's placement, kept by the pool (one per worker slot); read and written under
+// the pool lock.
+typedef struct tally_placement {
+    pid_t tid;           // the worker's kernel id; 0 until it has started
+    int cpu;             // the core it went to sleep on, last (-1: unknown)
+    int narrowed;        // 1 while its affinity is `saved` less one core
+    uint64_t saved[16];  // its affinity before it was narrowed: a cpu_set_t (placement.c)
+} tally_placement;
+
+// A worker slot about to get a new thread: nobody is steered through it until that thread has
+// started.
+void tally_placement_reset(tally_placement *p);
+
+// The calling thread, the worker of `p`, has started.
+void tally_placement_init(tally_placement *p);
+
+// The worker of `p` (the calling thread) is about to sleep: its affinity back to what it was
+// before it was narrowed, and the core it sleeps on noted.
+void tally_placement_before_sleep(tally_placement *p);
+
+// 1 when the parallel loop of task `f` is worth steering its workers for: steering is on and the
+// loop's last run (tally_placement_loop_ran) was long enough. Any thread, no lock.
+int tally_placement_worth_steering(halide_task_t f);
+
+// The parallel loop of task `f` ran for `ns` on its caller, from listing its iterations to the
+// last one's end. Any thread, no lock.
+void tally_placement_loop_ran(halide_task_t f, uint64_t ns);
+
+// The calling thread is about to wake the worker of `p`, asleep, for a loop worth steering: if the
+// worker went to sleep on the core this thread runs on, its affinity is narrowed to leave this
+// core out, so the kernel places it on another.
+void tally_placement_steer(tally_placement *p);
+
+#pragma GCC visibility pop
+
+#endif  // TALLY_RUNTIME_SRC_PARALLEL_PLACEMENT_H
