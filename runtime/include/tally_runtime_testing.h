@@ -35,6 +35,11 @@ void tally_testing_fail_thread_starts(int32_t count);
  * (runtime/src/parallel/placement.c). */
 int32_t tally_testing_set_worker_steering(int32_t on);
 
+/** How many times this process has counted its online cores for the thread pool's default size:
+ * once, when the runtime is loaded, so that no parallel loop pays for it (a file read under /sys);
+ * runtime/src/parallel/thread_pool.c. */
+int64_t tally_testing_core_counts(void);
+
 /** CPU time consumed so far by the sampler thread in nanoseconds (0 if it is not running). */
 uint64_t tally_testing_sampler_cpu_ns(void);
 

@@ -4,6 +4,7 @@
 #include "Json.h"
 #include "TestUtil.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -167,6 +168,22 @@ TEST_F(ProfilerExit, ThreadCountFromTheEnvironment) {
     EXPECT_GE(n, 2);
     EXPECT_LE(n, 3);
     EXPECT_EQ(err_, "");  // no profiled run: no report
+}
+
+// The cores are counted once, when the runtime is loaded, not by the first parallel loop (40 us
+// of a first run on a 2-vCPU guest); the pool's default size is still that count.
+TEST_F(ProfilerExit, CoresCountedAtLoadNotByTheFirstLoop) {
+    ASSERT_EQ(run_child("-u TALLY_NUM_THREADS -u HL_NUM_THREADS", "first_loop"), 0) << err_;
+    long before = -1, after = -1, threads = -1, cores = -1;
+    ASSERT_EQ(std::sscanf(out_.c_str(),
+                          "core_counts_before=%ld\ncore_counts_after=%ld\nthreads=%ld\ncores=%ld",
+                          &before, &after, &threads, &cores),
+              4)
+        << out_;
+    EXPECT_EQ(before, 1);
+    EXPECT_EQ(after, 1);
+    EXPECT_EQ(threads, std::min(cores, 256L));
+    EXPECT_EQ(err_, "");
 }
 
 // ---- the environment rule (core/env.c), a variable each -----------------------------------------

@@ -2,10 +2,12 @@
  * generated code hits a failed assertion, ends the run on the error path and exits with an error.
  * ProfilerExitTest runs it and checks that the report still appears at exit. Being C11 with
  * -pedantic, it also proves the header and the runtime need no C++. Usage:
- *   tally_runtime_exit_child fail|ok|timer|none|interval|threads [N]|env|written
+ *   tally_runtime_exit_child fail|ok|timer|none|interval|threads [N]|first_loop|env|written
  * "threads N" runs a parallel loop and prints the most tasks seen running at once; each task
  * first waits until N tasks have been seen running at once (giving up, for good, once 10 s have
  * passed: a deadlock guard), so that a pool with N threads shows them whatever the load.
+ * "first_loop" prints how many times the runtime had counted the cores before the process's first
+ * parallel loop and after it, the pool's thread count and sysconf's count of online cores.
  * "env" prints, a line each, what the runtime settled from the environment, then ends a run so
  * that the exports the environment asks for are written. "written" is "ok", then
  * tally_profiler_write_exit_outputs, whose result it prints and exits with (0 or 1). */
@@ -69,6 +71,18 @@ int main(int argc, char **argv) {
             return 3;
         }
         printf("max_concurrency=%d\n", atomic_load(&max_running_tasks));
+        return 0;
+    }
+    if (strcmp(mode, "first_loop") == 0) {
+        const long long before = (long long)tally_testing_core_counts();
+        wanted_concurrency = 1;
+        give_up_ns = now_ns() + 10000000000u;
+        if (halide_do_par_for(NULL, spinning_task, 0, 8, NULL) != 0) {
+            return 3;
+        }
+        printf("core_counts_before=%lld\ncore_counts_after=%lld\nthreads=%d\ncores=%ld\n", before,
+               (long long)tally_testing_core_counts(), (int)tally_set_num_threads(0),
+               sysconf(_SC_NPROCESSORS_ONLN));
         return 0;
     }
     if (strcmp(mode, "env") == 0) {
