@@ -1,4 +1,4 @@
-// Where a woken loop worker runs (runtime/src/parallel/placement.c): the caller of a parallel loop
+// Where a woken pool thread runs (runtime/src/parallel/placement.c). The caller of a parallel loop
 // whose last run took 40 us or more, waking a worker which went to sleep on the caller's core,
 // narrows the worker's affinity to the other cores for the loop; the worker widens it back before
 // it sleeps again; a loop's first run, and any loop with steering off, leaves the worker's
@@ -189,6 +189,84 @@ TEST_F(WorkerPlacement, OffLeavesTheWorkerWhereTheKernelPutsIt) {
     EXPECT_EQ(tally_testing_set_worker_steering(0), 1);
     ASSERT_EQ(run_loop<3>(-1), worker);
     expect_left_alone();
+}
+
+// ---- task threads: a fork's caller wakes the task thread it hands a task to on its own core ----
+//
+// The task thread first runs a fork's task that pins it to core D and records its id; it then
+// sleeps on D, and the test widens its affinity back while it sleeps. The caller, pinned to C,
+// forks again: the task thread must run its task on C (its affinity is C alone from the wake-up
+// call until its first instructions, which widen it back), and its affinity is whole again.
+
+struct Fork {
+    pid_t caller = 0;
+    int pin = -1;  // the task thread pins itself to this core in its task (-1: it does not)
+    std::atomic<pid_t> task_thread{0};
+    int task_cpu = -1;
+    uint64_t start = 0;
+};
+Fork fork_state;
+
+// tasks[0]: handed to a task thread (it may block).
+int handed_task(void *, int, int, uint8_t *, void *) {
+    if (fork_state.pin >= 0) {
+        cpu_set_t one = just(fork_state.pin);
+        sched_setaffinity(0, sizeof one, &one);
+    }
+    fork_state.task_cpu = sched_getcpu();
+    fork_state.task_thread.store(thread_id());
+    return 0;
+}
+
+// tasks[1]: the caller's own, which waits (bounded) for the other to have run, as a consumer
+// waits for its producer.
+int callers_task(void *, int, int, uint8_t *, void *) {
+    tally_test::wait_until([] { return fork_state.task_thread.load() != 0; }, fork_state.start);
+    return 0;
+}
+
+pid_t run_fork(int pin) {
+    fork_state.caller = thread_id();
+    fork_state.pin = pin;
+    fork_state.task_thread = 0;
+    fork_state.task_cpu = -1;
+    fork_state.start = tally_test::monotonic_ns();
+    halide_parallel_task_t tasks[2] = {};
+    tasks[0].fn = handed_task;
+    tasks[0].name = "handed";
+    tasks[0].extent = 1;
+    tasks[0].min_threads = 1;
+    tasks[0].serial = true;
+    tasks[1].fn = callers_task;
+    tasks[1].name = "caller's";
+    tasks[1].extent = 1;
+    tasks[1].min_threads = 1;
+    tasks[1].serial = true;
+    EXPECT_EQ(halide_do_parallel_tasks(nullptr, 2, tasks, nullptr), 0);
+    return fork_state.task_thread.load();
+}
+
+TEST_F(WorkerPlacement, ForkWakesItsSleepingTaskThreadOnTheCallersCore) {
+    int other = -1;  // D
+    for (int c = 0; c < CPU_SETSIZE && other < 0; c++) {
+        if (c != core && CPU_ISSET(c, &all)) {
+            other = c;
+        }
+    }
+    set_affinity(0, just(core));
+    const pid_t tt = run_fork(other);
+    ASSERT_NE(tt, 0) << "no task thread ran the handed task";
+    ASSERT_NE(tt, thread_id()) << "the caller ran the handed task itself";
+    ASSERT_EQ(fork_state.task_cpu, other);
+    ASSERT_TRUE(wait_asleep(tt)) << "the task thread did not go to sleep";
+    set_affinity(tt, all);
+    ASSERT_EQ(run_fork(-1), tt);
+    EXPECT_EQ(fork_state.task_cpu, core)
+        << "the task thread, asleep on core " << other << ", ran on " << fork_state.task_cpu
+        << ", not on its caller's core " << core;
+    cpu_set_t now = affinity_of(tt);
+    EXPECT_TRUE(CPU_EQUAL(&now, &all) != 0)
+        << "the task thread kept " << CPU_COUNT(&now) << " cores of " << CPU_COUNT(&all);
 }
 
 }  // namespace

@@ -23,8 +23,24 @@
 //
 // The narrowed set keeps every other core the worker was allowed, so a user's or a cgroup's
 // affinity still holds, and a worker allowed only the caller's core is left as it is. Only a
-// worker that slept on its waker's core costs anything. TALLY_NO_WORKER_STEERING=1 leaves
-// placement to the kernel (docs/environment.md).
+// worker that slept on its waker's core costs anything.
+//
+// The second rule, for async tasks: the caller of a group that hands a blocking task to a task
+// thread which is asleep (a fork of a producer and a consumer, say) first narrows that thread's
+// affinity to the caller's own core; the task thread widens it back as soon as it wakes. Why: the
+// caller goes on to run a task of its own and soon waits for the task thread (the consumer for
+// the producer's first rows). Woken onto the other, idle, vCPU of the same guest the task thread
+// started 35-40 us after the wake-up call (sched_switch traces), and the two then handed rows to
+// each other across cores, each hand-over a contended pool lock and a futex system call; woken
+// onto the caller's core, it runs as soon as the caller waits, and the two take turns there until
+// the kernel spreads them. async_store (halide21_bench, the second run after 2 ms asleep):
+// scale 1, 33-50 us against 23-116 us unpulled (bimodal: the slow mode in 8 processes of 12);
+// scale 8, 109-139 us against 127-1246 us; async_fork, whose tasks do not wait for each other,
+// unchanged. The task thread's affinity is the caller's core alone only from the wake-up call to
+// its first instructions, so a long task is spread by the kernel as before.
+//
+// TALLY_NO_WORKER_STEERING=1 leaves placement to the kernel, for both rules
+// (docs/environment.md).
 
 #define _GNU_SOURCE  // cpu_set_t, sched_getcpu, sched_setaffinity, syscall
 #include "parallel/placement.h"
@@ -139,6 +155,42 @@ void tally_placement_steer(tally_placement *p) {
     if (sched_setaffinity(p->tid, sizeof narrowed, &narrowed) == 0) {
         memcpy(p->saved, &saved, sizeof saved);
         p->narrowed = 1;
+    }
+#else
+    (void)p;
+#endif
+}
+
+void tally_placement_pull(tally_placement *p) {
+#if defined(__linux__)
+    if (atomic_load_explicit(&steering, memory_order_relaxed) != 1 || p->tid == 0 || p->narrowed) {
+        return;
+    }
+    const int cpu = sched_getcpu();
+    cpu_set_t saved;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(p->tid, sizeof saved, &saved) != 0 ||
+        !CPU_ISSET(cpu, &saved)) {
+        return;
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(p->tid, sizeof one, &one) == 0) {
+        memcpy(p->saved, &saved, sizeof saved);
+        p->narrowed = 1;
+    }
+#else
+    (void)p;
+#endif
+}
+
+void tally_placement_after_wake(tally_placement *p) {
+#if defined(__linux__)
+    if (p->narrowed) {
+        cpu_set_t saved;
+        memcpy(&saved, p->saved, sizeof saved);
+        (void)sched_setaffinity(0, sizeof saved, &saved);
+        p->narrowed = 0;
     }
 #else
     (void)p;

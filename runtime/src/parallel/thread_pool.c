@@ -65,7 +65,9 @@
 // while asleep (a caller), so a profiled run's report does not change.
 //
 // Placement: the caller of a loop that ran long enough before, waking a worker that went to sleep
-// on the caller's core, has the kernel place it on another (placement.c holds the rule and why).
+// on the caller's core, has the kernel place it on another; the caller of a group, waking a task
+// thread to hand it a blocking task, has the kernel place it on the caller's core (placement.c
+// holds both rules and why).
 //
 // Profiling: tasks set the thread's current profiler context (tally_profiler_thread_begin), or,
 // in a run started with TALLY_PROFILER_FLAG_POOL_CONTEXTS (what inject-profiling's code starts),
@@ -179,9 +181,10 @@ typedef struct task_group {
 // A parked thread that runs one blocking task at a time.
 typedef struct task_thread {
     pthread_t thread;
-    waiter *sleeper;    // its waiter while it sleeps (pool lock)
-    uint32_t seen;      // pool_epoch when it last found no assignment (pool lock)
-    task_group *group;  // the assignment (pool lock), NULL while idle
+    waiter *sleeper;        // its waiter while it sleeps (pool lock)
+    tally_placement place;  // where a wake-up puts it (placement.c)
+    uint32_t seen;          // pool_epoch when it last found no assignment (pool lock)
+    task_group *group;      // the assignment (pool lock), NULL while idle
     group_task *task;
     struct task_thread *next_idle;
 } task_thread;
@@ -769,10 +772,12 @@ static void run_dedicated_locked(task_group *g, group_task *gt) {
 static void *task_thread_main(void *arg) {
     task_thread *tt = (task_thread *)arg;
     uint64_t spin_until = 0;
+    tally_placement_init(&tt->place);
     pthread_mutex_lock(&pool.lock);
     while (!pool.shutting_down) {
         if (!tt->group) {
             wait_locked(tt->seen, 0, &tt->sleeper, &spin_until);
+            tally_placement_after_wake(&tt->place);
             tt->seen = atomic_load(&pool_epoch);
             continue;
         }
@@ -796,6 +801,7 @@ static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
         pool.idle_task_threads = tt->next_idle;
     } else if (!pool.shutting_down && pool.num_task_threads < TALLY_MAX_TASK_THREADS &&
                (tt = (task_thread *)calloc(1, sizeof(task_thread))) != NULL) {
+        tally_placement_reset(&tt->place);
         int err = tally_thread_create(&tt->thread, task_thread_main, tt);
         if (err != 0) {
             free(tt);
@@ -816,6 +822,9 @@ static int dispatch_dedicated_locked(task_group *g, group_task *gt) {
     tt->next_idle = NULL;
     tt->group = g;
     tt->task = gt;
+    if (tt->sleeper) {
+        tally_placement_pull(&tt->place);  // the caller will wait on it: run it here
+    }
     wake_waiter_locked(tt->sleeper);
     return 1;
 }
