@@ -533,20 +533,33 @@ private:
      * as `(char *)x4`, run together with the name of the call that has it
      * (`(char *)x4stringify(...)`, printing in vectorized code). An unquoted identifier right
      * after the `)` that starts with `x`, a lane count of 2 or more and then a name is read
-     * so; `x4` and the name become two tokens. (An extern function named like that would be
-     * written quoted: `(char *)\`x4f\`(...)`.) */
+     * so; `x4` and the name become two tokens. A name that must be quoted (a reserved word, or
+     * not an identifier) follows the lanes as a quoted name, again with no space:
+     * `(char *)x4\`predicate\`(...)`. (An extern function named like `x4f` would be written
+     * quoted: `(char *)\`x4f\`(...)`.) */
     int handle_lanes(const Loc &close) {
         const Token &t = lex.peek();
         if (t.kind != Token::Ident || t.quoted || t.loc.line != close.line ||
-            t.loc.col != close.col + 1 || t.text.size() < 3 || t.text[0] != 'x') {
+            t.loc.col != close.col + 1 || t.text.size() < 2 || t.text[0] != 'x') {
             return 1;
         }
         size_t i = 1;
         while (i < t.text.size() && std::isdigit((unsigned char)t.text[i])) {
             i++;
         }
-        if (i == 1 || i == t.text.size() || t.text[1] == '0' ||
-            !(std::isalpha((unsigned char)t.text[i]) || t.text[i] == '_')) {
+        if (i == 1 || t.text[1] == '0') {
+            return 1;
+        }
+        bool quoted_name_follows = false;
+        if (i == t.text.size()) {
+            // `x4` alone: the lanes only when a quoted name follows with no space.
+            const Token &n = lex.peek(1);
+            quoted_name_follows = n.kind == Token::Ident && n.quoted && n.loc.line == t.loc.line &&
+                                  n.loc.col == t.loc.col + (int)t.text.size();
+            if (!quoted_name_follows) {
+                return 1;
+            }
+        } else if (!(std::isalpha((unsigned char)t.text[i]) || t.text[i] == '_')) {
             return 1;
         }
         std::string digits = t.text.substr(1, i - 1);
@@ -556,7 +569,9 @@ private:
         if (std::stoi(digits) < 2) {
             return 1;  // Halide prints no lane count for one lane: a name
         }
-        lex.split_next(i);
+        if (!quoted_name_follows) {
+            lex.split_next(i);
+        }
         lex.next();
         return std::stoi(digits);
     }

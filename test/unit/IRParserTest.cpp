@@ -309,6 +309,16 @@ TEST(IRParser, ReadsCallsLoadsSelectsAndShuffles) {
     }
     EXPECT_THAT(expr_error("(char *)x99999stringify(1)"),
                 HasSubstr("a vector handle type needs 2 to 9999 lanes, not '99999'"));
+    // A name that is printed quoted (here a reserved word) follows the lanes quoted, and reads
+    // back the same; with a space between, `x4` is a variable and the quoted name an error.
+    Expr vr = parse_expr("(char *)x4`predicate`(1)");
+    ASSERT_NE(vr.as<Call>(), nullptr);
+    EXPECT_EQ(vr.as<Call>()->name, "predicate");
+    EXPECT_EQ(vr.type(), Handle("char").with_lanes(4));
+    EXPECT_EQ(to_string(vr), "(char *)x4`predicate`(1)");
+    EXPECT_EQ(to_string(parse_expr("(char *)x4predicate(1)")), "(char *)x4`predicate`(1)");
+    EXPECT_FALSE(expr_error("(char *)x4 `predicate`(1)").empty());
+    EXPECT_FALSE(expr_error("(char *)x1`predicate`(1)").empty());
 
     Expr s = parse_expr("select(x < 1, 2, 3)");
     ASSERT_NE(s.as<Select>(), nullptr);
