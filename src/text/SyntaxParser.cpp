@@ -435,7 +435,16 @@ private:
                 if (is_punct("?")) {
                     lex.next();
                 } else {
+                    const Loc at = lex.peek().loc;
                     a.arg.type = parse_type("as the buffer's element type");
+                    if (a.arg.type.lanes() != 1) {
+                        const Type &t = a.arg.type;
+                        lex.error(at, "a buffer's element type is a scalar, not '" +
+                                          (t.is_handle() ? "(" + t.to_string() + ")x" +
+                                                               std::to_string(t.lanes())
+                                                         : t.to_string()) +
+                                          "'");
+                    }
                 }
                 if (is_punct(",")) {
                     lex.next();
@@ -492,8 +501,9 @@ private:
                parse_type_name(lex.peek(1).text).is_valid() && is_punct(")", 2);
     }
 
-    /** Consumes `(T)` (value or handle type). */
-    Type parse_type_prefix() {
+    /** Consumes `(T)` (value or handle type); `(T *)xN` too where a type stands alone
+     * (`in_type_position`, see handle_lanes). */
+    Type parse_type_prefix(bool in_type_position = false) {
         if (at_pointer_typedef_prefix()) {
             lex.next();  // (
             Type t = Type::pointer_typedef(lex.next().text);
@@ -521,7 +531,7 @@ private:
                 name += " *";
             }
             Loc close = lex.next().loc;  // )
-            return Handle(name).with_lanes(handle_lanes(close));
+            return Handle(name).with_lanes(handle_lanes(close, in_type_position));
         }
         lex.next();
         Type t = parse_type_name(lex.next().text);
@@ -536,8 +546,9 @@ private:
      * so; `x4` and the name become two tokens. A name that must be quoted (a reserved word, or
      * not an identifier) follows the lanes as a quoted name, again with no space:
      * `(char *)x4\`predicate\`(...)`. (An extern function named like `x4f` would be written
-     * quoted: `(char *)\`x4f\`(...)`.) */
-    int handle_lanes(const Loc &close) {
+     * quoted: `(char *)\`x4f\`(...)`.) Where a type stands alone (`in_type_position`: an
+     * argument's type, an allocation's), `x4` alone is the lanes: `p: (char *)x4`. */
+    int handle_lanes(const Loc &close, bool in_type_position) {
         const Token &t = lex.peek();
         if (t.kind != Token::Ident || t.quoted || t.loc.line != close.line ||
             t.loc.col != close.col + 1 || t.text.size() < 2 || t.text[0] != 'x') {
@@ -551,7 +562,7 @@ private:
             return 1;
         }
         bool quoted_name_follows = false;
-        if (i == t.text.size()) {
+        if (i == t.text.size() && !in_type_position) {
             // `x4` alone: the lanes only when a quoted name follows with no space.
             const Token &n = lex.peek(1);
             quoted_name_follows = n.kind == Token::Ident && n.quoted && n.loc.line == t.loc.line &&
@@ -559,7 +570,8 @@ private:
             if (!quoted_name_follows) {
                 return 1;
             }
-        } else if (!(std::isalpha((unsigned char)t.text[i]) || t.text[i] == '_')) {
+        } else if (i < t.text.size() &&
+                   !(std::isalpha((unsigned char)t.text[i]) || t.text[i] == '_')) {
             return 1;
         }
         std::string digits = t.text.substr(1, i - 1);
@@ -569,7 +581,7 @@ private:
         if (std::stoi(digits) < 2) {
             return 1;  // Halide prints no lane count for one lane: a name
         }
-        if (!quoted_name_follows) {
+        if (!quoted_name_follows && i < t.text.size()) {
             lex.split_next(i);
         }
         lex.next();
@@ -579,7 +591,7 @@ private:
     /** A type where the grammar expects one: `float32` or `(void *)`. */
     Type parse_type(const char *context) {
         if (handle_prefix_length(0)) {
-            return parse_type_prefix();
+            return parse_type_prefix(/*in_type_position=*/true);
         }
         const Token &t = lex.peek();
         if (t.kind == Token::Ident) {

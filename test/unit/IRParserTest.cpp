@@ -495,6 +495,30 @@ TEST(IRParser, ReadsTypedModuleHeaders) {
     EXPECT_EQ(args[2].dimensions, -1);
 }
 
+TEST(IRParser, ReadsAVectorHandleArgumentAndRejectsAVectorBufferElement) {
+    // A free vector handle variable becomes an argument printed `(char *)x4`, which reads back.
+    const std::string text = "module name=f, target=host\n"
+                             "external func f (p: (char *)x4) {\n"
+                             "(char *)x4`predicate`(p)\n"
+                             "}\n";
+    Module m = parse_module(text);
+    ASSERT_EQ(m.functions.size(), 1u);
+    ASSERT_EQ(m.functions[0].args.size(), 1u);
+    EXPECT_EQ(m.functions[0].args[0].type, Handle("char").with_lanes(4));
+    EXPECT_EQ(to_string(parse_module(to_string(m))), to_string(m));
+    // A buffer's element is one lane: a vector one is an error at the type, not read as its
+    // first lane.
+    EXPECT_THAT(module_error("module name=f, target=host\n"
+                             "external func f (b: buffer<int32x4, 1>) {\n"
+                             "b[0]\n}\n"),
+                HasSubstr("bad.stmt:2:28: error: a buffer's element type is a scalar, not "
+                          "'int32x4'"));
+    EXPECT_THAT(module_error("module name=f, target=host\n"
+                             "external func f (b: buffer<(char *)x4, 1>) {\n"
+                             "b[0]\n}\n"),
+                HasSubstr("not '(char *)x4'"));
+}
+
 TEST(IRParser, ReportsLineAndColumnOfBadToken) {
     EXPECT_EQ(module_error("f(x)\n"
                            "  g(x y)\n"),
