@@ -6,6 +6,7 @@
 #ifndef TALLY_IRPRINTER_H
 #define TALLY_IRPRINTER_H
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 
@@ -32,6 +33,13 @@ bool is_reserved_word(const std::string &word);
  * (`int64(x)`), a broadcast (`x8(v)`), ramp, select, min, max, reinterpret or a shuffle form? A
  * call so named is printed quoted (`` `select`(a, b, c) ``). */
 bool is_builtin_form(const std::string &name);
+
+/** Halide prints a vector handle type's lanes run together with the name that follows the
+ * type's `)`: `(char *)x4stringify(...)`. If `word` begins so (`x`, then a lane count with no
+ * leading zero, then the end of the word or a name), the length of its `xN`; else 0. The parser
+ * reads the lanes at that length (a count of 1 is a name; over 9999, an error); the printer
+ * quotes a scalar handle's name that begins so (`` (char *)`x4f`(...) ``). */
+size_t vector_handle_lanes_length(const std::string &word);
 
 }  // namespace tally
 

@@ -68,6 +68,23 @@ bool is_builtin_form(const std::string &name) {
     return parse_type_name(name).is_valid();  // T(v), a cast
 }
 
+size_t vector_handle_lanes_length(const std::string &word) {
+    if (word.size() < 2 || word[0] != 'x' || word[1] < '1' || word[1] > '9') {
+        return 0;
+    }
+    size_t i = 2;
+    while (i < word.size() && word[i] >= '0' && word[i] <= '9') {
+        i++;
+    }
+    if (i < word.size()) {
+        const char c = word[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')) {
+            return 0;
+        }
+    }
+    return i;
+}
+
 namespace {
 
 bool is_ident_start(char c) {
@@ -177,6 +194,18 @@ std::string ref_name(const std::string &s) {
         return quoted_name(s);
     }
     return name_str(s);
+}
+
+/** The name of a variable, load or call of type `t` printed after its `(T)` prefix: a scalar
+ * handle's name that the parser would read as a vector handle's lanes and a name is quoted. */
+std::string prefixed_ref_name(const Type &t, const std::string &s) {
+    if (t.is_handle() && t.lanes() == 1) {
+        size_t n = vector_handle_lanes_length(s);
+        if (n != 0 && n < s.size()) {
+            return quoted_name(s);
+        }
+    }
+    return ref_name(s);
 }
 
 /** "int32" for values, "(void *)" for handles: the spelling used inside a `(T)` prefix is
@@ -425,9 +454,10 @@ private:
         const Type *known = lookup(var_scope, op->name);
         bool bare = known ? *known == op->type : op->type == Int(32);
         if (!bare) {
-            os << type_prefix(op->type);
+            os << type_prefix(op->type) << prefixed_ref_name(op->type, op->name);
+        } else {
+            os << ref_name(op->name);
         }
-        os << ref_name(op->name);
     }
     void visit(const Add *op) override { binary(op, " + "); }
     void visit(const Sub *op) override { binary(op, " - "); }
@@ -467,9 +497,11 @@ private:
         }
         const Type *alloc = lookup(alloc_scope, op->name);
         if (!alloc || *alloc != op->type.element_of()) {
-            os << type_prefix(op->type);
+            os << type_prefix(op->type) << prefixed_ref_name(op->type, op->name);
+        } else {
+            os << ref_name(op->name);
         }
-        os << ref_name(op->name) << "[";
+        os << "[";
         print_no_parens(op->index);
         if (op->alignment.modulus > 1) {
             os << " aligned(" << op->alignment.modulus << ", " << op->alignment.remainder << ")";
@@ -504,11 +536,14 @@ private:
         close();
     }
     void visit(const Call *op) override {
-        if (op->type != Int(32)) {
+        const bool prefixed = op->type != Int(32);
+        if (prefixed) {
             os << type_prefix(op->type);
         }
         // A call named like a built-in form would read back as that form: quote its name.
-        os << (is_builtin_form(op->name) ? quoted_name(op->name) : ref_name(op->name));
+        os << (is_builtin_form(op->name) ? quoted_name(op->name)
+               : prefixed                ? prefixed_ref_name(op->type, op->name)
+                                         : ref_name(op->name));
         if (op->call_type != Call::default_call_type(op->name)) {
             os << "@" << call_type_name(op->call_type);
         }

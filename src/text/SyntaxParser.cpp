@@ -551,38 +551,31 @@ private:
     int handle_lanes(const Loc &close, bool in_type_position) {
         const Token &t = lex.peek();
         if (t.kind != Token::Ident || t.quoted || t.loc.line != close.line ||
-            t.loc.col != close.col + 1 || t.text.size() < 2 || t.text[0] != 'x') {
+            t.loc.col != close.col + 1) {
             return 1;
         }
-        size_t i = 1;
-        while (i < t.text.size() && std::isdigit((unsigned char)t.text[i])) {
-            i++;
-        }
-        if (i == 1 || t.text[1] == '0') {
+        const size_t n = vector_handle_lanes_length(t.text);
+        if (n == 0) {
             return 1;
         }
-        bool quoted_name_follows = false;
-        if (i == t.text.size() && !in_type_position) {
+        const bool alone = n == t.text.size();
+        if (alone && !in_type_position) {
             // `x4` alone: the lanes only when a quoted name follows with no space.
-            const Token &n = lex.peek(1);
-            quoted_name_follows = n.kind == Token::Ident && n.quoted && n.loc.line == t.loc.line &&
-                                  n.loc.col == t.loc.col + (int)t.text.size();
-            if (!quoted_name_follows) {
+            const Token &q = lex.peek(1);
+            if (!(q.kind == Token::Ident && q.quoted && q.loc.line == t.loc.line &&
+                  q.loc.col == t.loc.col + (int)t.text.size())) {
                 return 1;
             }
-        } else if (i < t.text.size() &&
-                   !(std::isalpha((unsigned char)t.text[i]) || t.text[i] == '_')) {
-            return 1;
         }
-        std::string digits = t.text.substr(1, i - 1);
+        std::string digits = t.text.substr(1, n - 1);
         if (digits.size() > 4) {
             lex.error(t.loc, "a vector handle type needs 2 to 9999 lanes, not '" + digits + "'");
         }
         if (std::stoi(digits) < 2) {
             return 1;  // Halide prints no lane count for one lane: a name
         }
-        if (!quoted_name_follows && i < t.text.size()) {
-            lex.split_next(i);
+        if (!alone) {
+            lex.split_next(n);
         }
         lex.next();
         return std::stoi(digits);

@@ -319,6 +319,16 @@ TEST(IRParser, ReadsCallsLoadsSelectsAndShuffles) {
     EXPECT_EQ(to_string(parse_expr("(char *)x4predicate(1)")), "(char *)x4`predicate`(1)");
     EXPECT_FALSE(expr_error("(char *)x4 `predicate`(1)").empty());
     EXPECT_FALSE(expr_error("(char *)x1`predicate`(1)").empty());
+    // A scalar handle call, variable or load whose name begins like lanes is printed quoted
+    // (`(char *)x4foo(1)` would read back as a 4-lane call `foo`).
+    for (const char *text :
+         {"(char *) x4foo(1)", "(char *) x4foo", "(char *) x4foo[0]", "(char *) x12_f(1)"}) {
+        Expr e = parse_expr(text);
+        EXPECT_EQ(e.type(), Handle("char")) << text;
+        const std::string printed = to_string(e);
+        EXPECT_NE(printed.find("(char *)`x"), std::string::npos) << printed;
+        EXPECT_TRUE(equal(parse_expr(printed), e)) << printed;
+    }
 
     Expr s = parse_expr("select(x < 1, 2, 3)");
     ASSERT_NE(s.as<Select>(), nullptr);
