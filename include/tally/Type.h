@@ -17,6 +17,9 @@ public:
     /** Values match halide_type_code_t. */
     enum Code : uint8_t { Int = 0, UInt = 1, Float = 2, Handle = 3, BFloat = 4 };
 
+    /** The most lanes a type has (halide_type_t's lanes are a uint16_t). */
+    static constexpr int max_lanes = 65535;
+
     /** An invalid type (bits == 0); used for "not known". */
     Type() = default;
     Type(Code code, int bits, int lanes, std::string handle_name = "");

@@ -12,7 +12,7 @@ Type::Type(Code code, int bits, int lanes, std::string handle_name)
     : code_(code), bits_(static_cast<uint8_t>(bits)), lanes_(static_cast<uint16_t>(lanes)),
       handle_name_(std::move(handle_name)) {
     internal_assert(bits > 0 && bits <= 64) << "bad type width " << bits;
-    internal_assert(lanes > 0 && lanes <= 65535) << "bad lane count " << lanes;
+    internal_assert(lanes > 0 && lanes <= max_lanes) << "bad lane count " << lanes;
     if (code == Handle && handle_name_.empty()) {
         handle_name_ = "void";
     }
@@ -199,7 +199,7 @@ Type parse_type_name(const std::string &s) {
             return Type();
         }
     }
-    if (!valid_bits(code, bits) || lanes < 1 || lanes > 65535) {
+    if (!valid_bits(code, bits) || lanes < 1 || lanes > Type::max_lanes) {
         return Type();
     }
     return Type(code, bits, lanes);

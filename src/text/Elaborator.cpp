@@ -487,12 +487,21 @@ private:
         return Select::make(c, t, f);
     }
 
+    /** `what` at `loc` makes a vector of `lanes` lanes: an error past what a type holds. */
+    void check_lanes_fit(const Loc &loc, int64_t lanes, const std::string &what) {
+        if (lanes > Type::max_lanes) {
+            error(loc, what + " makes " + std::to_string(lanes) + " lanes, more than " +
+                           std::to_string(Type::max_lanes));
+        }
+    }
+
     Expr elab_ramp(const PExpr &e, const Type *hint) {
         Expr b, s;
         if (!elab_pair(e.kids[0], e.kids[1], hint, &b, &s)) {
             return Expr();
         }
         check_compatible(e, b, s, "ramp");
+        check_lanes_fit(e.loc, int64_t(b.type().lanes()) * e.lanes, "ramp");
         return Ramp::make(b, s, e.lanes);
     }
 
@@ -501,6 +510,7 @@ private:
         if (!v.defined()) {
             return v;
         }
+        check_lanes_fit(e.loc, int64_t(v.type().lanes()) * e.lanes, "a broadcast");
         return Broadcast::make(v, e.lanes);
     }
 
@@ -656,7 +666,7 @@ private:
                 }
             }
         }
-        int total = 0;
+        int64_t total = 0;
         for (size_t i = 0; i < vs.size(); i++) {
             if (!types_compatible(vs[i].type().element_of(), vs[0].type().element_of())) {
                 error(e.kids[i].loc, e.name + ": vectors differ in element type");
@@ -668,6 +678,7 @@ private:
             if (vs.size() < 2) {
                 error(e.loc, n + " needs at least two vectors");
             }
+            check_lanes_fit(e.loc, total, n);
             if (n == "interleave_vectors") {
                 for (const Expr &v : vs) {
                     if (v.type().lanes() != vs[0].type().lanes()) {
@@ -681,7 +692,11 @@ private:
         std::vector<int> idx;
         if (n == "slice_vectors") {
             for (int i = 0; i < e.indices[2]; i++) {
-                idx.push_back(e.indices[0] + i * e.indices[1]);
+                const int64_t lane = int64_t(e.indices[0]) + int64_t(i) * e.indices[1];
+                if (lane >= total) {
+                    error(e.loc, n + ": lane index " + std::to_string(lane) + " out of range");
+                }
+                idx.push_back(int(lane));
             }
         } else if (n == "extract_element") {
             idx.push_back(e.indices[0]);
@@ -691,6 +706,7 @@ private:
         if (idx.empty()) {
             error(e.loc, n + " selects no lanes");
         }
+        check_lanes_fit(e.loc, int64_t(idx.size()), n);
         for (int i : idx) {
             if (i < 0 || i >= total) {
                 error(e.loc, n + ": lane index " + std::to_string(i) + " out of range");

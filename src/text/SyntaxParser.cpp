@@ -545,8 +545,9 @@ private:
      * after the `)` that starts with `x`, a lane count of 2 or more and then a name is read
      * so; `x4` and the name become two tokens. A name that must be quoted (a reserved word, or
      * not an identifier) follows the lanes as a quoted name, again with no space:
-     * `(char *)x4\`predicate\`(...)`. (An extern function named like `x4f` would be written
-     * quoted: `(char *)\`x4f\`(...)`.) Where a type stands alone (`in_type_position`: an
+     * `(char *)x4\`predicate\`(...)`; a cast to a vector handle type is `(char *)x4(v)`, as
+     * Halide prints it. (An extern function named like `x4f` or `x4` would be written quoted:
+     * `(char *)\`x4f\`(...)`.) Where a type stands alone (`in_type_position`: an
      * argument's type, an allocation's), `x4` alone is the lanes: `p: (char *)x4`. */
     int handle_lanes(const Loc &close, bool in_type_position) {
         const Token &t = lex.peek();
@@ -560,10 +561,13 @@ private:
         }
         const bool alone = n == t.text.size();
         if (alone && !in_type_position) {
-            // `x4` alone: the lanes only when a quoted name follows with no space.
+            // `x4` alone: the lanes only when a quoted name or the `(` of a cast follows with
+            // no space.
             const Token &q = lex.peek(1);
-            if (!(q.kind == Token::Ident && q.quoted && q.loc.line == t.loc.line &&
-                  q.loc.col == t.loc.col + (int)t.text.size())) {
+            const bool touching =
+                q.loc.line == t.loc.line && q.loc.col == t.loc.col + (int)t.text.size();
+            if (!(touching && ((q.kind == Token::Ident && q.quoted) ||
+                               (q.kind == Token::Punct && q.text == "(")))) {
                 return 1;
             }
         }
@@ -1344,8 +1348,9 @@ private:
         if (n.size() > 1 && n[0] == 'x' && n.find_first_not_of("0123456789", 1) == n.npos &&
             !prefix.is_valid()) {
             e->kind = PExpr::BroadcastE;
-            if (n.size() > 6) {
-                lex.error(t.loc, "broadcast lane count too large");
+            if (n.size() > 6 || std::stoi(n.substr(1)) > Type::max_lanes) {
+                lex.error(t.loc, "a broadcast's lane count is at most " +
+                                     std::to_string(Type::max_lanes) + ", not " + n.substr(1));
             }
             e->lanes = std::stoi(n.substr(1));
             e->kids = parse_call_args("after the broadcast");
@@ -1359,7 +1364,7 @@ private:
             e->kids = parse_call_args("after 'ramp'");
             if (e->kids.size() != 3 || e->kids[2].kind != PExpr::IntLit || e->kids[2].negative ||
                 e->kids[2].prefix.is_valid() || e->kids[2].int_value < 2 ||
-                e->kids[2].int_value > 65535) {
+                e->kids[2].int_value > uint64_t(Type::max_lanes)) {
                 lex.error(t.loc, "ramp takes (base, stride, lanes) with a literal lane "
                                  "count of at least 2");
             }
@@ -1425,7 +1430,7 @@ private:
                 first--;
             }
             for (size_t i = first; i < e.kids.size(); i++) {
-                if (e.kids[i].int_value > 65535) {
+                if (e.kids[i].int_value > uint64_t(Type::max_lanes)) {
                     lex.error(e.kids[i].loc, "shuffle index out of range");
                 }
                 e.indices.push_back(int(e.kids[i].int_value));
@@ -1439,7 +1444,8 @@ private:
             }
             for (int i = 0; i < trailing; i++) {
                 const PExpr &k = e.kids[1 + i];
-                if (k.kind != PExpr::IntLit || k.prefix.is_valid() || k.int_value > 65535) {
+                if (k.kind != PExpr::IntLit || k.prefix.is_valid() ||
+                    k.int_value > uint64_t(Type::max_lanes)) {
                     lex.error(k.loc, "expected a literal integer in " + n);
                 }
                 e.indices.push_back(int(k.int_value));

@@ -300,13 +300,23 @@ TEST(IRParser, ReadsCallsLoadsSelectsAndShuffles) {
         {"(char *) x4stringify(1)", "x4stringify"},
         {"(char *)x1stringify(1)", "x1stringify"},
         {"(char *)x08f(1)", "x08f"},
-        {"(char *)x4(1)", "x4"}};
+        {"(char *)x4 (1)", "x4"}};
     for (const auto &[text, name] : names) {
         Expr e = parse_expr(text);
         ASSERT_NE(e.as<Call>(), nullptr) << text;
         EXPECT_EQ(e.as<Call>()->name, name) << text;
         EXPECT_EQ(e.type(), Handle("char")) << text;
     }
+    // No vector has more lanes than a type holds: an error, not an internal one.
+    EXPECT_THAT(expr_error("x88367(2)"),
+                HasSubstr("a broadcast's lane count is at most 65535, not 88367"));
+    EXPECT_TRUE(equal(parse_expr("x65535(2)"), Broadcast::make(i32(2), 65535)));
+    EXPECT_THAT(expr_error("concat_vectors(x40000(1), x40000(1))"),
+                HasSubstr("concat_vectors makes 80000 lanes, more than 65535"));
+    EXPECT_THAT(expr_error("ramp(x4(0), x4(1), 20000)"), HasSubstr("ramp makes 80000 lanes"));
+    EXPECT_THAT(expr_error("x40000(x4(1))"), HasSubstr("a broadcast makes 160000 lanes"));
+    EXPECT_THAT(expr_error("slice_vectors(x60000(1), 0, 60000, 60000)"),
+                HasSubstr("lane index 60000 out of range"));
     EXPECT_THAT(expr_error("(char *)x99999stringify(1)"),
                 HasSubstr("a vector handle type needs 2 to 9999 lanes, not '99999'"));
     // A name that is printed quoted (here a reserved word) follows the lanes quoted, and reads
@@ -319,6 +329,12 @@ TEST(IRParser, ReadsCallsLoadsSelectsAndShuffles) {
     EXPECT_EQ(to_string(parse_expr("(char *)x4predicate(1)")), "(char *)x4`predicate`(1)");
     EXPECT_FALSE(expr_error("(char *)x4 `predicate`(1)").empty());
     EXPECT_FALSE(expr_error("(char *)x1`predicate`(1)").empty());
+    // `(T *)xN(v)` is a cast to a vector handle type, as Halide prints one.
+    Expr vcast = parse_expr("(uint8_t *)x8((void *)x8make_struct(x))");
+    ASSERT_NE(vcast.as<Cast>(), nullptr);
+    EXPECT_EQ(vcast.type(), Handle("uint8_t").with_lanes(8));
+    EXPECT_EQ(to_string(vcast), "(uint8_t *)x8((void *)x8make_struct(x))");
+    EXPECT_THAT(expr_error("(char *)x4(1)"), HasSubstr("lane counts differ"));
     // A scalar handle call, variable or load whose name begins like lanes is printed quoted
     // (`(char *)x4foo(1)` would read back as a 4-lane call `foo`).
     for (const char *text :
