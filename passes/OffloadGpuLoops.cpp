@@ -27,9 +27,10 @@
 // function), with every character outside [A-Za-z0-9_] replaced by '_', made unique against the
 // module's kernels and functions with `_1`, `_2`, .... The body is the For nest unchanged; the
 // device code generator maps the block and thread loop variables to block and thread ids. The
-// arguments are the buffers the nest loads or stores without allocating them (element type from
-// the first access, rank 1), then the scalar variables it uses without binding them, each in
-// the order the printer shows them first.
+// arguments are the buffers the nest loads or stores without allocating them (rank 1; element
+// type as the function declares the buffer, an argument's or an enclosing allocation's, except
+// bool, which Halide's lowering accesses as uint8; else the first access's), then the scalar
+// variables it uses without binding them, each in the order the printer shows them first.
 //
 // Launch sizes: the kernel's geometry, decided by derive_kernel_geometry (ir/KernelGeometry.h,
 // the one home of the rule: the innermost loop of a chain is X, sibling chains combine per
@@ -51,6 +52,7 @@
 
 #include "tally/Passes.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -151,7 +153,10 @@ private:
  * scalars are the nest's free variables, less the user context and function references. */
 class CollectKernelArgs : public FindFreeVariables {
 public:
-    CollectKernelArgs(std::string kernel, SourceLoc nest) : kernel(std::move(kernel)), nest(nest) {}
+    /** `declared`: the element type the function declares for each buffer in scope. */
+    CollectKernelArgs(std::string kernel, SourceLoc nest,
+                      const std::map<std::string, std::vector<Type>> &declared)
+        : kernel(std::move(kernel)), nest(nest), declared(declared) {}
 
     /** Buffers first, then scalars. */
     std::vector<Argument> args() const {
@@ -180,6 +185,7 @@ public:
 private:
     std::string kernel;
     SourceLoc nest;
+    const std::map<std::string, std::vector<Type>> &declared;
     std::set<std::string> seen_buffers;
     std::vector<Argument> buffers;
 
@@ -192,6 +198,10 @@ private:
         a.name = n;
         a.kind = Argument::Buffer;
         a.type = t.element_of();
+        auto d = declared.find(n);
+        if (d != declared.end() && d->second.back().is_valid() && !d->second.back().is_bool()) {
+            a.type = d->second.back();
+        }
         a.dimensions = 1;
         buffers.push_back(a);
     }
@@ -238,6 +248,11 @@ public:
         : func(f.name), target(target), kernel_names(kernel_names), kernels(kernels),
           results("$", result_prefix) {
         results.reserve_names_in(f.body);
+        for (const Argument &a : f.args) {
+            if (a.is_buffer()) {
+                declared[a.name].push_back(a.type);
+            }
+        }
     }
 
     using IRMutator::visit;
@@ -251,6 +266,8 @@ private:
     // if the function does not use it, else `$1`, ...
     UniqueNames results;
     std::vector<std::string> producers;
+    // The element type of each buffer in scope, as its argument or allocation declares it.
+    std::map<std::string, std::vector<Type>> declared;
 
     static const For *as_gpu_nest(const Stmt &s) {
         const For *f = s.as<For>();
@@ -269,7 +286,7 @@ private:
         l.kernel.name = kernel_names.make(sanitize(producer + "_" + op->name));
         l.kernel.device_api = api;
         l.kernel.body = op;
-        CollectKernelArgs args(l.kernel.name, op->loc);
+        CollectKernelArgs args(l.kernel.name, op->loc, declared);
         op->accept(&args);
         l.kernel.args = args.args();
 
@@ -316,6 +333,17 @@ private:
         Stmt s = IRMutator::visit(op);
         if (op->is_producer) {
             producers.pop_back();
+        }
+        return s;
+    }
+
+    Stmt visit(const Allocate *op) override {
+        std::vector<Type> &types = declared[op->name];
+        types.push_back(op->type);
+        Stmt s = IRMutator::visit(op);
+        types.pop_back();
+        if (types.empty()) {
+            declared.erase(op->name);
         }
         return s;
     }
