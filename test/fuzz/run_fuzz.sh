@@ -100,7 +100,9 @@ for target in "${TARGETS[@]}"; do
     fi
     rm -rf "$seeds" "$artifacts"
     mkdir -p "$corpus" "$seeds" "$artifacts"
-    flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+    # A unit takes micro- to milliseconds; 60 s is a hang, not a loaded machine stalling the
+    # process (docs/reliability.md).
+    flags=(-timeout=60 -rss_limit_mb=2048 -print_final_stats=1)
     case "$target" in
     fuzz_parser | fuzz_lowering | fuzz_halide21)
         max_len="${TALLY_FUZZ_MAX_LEN:-4096}"
