@@ -238,7 +238,12 @@ Expr device_interface_call(DeviceAPI api) {
 
 DeviceAPI device_interface_api(const Expr &e) {
     const Call *c = e.as<Call>();
-    return c ? api_in_name(c->name, interface_suffix) : DeviceAPI::None;
+    // Only the call device_interface_call makes: a handle, no arguments. A call so named of
+    // another type is something else (and replacing it by the interface would change its type).
+    if (!c || !c->type.is_handle() || c->type.is_vector() || !c->args.empty()) {
+        return DeviceAPI::None;
+    }
+    return api_in_name(c->name, interface_suffix);
 }
 
 int runtime_device_api(DeviceAPI api) {

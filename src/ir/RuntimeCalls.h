@@ -263,7 +263,8 @@ DeviceAPI launch_api(const Call *c);
 std::string device_interface_function(DeviceAPI api);
 /** The call `halide_<api>_device_interface()`, of type `halide_device_interface_t *`. */
 Expr device_interface_call(DeviceAPI api);
-/** The API whose interface `e` returns, or DeviceAPI::None when `e` is no such call. */
+/** The API whose interface `e` returns, or DeviceAPI::None when `e` is no such call (one of
+ * another type, or with arguments, is not). */
 DeviceAPI device_interface_api(const Expr &e);
 
 /** The API a GPU loop written for `api` runs on under target `t`: Default_GPU (or no API) means
